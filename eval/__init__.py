@@ -1,0 +1,1 @@
+"""Model adapters, data, KL and downstream evaluation, report generation."""

@@ -1,0 +1,1 @@
+"""Triton kernels (quantize/dequantize, decode steps) beside their torch references."""

@@ -1,0 +1,68 @@
+"""The ``replayssm-quant`` console script.
+
+Each subcommand lives in its own module under :mod:`replayssm_quant.commands`
+exposing ``HELP`` (one line), ``configure(parser)`` and ``run(args) -> int``.
+Modules keep heavy imports (torch, transformers) inside ``run`` so ``--help``
+stays fast. Errors meant for the user are raised as :class:`UsageError` or
+``ValueError`` and printed as one line with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: subcommand name -> module under replayssm_quant.commands
+COMMANDS = {
+    "formats": "formats",
+    "spec": "spec",
+    "bench": "bench",
+    "train-demo": "train_demo",
+    "eval": "eval_kl",
+    "report": "report",
+    "downstream": "downstream",
+}
+
+
+class UsageError(Exception):
+    """A user mistake: printed as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="replayssm-quant",
+        description="Low-precision recurrent state for SSM decoding (ReplaySSM).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, mod_name in COMMANDS.items():
+        try:
+            mod = importlib.import_module(f"replayssm_quant.commands.{mod_name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"replayssm_quant.commands.{mod_name}":
+                continue  # command not built yet
+            raise
+        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        mod.configure(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "_run", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except (UsageError, ValueError, FileNotFoundError) as e:
+        print(f"replayssm-quant {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per CLI subcommand (see replayssm_quant.cli)."""

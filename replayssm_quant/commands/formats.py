@@ -1,0 +1,41 @@
+"""``replayssm-quant formats``: the table of storage formats."""
+
+HELP = "print a table of every state format (bits, range, epsilon, block size)"
+
+
+def configure(parser):
+    parser.add_argument("--csv", action="store_true", help="print CSV instead of a text table")
+
+
+def formats_table():
+    """One row per format in :data:`replayssm_quant.quant.formats.FORMATS` (a pandas DataFrame)."""
+    import pandas as pd
+
+    from replayssm_quant.quant.formats import FORMATS
+
+    rows = []
+    for f in FORMATS.values():
+        rows.append({
+            "format": f.name,
+            "bits/elem (with scales)": f.bits_per_element,
+            "exp bits": f.exp_bits,
+            "man bits": f.man_bits,
+            "max finite": f.max_finite,
+            "min normal": f.min_normal,
+            "min subnormal": f.min_subnormal,
+            "epsilon": f.eps,
+            "block size": f.block_size or "-",
+            "nan": "yes" if f.has_nan else "no (see docs)",
+        })
+    return pd.DataFrame(rows)
+
+
+def run(args):
+    df = formats_table()
+    if args.csv:
+        print(df.to_csv(index=False), end="")
+    else:
+        print(df.to_string(index=False))
+        print("\nnvfp4: E2M1 elements {0,.5,1,1.5,2,3,4,6}, one E4M3 scale per 16 elements along the "
+              "key dim, one fp32 scale per (slot, head); max finite = 6 x 448 x (amax / 2688).")
+    return 0
