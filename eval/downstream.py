@@ -1,0 +1,314 @@
+"""Downstream accuracy by generation-length quartile (DESIGN.md sec. 6).
+
+Two jobs live here:
+
+* the **quartile analysis** (pure pandas, no model): every sample gets the
+  generation length (tokens generated) of its fp32 reference run, samples are
+  split into four equal-count length quartiles per (model, task), and each
+  run's accuracy per quartile is compared with the fp32 reference in
+  percentage points;
+* the **runner**: for each model and each run (the fp32 reference plus every
+  ``--state`` spec) it calls ``lm_eval.simple_evaluate`` with the ``replayssm``
+  plugin and ``log_samples=True``, and saves one samples file per run as soon
+  as it completes, so a rerun skips finished runs (resume).
+
+Run names: a spec string (``nvfp4/fp8+sr``, replay mode, window from
+``--window``) or ``conventional:SPEC`` (``conventional:fp8+sr``, the state
+rounded every step). ``fp32`` is the reference and always runs first.
+
+Samples table (one row per sample and run), the analysis input:
+
+    model: str, task: str, doc_id: int, run: str, correct: float in [0, 1],
+    gen_tokens: int (tokens this run generated for the sample)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+REFERENCE = "fp32"
+QUARTILES = ("Q1", "Q2", "Q3", "Q4")
+SAMPLE_COLUMNS = ("model", "task", "doc_id", "run", "correct", "gen_tokens")
+
+
+# --------------------------------------------------------------------------- run names
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One decode configuration: a state spec in a decode mode.
+
+    Attributes:
+        name: the canonical run name (``nvfp4/fp8+sr``, ``conventional:fp8+sr``).
+        spec: the canonical state spec text (``nvfp4/fp8+sr``).
+        mode: ``replay`` or ``conventional``.
+    """
+
+    name: str
+    spec: str
+    mode: str
+
+    @property
+    def file_stem(self) -> str:
+        """A file-name-safe spelling of :attr:`name` (``conventional-fp8_sr``)."""
+        return self.name.replace(":", "-").replace("/", "_").replace("+", "_")
+
+
+def parse_run(text: str) -> RunSpec:
+    """Parse a run name: ``SPEC`` (replay) or ``MODE:SPEC`` with MODE in replay|conventional.
+
+    Raises:
+        ValueError: naming the bad part (bad mode, bad spec, separate spec in
+            conventional mode) and the valid forms.
+    """
+    from replayssm_quant.quant.spec import DECODE_MODES, parse_state_spec
+
+    raw = text
+    text = text.strip()
+    mode = "replay"
+    if ":" in text:
+        mode, _, text = text.partition(":")
+        mode = mode.strip().lower()
+        if mode not in DECODE_MODES:
+            raise ValueError(
+                f"bad decode mode {mode!r} in run {raw!r}; valid forms: SPEC (replay mode) or "
+                f"MODE:SPEC with MODE in {{{', '.join(DECODE_MODES)}}}, e.g. conventional:fp8+sr"
+            )
+    spec = parse_state_spec(text)
+    spec.step_bytes_per_element(mode)  # raises for separate specs in conventional mode
+    name = spec.text if mode == "replay" else f"{mode}:{spec.text}"
+    return RunSpec(name=name, spec=spec.text, mode=mode)
+
+
+def plan_runs(texts: list[str]) -> list[RunSpec]:
+    """The fp32 reference followed by the parsed ``texts`` (duplicates dropped, order kept)."""
+    runs = [parse_run(REFERENCE)]
+    for t in texts:
+        r = parse_run(t)
+        if r.name not in [x.name for x in runs]:
+            runs.append(r)
+    return runs
+
+
+# --------------------------------------------------------------------------- analysis
+
+
+def _check_samples(df) -> None:
+    missing = [c for c in SAMPLE_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"samples table lacks columns {missing}; needs {list(SAMPLE_COLUMNS)}")
+    dup = df.duplicated(["model", "task", "doc_id", "run"])
+    if dup.any():
+        row = df[dup].iloc[0]
+        raise ValueError(
+            f"samples table has duplicate rows for model={row.model!r} task={row.task!r} "
+            f"doc_id={row.doc_id!r} run={row.run!r}")
+
+
+def assign_quartiles(lengths):
+    """Equal-count length quartiles within each (model, task).
+
+    Args:
+        lengths: DataFrame with columns model, task, doc_id, gen_tokens (the
+            reference run's lengths), one row per sample.
+
+    Returns:
+        the same rows plus ``quartile`` (str Q1..Q4, Q1 = shortest). Samples are
+        ordered by (gen_tokens, doc_id) and sample i of n goes to quartile
+        ``floor(4 i / n)``, so quartiles differ in size by at most one and ties
+        are broken by doc_id (deterministic).
+    """
+    import numpy as np
+
+    out = lengths.sort_values(["model", "task", "gen_tokens", "doc_id"], kind="mergesort").copy()
+    pos = out.groupby(["model", "task"]).cumcount().to_numpy()
+    n = out.groupby(["model", "task"])["doc_id"].transform("size").to_numpy()
+    out["quartile"] = np.array(QUARTILES)[(4 * pos) // n]
+    return out.sort_index()
+
+
+def quartile_table(samples, reference: str = REFERENCE):
+    """Accuracy per generation-length quartile and its change from the reference.
+
+    Args:
+        samples: DataFrame with :data:`SAMPLE_COLUMNS`. Every (model, task,
+            doc_id) of the reference run must appear in every other run of that
+            model and vice versa.
+        reference: the run whose generation lengths define the quartiles and
+            against which changes are measured.
+
+    Returns:
+        DataFrame, one row per (model, task, quartile, run) including the
+        reference, with columns model, task, quartile (Q1..Q4 and ``all``),
+        run, n, len_min, len_max (reference tokens generated), accuracy (%),
+        delta_pp (accuracy - reference accuracy, percentage points). Rows for
+        task ``all`` pool every task of the model (each sample keeps the
+        quartile of its own task).
+    """
+    import pandas as pd
+
+    _check_samples(samples)
+    df = samples.copy()
+    df["correct"] = df["correct"].astype(float)
+    ref = df[df["run"] == reference]
+    if ref.empty:
+        raise ValueError(f"no samples of the reference run {reference!r}; runs present: "
+                         f"{sorted(df['run'].unique())}")
+    key = ["model", "task", "doc_id"]
+    ref_keys = set(map(tuple, ref[key].itertuples(index=False)))
+    for (model, run), g in df.groupby(["model", "run"]):
+        keys = set(map(tuple, g[key].itertuples(index=False)))
+        ref_m = {k for k in ref_keys if k[0] == model}
+        if keys != ref_m:
+            miss, extra = sorted(ref_m - keys)[:3], sorted(keys - ref_m)[:3]
+            raise ValueError(
+                f"run {run!r} of model {model!r} does not cover the same samples as the reference "
+                f"{reference!r}: missing {miss}, extra {extra} (first 3 shown)")
+    q = assign_quartiles(ref[key + ["gen_tokens"]]).rename(columns={"gen_tokens": "ref_tokens"})
+    df = df.merge(q, on=key, how="inner")
+    df_all = df.assign(task="all")
+    both = pd.concat([df, df_all, df.assign(quartile="all"), df_all.assign(quartile="all")])
+    agg = (both.groupby(["model", "task", "quartile", "run"], sort=False)
+           .agg(n=("correct", "size"), len_min=("ref_tokens", "min"), len_max=("ref_tokens", "max"),
+                accuracy=("correct", "mean"))
+           .reset_index())
+    agg["accuracy"] *= 100.0
+    ref_acc = agg[agg["run"] == reference].set_index(["model", "task", "quartile"])["accuracy"]
+    agg["delta_pp"] = agg["accuracy"] - ref_acc.reindex(
+        pd.MultiIndex.from_frame(agg[["model", "task", "quartile"]])).to_numpy()
+    run_order = list(dict.fromkeys([reference] + list(df["run"].unique())))
+    agg["_r"] = agg["run"].map(run_order.index)
+    tasks = sorted(t for t in agg["task"].unique() if t != "all") + ["all"]
+    agg["_t"] = agg["task"].map(tasks.index)
+    agg["_q"] = agg["quartile"].map(list(QUARTILES + ("all",)).index)
+    agg = agg.sort_values(["model", "_t", "_q", "_r"]).drop(columns=["_r", "_t", "_q"])
+    return agg.reset_index(drop=True)
+
+
+def delta_pivot(table, task: str = "all", reference: str = REFERENCE):
+    """Change from the reference in pp: rows (model, run), columns Q1..Q4 and all (one task)."""
+    t = table[(table["task"] == task) & (table["run"] != reference)]
+    p = t.pivot_table(index=["model", "run"], columns="quartile", values="delta_pp", sort=False)
+    return p[[c for c in QUARTILES + ("all",) if c in p.columns]]
+
+
+# --------------------------------------------------------------------------- samples from lm-eval
+
+
+def _metric_value(sample: dict, metric: str) -> float:
+    if metric not in sample:
+        have = [k for k, v in sample.items() if isinstance(v, (int, float)) and k != "doc_id"]
+        raise ValueError(f"lm-eval sample has no metric {metric!r}; numeric fields: {have}")
+    return float(sample[metric])
+
+
+def samples_from_lm_eval(model: str, run: str, lm_samples: dict, generation_log: list,
+                         metric: str = "exact_match") -> list[dict]:
+    """Rows of the samples table from ``simple_evaluate(..., log_samples=True)["samples"]``.
+
+    Args:
+        lm_samples: task name -> list of lm-eval sample dicts (doc_id, arguments, metric).
+        generation_log: the plugin's :attr:`ReplaySSMLM.generation_log` for this
+            evaluation: dicts with ``context`` (str) and ``gen_tokens`` (int),
+            one per generate_until request. A sample's context is the first
+            argument of its (single) request; equal contexts of a deterministic
+            run generate the same tokens, so the lookup by context is exact.
+
+    Returns:
+        list of dicts with :data:`SAMPLE_COLUMNS` plus ``response`` and ``target``.
+    """
+    by_ctx: dict[str, int] = {}
+    for rec in generation_log:
+        by_ctx.setdefault(rec["context"], int(rec["gen_tokens"]))
+    rows = []
+    for task, samples in lm_samples.items():
+        for s in samples:
+            args = s.get("arguments")
+            ctx = _request_context(args)
+            if ctx not in by_ctx:
+                raise ValueError(
+                    f"task {task!r} doc {s.get('doc_id')}: no generate_until request with this context "
+                    "in the plugin's generation log (is the task output_type generate_until?)")
+            resp = s.get("filtered_resps", s.get("resps"))
+            while isinstance(resp, list) and resp:
+                resp = resp[0]
+            rows.append({"model": model, "task": task, "doc_id": int(s["doc_id"]), "run": run,
+                         "correct": _metric_value(s, metric), "gen_tokens": by_ctx[ctx],
+                         "response": resp if isinstance(resp, str) else str(resp),
+                         "target": str(s.get("target", ""))})
+    return rows
+
+
+def _request_context(args) -> str:
+    """The context string of a logged request's arguments (lm-eval 0.4 logs several shapes)."""
+    if isinstance(args, dict):  # {"gen_args_0": {"arg_0": ctx, "arg_1": kwargs}}
+        first = next(iter(args.values()))
+        return first["arg_0"] if isinstance(first, dict) else first
+    while isinstance(args, (list, tuple)) and args and not isinstance(args[0], str):
+        args = args[0]
+    if isinstance(args, (list, tuple)) and args:
+        return args[0]
+    raise ValueError(f"cannot read the request context from logged arguments {args!r}")
+
+
+# --------------------------------------------------------------------------- results folder
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def model_label(pretrained: str) -> str:
+    """A short file-safe model label: the embedded name, or the folder/repo base name."""
+    base = pretrained.rstrip("/").split("/")[-1] or pretrained
+    return _SAFE.sub("_", base)
+
+
+def run_file(out: Path, model: str, run: RunSpec) -> Path:
+    """Where a finished run's samples live: ``OUT/runs/MODEL/RUN.jsonl``."""
+    return Path(out) / "runs" / model / f"{run.file_stem}.jsonl"
+
+
+def write_rows_atomic(path: Path, rows: list[dict]) -> None:
+    """Write ``rows`` as JSON lines to ``path`` via a temporary file and rename (no half files)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    os.replace(tmp, path)
+
+
+def load_samples(out: Path):
+    """Every finished run under ``OUT/runs`` as one samples DataFrame (see module doc)."""
+    import pandas as pd
+
+    files = sorted((Path(out) / "runs").glob("*/*.jsonl"))
+    if not files:
+        raise FileNotFoundError(f"no finished runs under {Path(out) / 'runs'} (run `replayssm-quant downstream` first)")
+    return pd.concat([pd.read_json(f, lines=True, dtype={"run": str, "task": str, "model": str})
+                      for f in files], ignore_index=True)
+
+
+def check_config(out: Path, config: dict) -> None:
+    """Record the run configuration in ``OUT/config.json``, or check it matches the recorded one.
+
+    A rerun into the same folder resumes only when everything that changes
+    the samples (tasks, limit, window, seed, generation length, ...) is equal;
+    otherwise it is an error naming the differing keys.
+    """
+    path = Path(out) / "config.json"
+    if path.exists():
+        old = json.loads(path.read_text())
+        diff = sorted(k for k in set(old) | set(config) if old.get(k) != config.get(k))
+        if diff:
+            raise ValueError(
+                f"{out} holds results of a different configuration (differs in: "
+                + ", ".join(f"{k}: {old.get(k)!r} -> {config.get(k)!r}" for k in diff)
+                + "); use another --out folder or delete it")
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(config, indent=2, sort_keys=True))

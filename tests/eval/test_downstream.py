@@ -1,0 +1,126 @@
+"""Quartile analysis, run names and the results folder of eval/downstream.py (no model needed)."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from replayssm_quant.eval import downstream as ds
+
+
+def _rows(model, task, run, lengths, correct):
+    return [{"model": model, "task": task, "doc_id": i, "run": run, "correct": c, "gen_tokens": n}
+            for i, (n, c) in enumerate(zip(lengths, correct))]
+
+
+def _hand_made():
+    # task A: 8 docs, fp32 lengths known; quartiles (by fp32 length):
+    #   Q1 = lengths 1,2 (docs 1,5); Q2 = 3,4 (docs 3,7); Q3 = 5,6 (docs 0,6); Q4 = 7,8 (docs 4,2)
+    a_len = [5, 1, 8, 3, 7, 2, 6, 4]
+    rows = _rows("m", "A", "fp32", a_len, [1] * 8)
+    # spec: right on Q1 (1,5), one of Q2 (3), one of Q3 (0), none of Q4 (4,2).
+    # Its own lengths are different and must be ignored.
+    spec_ok = {1, 5, 3, 0}
+    rows += _rows("m", "A", "nvfp4+sr", [99 - n for n in a_len], [int(i in spec_ok) for i in range(8)])
+    # task B: 4 docs, fp32 wrong on doc 0 (the longest); spec right everywhere.
+    b_len = [40, 10, 20, 30]
+    rows += _rows("m", "B", "fp32", b_len, [0, 1, 1, 1])
+    rows += _rows("m", "B", "nvfp4+sr", b_len, [1, 1, 1, 1])
+    return pd.DataFrame(rows)
+
+
+def _get(t, task, q, run, col):
+    sel = t[(t.task == task) & (t.quartile == q) & (t.run == run)]
+    assert len(sel) == 1, (task, q, run)
+    return sel.iloc[0][col]
+
+
+def test_quartile_table_hand_made():
+    t = ds.quartile_table(_hand_made())
+    exp_acc = {"Q1": 100, "Q2": 50, "Q3": 50, "Q4": 0, "all": 50}
+    exp_len = {"Q1": (1, 2), "Q2": (3, 4), "Q3": (5, 6), "Q4": (7, 8), "all": (1, 8)}
+    for q, acc in exp_acc.items():
+        assert _get(t, "A", q, "fp32", "accuracy") == 100
+        assert _get(t, "A", q, "nvfp4+sr", "accuracy") == pytest.approx(acc)
+        assert _get(t, "A", q, "nvfp4+sr", "delta_pp") == pytest.approx(acc - 100)
+        assert _get(t, "A", q, "fp32", "delta_pp") == 0
+        assert (_get(t, "A", q, "fp32", "len_min"), _get(t, "A", q, "fp32", "len_max")) == exp_len[q]
+        assert _get(t, "A", q, "fp32", "n") == (8 if q == "all" else 2)
+    # task B: one doc per quartile; doc 0 (len 40) is Q4, where fp32 is wrong and the spec right
+    assert _get(t, "B", "Q4", "fp32", "accuracy") == 0
+    assert _get(t, "B", "Q4", "nvfp4+sr", "delta_pp") == pytest.approx(100)
+    assert _get(t, "B", "Q1", "nvfp4+sr", "delta_pp") == 0
+    # pooled over tasks: each sample keeps its own task's quartile. Q4 = A docs 4,2 + B doc 0
+    assert _get(t, "all", "Q4", "fp32", "n") == 3
+    assert _get(t, "all", "Q4", "fp32", "accuracy") == pytest.approx(200 / 3)
+    assert _get(t, "all", "Q4", "nvfp4+sr", "accuracy") == pytest.approx(100 / 3)
+    assert _get(t, "all", "Q4", "nvfp4+sr", "delta_pp") == pytest.approx(-100 / 3)
+    assert _get(t, "all", "all", "nvfp4+sr", "accuracy") == pytest.approx(100 * 8 / 12)
+    p = ds.delta_pivot(t, "A")
+    assert list(p.columns) == ["Q1", "Q2", "Q3", "Q4", "all"]
+    assert p.loc[("m", "nvfp4+sr")].tolist() == pytest.approx([0, -50, -50, -100, -50])
+
+
+def test_quartiles_equal_count_with_ties_and_uneven_sizes():
+    lengths = pd.DataFrame({"model": "m", "task": "t", "doc_id": range(7), "gen_tokens": [3, 3, 3, 3, 3, 1, 9]})
+    q = ds.assign_quartiles(lengths).set_index("doc_id")["quartile"]
+    # order by (len, doc_id): 5, 0, 1, 2, 3, 4, 6 -> floor(4 i / 7) = 0,0,1,1,2,2,3
+    assert q.to_dict() == {5: "Q1", 0: "Q1", 1: "Q2", 2: "Q2", 3: "Q3", 4: "Q3", 6: "Q4"}
+
+
+def test_quartile_table_rejects_mismatched_samples():
+    df = _hand_made()
+    with pytest.raises(ValueError, match="does not cover the same samples"):
+        ds.quartile_table(df.drop(index=df.index[(df.run == "nvfp4+sr") & (df.task == "A")][0]))
+    with pytest.raises(ValueError, match="no samples of the reference run"):
+        ds.quartile_table(df[df.run != "fp32"])
+    with pytest.raises(ValueError, match="duplicate rows"):
+        ds.quartile_table(pd.concat([df, df.iloc[:1]]))
+    with pytest.raises(ValueError, match="lacks columns"):
+        ds.quartile_table(df.drop(columns=["gen_tokens"]))
+
+
+def test_parse_run_and_plan():
+    r = ds.parse_run("conventional:FP8+SR")
+    assert (r.name, r.spec, r.mode, r.file_stem) == ("conventional:fp8+sr", "fp8+sr", "conventional",
+                                                     "conventional-fp8_sr")
+    assert ds.parse_run("nvfp4/fp8+sr").mode == "replay"
+    assert ds.parse_run("replay:nvfp4/fp16").name == "nvfp4/fp16"
+    with pytest.raises(ValueError, match="bad decode mode 'fast'"):
+        ds.parse_run("fast:fp8")
+    with pytest.raises(ValueError, match="only\\s+the replay mode"):
+        ds.parse_run("conventional:nvfp4/fp8")
+    with pytest.raises(ValueError, match="valid forms"):
+        ds.parse_run("fp7")
+    names = [r.name for r in ds.plan_runs(["nvfp4+sr", "fp32", "nvfp4+sr", "conventional:fp8+sr"])]
+    assert names == ["fp32", "nvfp4+sr", "conventional:fp8+sr"]
+
+
+def test_samples_from_lm_eval_uses_generation_log():
+    lm_samples = {"t": [
+        {"doc_id": 0, "arguments": {"gen_args_0": {"arg_0": "ctx a", "arg_1": {"until": ["\n"]}}},
+         "resps": [["x"]], "filtered_resps": ["x"], "target": "x", "exact_match": 1.0},
+        {"doc_id": 1, "arguments": [["ctx b", {"until": ["\n"]}]],
+         "resps": [["y"]], "filtered_resps": ["y"], "target": "z", "exact_match": 0.0},
+    ]}
+    log = [{"context": "ctx b", "gen_tokens": 7}, {"context": "ctx a", "gen_tokens": 3}]
+    rows = ds.samples_from_lm_eval("m", "fp32", lm_samples, log)
+    assert [(r["doc_id"], r["gen_tokens"], r["correct"], r["response"]) for r in rows] == \
+        [(0, 3, 1.0, "x"), (1, 7, 0.0, "y")]
+    with pytest.raises(ValueError, match="no generate_until request"):
+        ds.samples_from_lm_eval("m", "fp32", lm_samples, log[:1])
+
+
+def test_results_folder_roundtrip_and_config_check(tmp_path):
+    df = _hand_made()
+    for (model, run), g in df.groupby(["model", "run"]):
+        ds.write_rows_atomic(ds.run_file(tmp_path, model, ds.parse_run(run)), g.to_dict("records"))
+    back = ds.load_samples(tmp_path)
+    pd.testing.assert_frame_equal(ds.quartile_table(back), ds.quartile_table(df))
+    ds.check_config(tmp_path, {"tasks": ["a"], "limit": 2})
+    ds.check_config(tmp_path, {"tasks": ["a"], "limit": 2})  # same: fine
+    with pytest.raises(ValueError, match="limit: 2 -> 3"):
+        ds.check_config(tmp_path, {"tasks": ["a"], "limit": 3})
+    assert json.loads((tmp_path / "config.json").read_text()) == {"limit": 2, "tasks": ["a"]}
+    with pytest.raises(FileNotFoundError, match="no finished runs"):
+        ds.load_samples(tmp_path / "empty")
