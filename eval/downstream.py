@@ -255,6 +255,38 @@ def _request_context(args) -> str:
     raise ValueError(f"cannot read the request context from logged arguments {args!r}")
 
 
+# --------------------------------------------------------------------------- packaged tasks
+
+#: the packaged lm-eval task definitions (pass as include_path / --include_path)
+TASKS_DIR = Path(__file__).resolve().parent / "tasks"
+#: lm-eval tag selecting every packaged synthetic task
+SYNTH_TAG = "replayssm_synth"
+#: evaluation instances per synthetic task in the packaged data
+SYNTH_DOCS_PER_TASK = 64
+
+
+def write_synthetic_task_files(folder: Path = TASKS_DIR, per_task: int = SYNTH_DOCS_PER_TASK) -> list[Path]:
+    """Write ``synth_<task>.jsonl`` for every synthetic task: the held-out instances.
+
+    The instances are ``synthetic_tasks.heldout_tasks(per_task * len(TASKS))``
+    (seed HELDOUT_SEED, never trained on), split by task; each line holds
+    prompt, target, task, gen_len (target bytes = tokens to generate) and doc_id.
+    """
+    from replayssm_quant.eval import synthetic_tasks as st
+
+    folder = Path(folder)
+    docs = st.heldout_tasks(per_task * len(st.TASKS))
+    paths = []
+    for task in st.TASKS:
+        rows = [d for d in docs if d["task"] == task]
+        path = folder / f"synth_{task}.jsonl"
+        with open(path, "w") as f:
+            for i, d in enumerate(rows):
+                f.write(json.dumps({"doc_id": i, **{k: d[k] for k in ("task", "prompt", "target", "gen_len")}}) + "\n")
+        paths.append(path)
+    return paths
+
+
 # --------------------------------------------------------------------------- results folder
 
 
