@@ -1,0 +1,160 @@
+"""Torch references of the decode algorithms (conventional, Algorithm 1 replay, Algorithm 3 dual).
+
+These operate on the tensors of a :class:`~replayssm_quant.kernels.state_cache.SSMStateCache`
+with exactly the operation order of the Triton kernel (:mod:`.decode`), so the
+stored checkpoints are bit-identical between ``backend="torch"`` and
+``backend="triton"`` under the Triton interpreter (row sums use the same numpy
+reduction over a key dim zero-padded to the kernel's power-of-two block).
+
+Flush semantics (shared by the kernel; see also docs/KERNELS.md)
+-----------------------------------------------------------------
+A slot's ring holds the ``h < L`` inputs received since its last flush
+(capacity ``L - 1``). A step with ``h + 1 < L`` is a *non-flush* step: it reads
+the read copy ``S_lp``, computes the output from ``S_lp`` plus the ring plus the
+current input (DESIGN.md sec. 2 unrolled formula; for the delta rule the
+current correction ``u_t`` uses ``S_{t-1} k_t`` from ``S_lp`` plus the ring),
+and appends the current input as ring entry ``h``. A step with ``h + 1 == L`` is
+the *flush* step: it reads the recurrence checkpoint ``S_hp``, replays the
+``L - 1`` ring entries and the current input sequentially in fp32 (for
+gdn/kda the corrections ``u_j = beta_j (v_j - a_j S_{j-1} k_j)`` are recomputed
+from ``S_hp``; the ``u_j`` cached from ``S_lp`` are only used for outputs),
+computes the output of the flush step from this fp32 state ``S_L``
+(``o = S_L q``: no read-copy error on flush steps), casts ``S_L`` into ``S_hp``
+(stochastic rounding with ``+sr``, Philox stream tag 0, c2 = the slot's flush
+counter) and, for separate specs, independently into ``S_lp`` (RNE), then
+empties the ring and increments the flush counter. Conventional decoding is
+the same with ``L = 1`` (every step is a flush, no ring) and stream tag 1.
+``load_state`` is flush number 0 (c2 = 0, tag 0); the counter is 1 afterwards.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .storage import sr_rbits
+
+
+def block_k(K: int) -> int:
+    """The kernel's key-dim block: next power of two >= K (min 16)."""
+    return max(16, 1 << (int(K) - 1).bit_length())
+
+
+def rowsum(x: torch.Tensor) -> torch.Tensor:
+    """Sum over the last (key) dim, in the kernel's reduction order on CPU.
+
+    ``x [..., K]`` float32 -> ``[...]``. On CPU the key dim is zero-padded to
+    :func:`block_k` and reduced with ``numpy.sum``, which is what ``tl.sum``
+    does under the Triton interpreter; elsewhere ``torch.sum``.
+    """
+    if x.device.type != "cpu":
+        return x.sum(-1)
+    K = x.shape[-1]
+    bk = block_k(K)
+    if bk != K:
+        x = F.pad(x, (0, bk - K))
+    return torch.from_numpy(np.sum(np.ascontiguousarray(x.numpy()), axis=-1))
+
+
+def seq_step(S, a, k, v, beta, delta: bool):
+    """One sequential fp32 step, kernel op order.
+
+    Args:
+        S: float32 ``[n, HV, V, K]``; a: ``[n, HV, GK]`` (GK = 1 or K) decay factors;
+        k: ``[n, HV, K]``; v: ``[n, HV, V]``; beta: ``[n, HV]`` (used when ``delta``).
+
+    Returns:
+        ``(S_new [n, HV, V, K], u [n, HV, V])``.
+    """
+    S = S * a.unsqueeze(-2)
+    if delta:
+        r = rowsum(S * k.unsqueeze(-2))
+        u = beta.unsqueeze(-1) * (v - r)
+    else:
+        u = v
+    S = S + u.unsqueeze(-1) * k.unsqueeze(-2)
+    return S, u
+
+
+def replay_ring(cache, S, slots, h: int):
+    """Apply the first ``h`` ring entries of ``slots`` to ``S`` sequentially (recomputing u)."""
+    for j in range(h):
+        S, _ = seq_step(S, cache.ring_a[slots, :, j], cache.ring_k[slots, :, j], cache.ring_v[slots, :, j],
+                        cache.ring_beta[slots, :, j], cache.delta)
+    return S
+
+
+def _flush(cache, slots, h, q, k, v, a, beta):
+    S = cache.hp.decode(slots)
+    S = replay_ring(cache, S, slots, h)
+    S, _ = seq_step(S, a, k, v, beta, cache.delta)
+    o = rowsum(S * q.unsqueeze(-2))
+    rb = None
+    if cache.spec.sr:
+        rb = sr_rbits(cache.seed, slots, cache.num_heads, cache.head_v, cache.head_k,
+                      cache.flush_count[slots], cache.tag)
+    cache.hp.encode(slots, S, rb)
+    if not cache.spec.shared:
+        cache.lp.encode(slots, S)
+    return o
+
+
+def _non_flush(cache, slots, h, q, k, v, a, beta):
+    n, HV, V = v.shape
+    gam = a
+    acc_q = torch.zeros(n, HV, V, dtype=torch.float32, device=v.device)
+    acc_k = torch.zeros_like(acc_q)
+    ring_u = cache.ring_u if cache.delta else cache.ring_v
+    for i in range(h):
+        j = h - 1 - i
+        kj = cache.ring_k[slots, :, j]
+        uj = ring_u[slots, :, j]
+        cq = rowsum(kj * gam * q)
+        acc_q = acc_q + uj * cq.unsqueeze(-1)
+        if cache.delta:
+            ck = rowsum(kj * gam * k)
+            acc_k = acc_k + uj * ck.unsqueeze(-1)
+        gam = gam * cache.ring_a[slots, :, j]
+    S = cache.lp.decode(slots)
+    acc_q = acc_q + rowsum(S * (gam * q).unsqueeze(-2))
+    if cache.delta:
+        acc_k = acc_k + rowsum(S * (gam * k).unsqueeze(-2))
+        u = beta.unsqueeze(-1) * (v - acc_k)
+        cache.ring_u[slots, :, h] = u
+    else:
+        u = v
+    o = acc_q + u * rowsum(k * q).unsqueeze(-1)
+    cache.ring_a[slots, :, h] = a.expand_as(cache.ring_a[slots, :, h])
+    cache.ring_k[slots, :, h] = k
+    cache.ring_v[slots, :, h] = v
+    if cache.delta:
+        cache.ring_beta[slots, :, h] = beta
+    return o
+
+
+def torch_step(cache, slot_idx, q, k, v, a, beta):
+    """One decode step of every row (torch reference). Counters are updated by the caller.
+
+    Args:
+        cache: the SSMStateCache (tensors and config).
+        slot_idx: int64 ``[B]`` (negative = padded row).
+        q, k: float32 ``[B, HV, K]``; v: float32 ``[B, HV, V]``; a: float32 ``[B, HV, GK]``
+            decay factors exp(g); beta: float32 ``[B, HV]`` (a dummy for mamba2).
+
+    Returns:
+        float32 ``[B, HV, V]`` (zeros for padded rows).
+    """
+    B, HV, V = v.shape
+    out = torch.zeros(B, HV, V, dtype=torch.float32, device=v.device)
+    rows = torch.nonzero(slot_idx >= 0).flatten()
+    if rows.numel() == 0:
+        return out
+    slots = slot_idx[rows]
+    hs = cache.ring_count[slots]
+    for h in torch.unique(hs).tolist():
+        sel = rows[hs == h]
+        s = slot_idx[sel]
+        fn = _flush if h + 1 >= cache.window else _non_flush
+        out[sel] = fn(cache, s, h, q[sel], k[sel], v[sel], a[sel], beta[sel])
+    return out

@@ -1,0 +1,231 @@
+"""SSMStateCache: the per-layer decode state of a batch of sequence slots (docs/CONTRACTS.md).
+
+Holds, for ``num_slots`` slots and ``num_heads`` (= HV) heads of ``[V, K]`` state:
+
+* ``hp``: the recurrence checkpoint in the spec's recurrence format;
+* ``lp``: the read copy in the read format (the same object as ``hp`` for a shared spec);
+* the ring of inputs received since the last flush, capacity ``L - 1``
+  (``ring_a float32 [S, HV, L-1, GK]`` decay factors, GK = K for kda else 1;
+  ``ring_k [S, HV, L-1, K]``; ``ring_v [S, HV, L-1, V]`` raw v (mamba2: v = u);
+  ``ring_beta [S, HV, L-1]``; ``ring_u [S, HV, L-1, V]`` the corrections used
+  for outputs (gdn/kda));
+* ``ring_count int32 [S + 1]`` entries in the ring, ``flush_count int32 [S + 1]``
+  (Philox c2); entry ``S`` is a scratch slot that padded rows write to, so counter
+  updates need no host synchronisation.
+
+Flush semantics: see :mod:`.reference`. ``mode="conventional"`` is the window-1
+case (every step reads, updates and rewrites the one checkpoint); it needs a
+shared spec. ``backend="torch"`` runs :func:`.reference.torch_step`,
+``backend="triton"`` the kernel of :mod:`.decode`; both keep bit-identical
+checkpoints under the Triton interpreter.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from replayssm_quant.quant import parse_state_spec, StateSpec
+from replayssm_quant.quant.philox import check_seed
+from replayssm_quant.quant.spec import check_mode
+
+from .naive import DELTA_RULE, PER_KEY_DECAY, check_family
+from .reference import replay_ring, torch_step
+from .storage import StoredState, TAG_CONVENTIONAL, TAG_FLUSH, sr_rbits
+
+_ACT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+BACKENDS = ("torch", "triton")
+
+
+def _pos_int(name, x):
+    if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+        raise ValueError(f"{name} must be a positive int, got {x!r}")
+    return x
+
+
+class SSMStateCache:
+    """Decode state of one SSM layer for ``num_slots`` sequence slots.
+
+    Args:
+        family: ``"mamba2"`` | ``"gdn"`` | ``"kda"``.
+        spec: state spec string or :class:`StateSpec` (``fp32``, ``fp8+sr``, ``nvfp4/fp16`` ...).
+        num_slots, num_heads (HV), head_k (K), head_v (V): sizes.
+        window: replay window L (>= 1; ignored by ``mode="conventional"``).
+        mode: ``"replay"`` | ``"conventional"``.
+        seed: Philox seed for stochastic rounding.
+        device: where the tensors live.
+        backend: ``"torch"`` | ``"triton"``.
+    """
+
+    def __init__(self, family: str, spec, num_slots: int, num_heads: int, head_k: int, head_v: int,
+                 window: int = 16, mode: str = "replay", seed: int = 0, device="cpu", backend: str = "triton"):
+        self.family = check_family(family)
+        self.spec: StateSpec = spec if isinstance(spec, StateSpec) else parse_state_spec(spec)
+        self.mode = check_mode(mode)
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; valid backends: {', '.join(BACKENDS)}")
+        self.backend = backend
+        for name, x in (("num_slots", num_slots), ("num_heads", num_heads), ("head_k", head_k),
+                        ("head_v", head_v), ("window", window)):
+            _pos_int(name, x)
+        if mode == "conventional" and not self.spec.shared:
+            raise ValueError(f"spec {self.spec.text!r} has separate read/recurrence formats, which only the "
+                             "replay mode has; conventional decoding takes a shared spec (FMT[+sr])")
+        self.seed = check_seed(seed)
+        self.device = torch.device(device)
+        if backend == "triton" and self.device.type == "cpu":
+            import os
+            if os.environ.get("TRITON_INTERPRET") != "1":
+                raise ValueError("backend='triton' on a CPU device needs TRITON_INTERPRET=1 set before triton "
+                                 "is imported (or use backend='torch')")
+        self.num_slots, self.num_heads, self.head_k, self.head_v = num_slots, num_heads, head_k, head_v
+        self.window = 1 if mode == "conventional" else window
+        self.tag = TAG_CONVENTIONAL if mode == "conventional" else TAG_FLUSH
+        self.delta = DELTA_RULE[family]
+        self.per_key = PER_KEY_DECAY[family]
+        S, HV, K, V, dev = num_slots, num_heads, head_k, head_v, self.device
+        self.hp = StoredState(self.spec.recur, S, HV, V, K, dev)
+        self.lp = self.hp if self.spec.shared else StoredState(self.spec.read, S, HV, V, K, dev)
+        L1 = max(self.window - 1, 1)
+        GK = K if self.per_key else 1
+        f32 = dict(dtype=torch.float32, device=dev)
+        self.ring_a = torch.ones(S, HV, L1, GK, **f32)
+        self.ring_k = torch.zeros(S, HV, L1, K, **f32)
+        self.ring_v = torch.zeros(S, HV, L1, V, **f32)
+        self.ring_beta = torch.zeros(S, HV, L1, **f32)
+        self.ring_u = torch.zeros(S, HV, L1, V, **f32) if self.delta else self.ring_v
+        self.ring_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
+        self.flush_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
+
+    # ------------------------------------------------------------------ info
+    def ring_bytes_per_slot(self) -> int:
+        ts = [self.ring_a, self.ring_k, self.ring_v] + ([self.ring_beta, self.ring_u] if self.delta else [])
+        return sum(t[0].numel() * t.element_size() for t in ts) + 8  # + ring and flush counters
+
+    def bytes_per_slot(self) -> int:
+        """Checkpoint(s) + ring + counters per slot, in bytes."""
+        n = self.hp.bytes_per_slot() + (0 if self.spec.shared else self.lp.bytes_per_slot())
+        return n + (self.ring_bytes_per_slot() if self.mode == "replay" else 8)
+
+    def __repr__(self):
+        return (f"SSMStateCache({self.family}, {self.spec.text}, {self.mode}, L={self.window}, "
+                f"slots={self.num_slots}, HV={self.num_heads}, K={self.head_k}, V={self.head_v}, "
+                f"backend={self.backend}, device={self.device})")
+
+    # ------------------------------------------------------------------ validation
+    def _slots(self, slots, allow_negative: bool) -> torch.Tensor:
+        if not isinstance(slots, torch.Tensor):
+            slots = torch.as_tensor(slots)
+        if slots.dtype not in (torch.int32, torch.int64) or slots.dim() != 1:
+            raise ValueError(f"slot indices must be a 1-D int32/int64 tensor, got {slots.dtype} "
+                             f"{tuple(slots.shape)}")
+        if slots.device != self.device and slots.device.type != self.device.type:
+            raise ValueError(f"slot indices on {slots.device}, cache on {self.device}")
+        slots = slots.to(self.device, torch.int64)
+        if slots.numel():
+            lo, hi = int(slots.min()), int(slots.max())
+            if hi >= self.num_slots or (not allow_negative and lo < 0):
+                raise ValueError(f"slot index out of range: got [{lo}, {hi}], valid 0..{self.num_slots - 1}"
+                                 + (" (negative = padded row)" if allow_negative else ""))
+            valid = slots[slots >= 0]
+            if torch.unique(valid).numel() != valid.numel():
+                raise ValueError("duplicate slot indices in one call: each slot may appear at most once")
+        return slots
+
+    def _act(self, name, x, shape):
+        if not isinstance(x, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        if x.dtype not in _ACT_DTYPES:
+            raise ValueError(f"{name} has dtype {x.dtype}; allowed: float32, bfloat16, float16")
+        if tuple(x.shape) != tuple(shape):
+            raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {tuple(shape)}")
+        if x.device.type != self.device.type:
+            raise ValueError(f"{name} is on {x.device}, the cache on {self.device}")
+        return x.contiguous()
+
+    # ------------------------------------------------------------------ API
+    def load_state(self, slots, state: torch.Tensor) -> None:
+        """Load fp32 states (e.g. from prefill) into slots: the two casts of a flush; ring emptied.
+
+        Args:
+            slots: int ``[n]`` slot indices (>= 0, distinct).
+            state: float32 ``[n, HV, V, K]``.
+        """
+        slots = self._slots(slots, allow_negative=False)
+        HV, V, K = self.num_heads, self.head_v, self.head_k
+        if not isinstance(state, torch.Tensor) or state.dtype != torch.float32:
+            raise ValueError(f"state must be a float32 tensor [n, {HV}, {V}, {K}]")
+        if tuple(state.shape) != (slots.numel(), HV, V, K):
+            raise ValueError(f"state has shape {tuple(state.shape)}, expected {(slots.numel(), HV, V, K)}")
+        if state.device.type != self.device.type:
+            raise ValueError(f"state is on {state.device}, the cache on {self.device}")
+        if slots.numel() == 0:
+            return
+        self.flush_count[slots] = 0
+        rb = None
+        if self.spec.sr:
+            rb = sr_rbits(self.seed, slots, HV, V, K, self.flush_count[slots], TAG_FLUSH)
+        self.hp.encode(slots, state, rb)
+        if not self.spec.shared:
+            self.lp.encode(slots, state)
+        self.ring_count[slots] = 0
+        self.flush_count[slots] = 1
+
+    def checkpoint(self, slots) -> torch.Tensor:
+        """Recurrence checkpoint decoded to float32 ``[n, HV, V, K]``."""
+        slots = self._slots(slots, allow_negative=False)
+        return self.hp.decode(slots)
+
+    def state(self, slots) -> torch.Tensor:
+        """Current float32 state ``[n, HV, V, K]``: the recurrence checkpoint replayed through the ring
+        (as the next flush would build it, corrections recomputed)."""
+        slots = self._slots(slots, allow_negative=False)
+        S = self.hp.decode(slots)
+        hs = self.ring_count[slots]
+        for h in torch.unique(hs).tolist():
+            sel = torch.nonzero(hs == h).flatten()
+            S[sel] = replay_ring(self, S[sel], slots[sel], h)
+        return S
+
+    def step(self, slot_idx, q, k, v, g, beta=None) -> torch.Tensor:
+        """One decode step for every row of a batch.
+
+        Args:
+            slot_idx: int32/int64 ``[B]``, row -> slot; negative = padded row (no slot touched, zero output).
+            q, k: ``[B, HV, K]``; v: ``[B, HV, V]``; g: log decay ``[B, HV]`` (kda: ``[B, HV, K]``), <= 0;
+                beta: ``[B, HV]`` (gdn, kda) or ``None`` (mamba2). float32 / bfloat16 / float16.
+
+        Returns:
+            float32 ``[B, HV, V]``.
+        """
+        slot_idx = self._slots(slot_idx, allow_negative=True)
+        B, HV, K, V = slot_idx.numel(), self.num_heads, self.head_k, self.head_v
+        q = self._act("q", q, (B, HV, K)).float()
+        k = self._act("k", k, (B, HV, K)).float()
+        v = self._act("v", v, (B, HV, V)).float()
+        g = self._act("g", g, (B, HV, K) if self.per_key else (B, HV)).float()
+        if self.delta:
+            if beta is None:
+                raise ValueError(f"family {self.family!r} needs beta [B, HV]")
+            beta = self._act("beta", beta, (B, HV)).float()
+        else:
+            if beta is not None:
+                raise ValueError("family 'mamba2' takes no beta (pass beta=None)")
+            beta = torch.zeros(B, HV, dtype=torch.float32, device=self.device)
+        a = torch.exp(g)
+        if not self.per_key:
+            a = a.unsqueeze(-1)
+        if self.backend == "torch":
+            out = torch_step(self, slot_idx, q, k, v, a, beta)
+        else:
+            from .decode import triton_step
+            out = triton_step(self, slot_idx, q, k, v, a, beta)
+        self._advance(slot_idx)
+        return out
+
+    def _advance(self, slot_idx: torch.Tensor) -> None:
+        """Ring counter +1 (0 after a flush) and flush counter +1 on flush, without host syncs."""
+        eff = torch.where(slot_idx >= 0, slot_idx, torch.full_like(slot_idx, self.num_slots))
+        h = self.ring_count[eff]
+        flush = (h + 1) >= self.window
+        self.ring_count[eff] = torch.where(flush, torch.zeros_like(h), h + 1)
+        self.flush_count[eff] = self.flush_count[eff] + flush.to(torch.int32)
