@@ -1,0 +1,365 @@
+"""Quantized decoding sessions: a Hugging Face hybrid model whose SSM layers decode through
+:class:`~replayssm_quant.kernels.state_cache.SSMStateCache`.
+
+A *variant* is a state spec plus a decode mode (``[MODE:]SPEC``):
+
+====================================  ==============================================
+``nvfp4/fp8+sr``                      replay mode (default), separate checkpoints
+``replay:nvfp4+sr``                   replay mode, shared NVFP4 checkpoint
+``conventional:fp8+sr``               conventional decoding, rounded every step
+====================================  ==============================================
+
+The mode prefix is optional (the default comes from ``default_mode``);
+conventional decoding takes shared specs only.
+
+One :class:`DecodeSession` runs several variants side by side on the same
+model: with ``n`` variants and ``D`` prompts the model's batch has ``n * D``
+rows, row ``r = i * D + d`` being prompt ``d`` under variant ``i``. Each SSM
+layer holds one cache per variant (``D`` slots each). Attention layers, MLPs,
+norms and the convolution states stay the model's own.
+
+Typical use (the KL harness and the lm-eval plugin both do this)::
+
+    s = DecodeSession(model, ["fp32", "nvfp4+sr", "nvfp4/fp8+sr"], window=16, seed=0)
+    logits = s.prefill(prompt_ids)               # [n*D, vocab]: the fp32 model path, states loaded
+    for t in range(N):
+        logits = s.step(next_tokens)             # next_tokens [n*D] -> logits [n*D, vocab] fp32
+    s.close()
+
+or :meth:`DecodeSession.generate` (greedy, with stop tokens) and
+:meth:`DecodeSession.loglikelihood` (teacher-forced continuation log-probs).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import torch
+
+from replayssm_quant.quant.spec import DECODE_MODES, DEFAULT_WINDOW, StateSpec, check_mode, parse_state_spec
+
+from .adapters import SUPPORTED_MODELS, ssm_layers
+from .adapters.hooks import attach
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A state spec with its decode mode."""
+
+    spec: StateSpec
+    mode: str = "replay"
+
+    @property
+    def label(self) -> str:
+        """``nvfp4/fp8+sr`` for replay, ``conventional:fp8+sr`` for conventional."""
+        return self.spec.text if self.mode == "replay" else f"{self.mode}:{self.spec.text}"
+
+    @property
+    def slug(self) -> str:
+        """File-name-safe label (``nvfp4-fp8+sr``, ``conventional-fp8+sr``)."""
+        return self.label.replace("/", "-").replace(":", "-")
+
+    @property
+    def is_reference(self) -> bool:
+        return self.spec.is_reference
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.label
+
+
+VARIANT_FORMS = ("variant form: [MODE:]SPEC with MODE in {" + ", ".join(DECODE_MODES) + "} "
+                 "(default replay), e.g. nvfp4/fp8+sr, conventional:fp8+sr")
+
+
+def parse_variant(text: str | Variant, default_mode: str = "replay") -> Variant:
+    """Parse ``[MODE:]SPEC`` into a :class:`Variant`; ``ValueError`` naming what is wrong otherwise."""
+    if isinstance(text, Variant):
+        return text
+    check_mode(default_mode)
+    if not isinstance(text, str):
+        raise ValueError(f"state must be a string, got {type(text).__name__}; {VARIANT_FORMS}")
+    mode, body = default_mode, text.strip()
+    if ":" in body:
+        mode, _, body = body.partition(":")
+        mode = mode.strip().lower()
+        if mode not in DECODE_MODES:
+            raise ValueError(f"unknown decode mode {mode!r} in state {text!r}; {VARIANT_FORMS}")
+    spec = parse_state_spec(body)
+    if mode == "conventional" and not spec.shared:
+        raise ValueError(
+            f"state {text!r}: conventional decoding keeps one state, so it takes a shared spec (FMT[+sr]), "
+            f"not READ/RECUR; {VARIANT_FORMS}")
+    return Variant(spec=spec, mode=mode)
+
+
+def _forward_kwargs(model):
+    params = inspect.signature(model.forward).parameters
+    cache_kw = "cache_params" if "cache_params" in params else "past_key_values"
+    return cache_kw, "logits_to_keep" in params
+
+
+def _device_of(module) -> torch.device:
+    for p in module.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
+class DecodeSession:
+    """Run a Hugging Face hybrid model with every SSM layer's decode step in a state cache.
+
+    Args:
+        model: a ``*ForCausalLM`` of a supported architecture (see
+            :data:`~replayssm_quant.eval.adapters.SUPPORTED_MODELS`), in fp32 for
+            reference-exact results, in eval mode. It may be spread over GPUs
+            (``device_map="auto"``): each layer's caches live on that layer's device.
+        variants: one or several ``[MODE:]SPEC`` strings / :class:`Variant` (or a
+            single string). Rows of the batch are ``variant-major``.
+        window: replay window L.
+        seed: stochastic-rounding seed (each cache gets ``seed``; slots differ by their index).
+        backend: ``"triton"``, ``"torch"`` or ``None`` (triton on CUDA, torch on CPU).
+        default_mode: the mode of variants written without a ``MODE:`` prefix.
+
+    The session hooks the model when created; :meth:`close` (or ``with``) unhooks it.
+    """
+
+    def __init__(self, model, variants: str | Variant | Sequence[str | Variant], window: int = DEFAULT_WINDOW,
+                 seed: int = 0, backend: str | None = None, default_mode: str = "replay"):
+        if isinstance(variants, (str, Variant)):
+            variants = [variants]
+        self.variants: list[Variant] = [parse_variant(v, default_mode) for v in variants]
+        if not self.variants:
+            raise ValueError("a decode session needs at least one state variant")
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        if backend not in (None, "triton", "torch"):
+            raise ValueError(f"backend must be 'triton', 'torch' or None (auto), got {backend!r}")
+        self.model, self.window, self.seed, self.backend = model, int(window), int(seed), backend
+        self.layers = ssm_layers(model)
+        if not self.layers:
+            raise ValueError(f"{type(model).__name__} has no SSM layer this toolkit supports; supported: {SUPPORTED_MODELS}")
+        self._cache_kw, self._has_ltk = _forward_kwargs(model)
+        self._decoding = False
+        self._handles: list = []
+        self._caches: dict[int, list] = {}
+        self.num_docs = 0
+        self.hf_cache = None
+        self.attention_mask = None
+        for idx, layer, fam in self.layers:
+            self._handles += attach(layer, fam, self._make_run(idx), lambda: self._decoding)
+
+    # ---- context manager -------------------------------------------------------
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        """Remove the hooks and drop the caches (the model is back to its own decoding)."""
+        for h in self._handles:
+            h.remove()
+        self._handles, self._caches, self.hf_cache = [], {}, None
+
+    @property
+    def num_rows(self) -> int:
+        """Batch rows of the model: ``len(variants) * num_docs``."""
+        return len(self.variants) * self.num_docs
+
+    def rows(self, variant: int) -> slice:
+        """The rows of variant index ``variant``."""
+        return slice(variant * self.num_docs, (variant + 1) * self.num_docs)
+
+    # ---- per-layer step ----------------------------------------------------------
+    def _make_run(self, idx: int):
+        def run(q, k, v, g, beta):
+            caches = self._caches[idx]
+            D = self.num_docs
+            if len(caches) == 1:
+                return caches[0].step(self._slots[idx], q, k, v, g, beta)
+            outs = []
+            for i, c in enumerate(caches):
+                sl = slice(i * D, (i + 1) * D)
+                outs.append(c.step(self._slots[idx], q[sl], k[sl], v[sl], g[sl], None if beta is None else beta[sl]))
+            return torch.cat(outs, 0)
+        return run
+
+    def _new_caches(self, num_docs: int) -> None:
+        from replayssm_quant.kernels.state_cache import SSMStateCache
+
+        self._caches, self._slots = {}, {}
+        for idx, layer, fam in self.layers:
+            dev = _device_of(layer)
+            backend = self.backend or ("triton" if dev.type == "cuda" else "torch")
+            hv, k, v = fam.dims(layer)
+            self._caches[idx] = [
+                SSMStateCache(family=fam.name, spec=var.spec, num_slots=num_docs, num_heads=hv, head_k=k,
+                              head_v=v, window=self.window, mode=var.mode, seed=self.seed, device=dev,
+                              backend=backend)
+                for var in self.variants]
+            self._slots[idx] = torch.arange(num_docs, device=dev, dtype=torch.int64)
+
+    # ---- prefill / step ------------------------------------------------------------
+    @torch.no_grad()
+    def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Run the prompts through the model's own (chunked, fp32) path and load every SSM state.
+
+        Args:
+            input_ids: int64 ``[D, P]`` prompts (left-pad with ``attention_mask`` for unequal lengths).
+            attention_mask: optional int ``[D, P]`` (1 = token, 0 = left padding).
+
+        Returns:
+            float32 ``[len(variants) * D, vocab]``: next-token logits after the prompt (rows
+            variant-major; identical across variants since prefill is the fp32 model path).
+        """
+        if input_ids.dim() != 2 or input_ids.shape[1] < 1:
+            raise ValueError(f"input_ids must be [D, P] with P >= 1, got shape {tuple(input_ids.shape)}")
+        D, n = input_ids.shape[0], len(self.variants)
+        dev = self.model.get_input_embeddings().weight.device
+        input_ids = input_ids.to(dev)
+        kw = {self._cache_kw: None, "use_cache": True}
+        if self._has_ltk:
+            kw["logits_to_keep"] = 1
+        if attention_mask is not None:
+            attention_mask = attention_mask.to(dev)
+            kw["attention_mask"] = attention_mask
+        self._decoding = False
+        out = self.model(input_ids=input_ids, **kw)
+        cache = getattr(out, self._cache_kw)
+        self.num_docs = D
+        self._new_caches(D)
+        for idx, layer, fam in self.layers:
+            st = fam.state_to_vk(cache.layers[idx].recurrent_states[0])     # [D, HV, V, K]
+            for c in self._caches[idx]:
+                c.load_state(self._slots[idx], st.to(self._slots[idx].device))
+        if n > 1:
+            cache.reorder_cache(torch.arange(D, device=dev).repeat(n))
+        for idx, _, _ in self.layers:
+            # the model's own fp32 state is not used by the hooked decode path: free it
+            layer_cache = cache.layers[idx]
+            layer_cache.recurrent_states[0] = torch.zeros(1, device=layer_cache.recurrent_states[0].device)
+        self.hf_cache = cache
+        self.attention_mask = None if attention_mask is None else attention_mask.repeat(n, 1)
+        return out.logits[:, -1].float().repeat(n, 1)
+
+    @torch.no_grad()
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Feed one token per row; returns float32 logits ``[num_rows, vocab]``.
+
+        Args:
+            tokens: int64 ``[num_rows]`` (or ``[D]``: the same token for every variant of a prompt).
+        """
+        if self.hf_cache is None:
+            raise RuntimeError("call prefill() before step()")
+        dev = self.model.get_input_embeddings().weight.device
+        tokens = tokens.to(dev)
+        if tokens.dim() != 1 or tokens.shape[0] not in (self.num_docs, self.num_rows):
+            raise ValueError(f"tokens must be [{self.num_rows}] or [{self.num_docs}], got {tuple(tokens.shape)}")
+        if tokens.shape[0] != self.num_rows:
+            tokens = tokens.repeat(len(self.variants))
+        kw = {self._cache_kw: self.hf_cache, "use_cache": True}
+        if self.attention_mask is not None:
+            self.attention_mask = torch.cat(
+                [self.attention_mask, self.attention_mask.new_ones(self.num_rows, 1)], 1)
+            kw["attention_mask"] = self.attention_mask
+        self._decoding = True
+        try:
+            out = self.model(input_ids=tokens[:, None], **kw)
+        finally:
+            self._decoding = False
+        self.hf_cache = getattr(out, self._cache_kw)
+        return out.logits[:, -1].float()
+
+    def caches(self, layer_idx: int) -> list:
+        """The per-variant ``SSMStateCache`` list of SSM layer ``layer_idx`` (after :meth:`prefill`)."""
+        return self._caches[layer_idx]
+
+    # ---- conveniences for harnesses -------------------------------------------------------
+    @torch.no_grad()
+    def teacher_force(self, tokens: torch.Tensor, on_logits: Callable[[int, torch.Tensor], None]) -> None:
+        """Feed ``tokens`` (int64 ``[D, N]``) one position at a time; ``on_logits(t, logits [rows, vocab])``
+        is called after feeding ``tokens[:, t]`` (no host sync happens here)."""
+        for t in range(tokens.shape[1]):
+            on_logits(t, self.step(tokens[:, t]))
+
+    @torch.no_grad()
+    def loglikelihood(self, context: torch.Tensor, continuation: torch.Tensor,
+                      context_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced log-probability of ``continuation`` after ``context``.
+
+        Args:
+            context: int64 ``[D, P]`` (left-padded with ``context_mask`` if lengths differ).
+            continuation: int64 ``[D, N]``, N >= 1 (equal lengths).
+
+        Returns:
+            ``(logprob float32 [rows], is_greedy bool [rows])``: the summed log-probability of the
+            continuation per row (rows variant-major), and whether every continuation token was the argmax.
+        """
+        logits = self.prefill(context, context_mask)
+        dev = logits.device
+        cont = continuation.to(dev).repeat(len(self.variants), 1)
+        total = torch.zeros(cont.shape[0], device=dev)
+        greedy = torch.ones(cont.shape[0], dtype=torch.bool, device=dev)
+        for t in range(cont.shape[1]):
+            if t > 0:
+                logits = self.step(cont[:, t - 1])
+            lp = torch.log_softmax(logits, -1)
+            total += lp.gather(1, cont[:, t:t + 1])[:, 0]
+            greedy &= lp.argmax(-1) == cont[:, t]
+        return total.cpu(), greedy.cpu()
+
+    @torch.no_grad()
+    def generate(self, input_ids: torch.Tensor, max_new_tokens: int, attention_mask: torch.Tensor | None = None,
+                 stop_token_ids: Iterable[int] = (), stop_fn: Callable[[int, list[int]], bool] | None = None,
+                 check_every: int = 8) -> list[list[int]]:
+        """Greedy generation for every (variant, prompt) row.
+
+        Args:
+            input_ids: int64 ``[D, P]`` prompts; attention_mask as in :meth:`prefill`.
+            max_new_tokens: at most this many tokens per row.
+            stop_token_ids: a row stops after emitting one of these (it is kept in the output).
+            stop_fn: ``stop_fn(row, tokens_so_far) -> bool``, checked on the host every
+                ``check_every`` steps (e.g. stop strings); the output is cut where it first returned true
+                at a check.
+
+        Returns:
+            ``rows`` lists of generated token ids (rows variant-major).
+        """
+        logits = self.prefill(input_ids, attention_mask)
+        dev = logits.device
+        R = logits.shape[0]
+        stop_ids = torch.tensor(sorted(set(int(t) for t in stop_token_ids)), dtype=torch.int64, device=dev)
+        done = torch.zeros(R, dtype=torch.bool, device=dev)
+        gen = torch.empty(R, 0, dtype=torch.int64, device=dev)
+        host_done = [False] * R
+        for t in range(max_new_tokens):
+            nxt = logits.argmax(-1)
+            gen = torch.cat([gen, nxt[:, None]], 1)
+            if stop_ids.numel():
+                done |= torch.isin(nxt, stop_ids)
+            last = t == max_new_tokens - 1
+            if stop_fn is not None and ((t + 1) % check_every == 0 or last):
+                rows = gen.cpu().tolist()
+                for r in range(R):
+                    if not host_done[r] and stop_fn(r, rows[r]):
+                        host_done[r] = True
+                done |= torch.tensor(host_done, device=dev)
+            if last or ((t + 1) % check_every == 0 and bool(done.all())):
+                break
+            logits = self.step(nxt)
+        out = []
+        for r, row in enumerate(gen.cpu().tolist()):
+            cut = len(row)
+            for i, tok in enumerate(row):
+                if stop_ids.numel() and tok in set(stop_ids.tolist()):
+                    cut = i + 1
+                    break
+            row = row[:cut]
+            if stop_fn is not None:
+                for i in range(1, len(row) + 1):
+                    if stop_fn(r, row[:i]):
+                        row = row[:i]
+                        break
+            out.append(row)
+        return out
