@@ -1,0 +1,103 @@
+"""The two embedded default architectures, as stock Hugging Face configs.
+
+* ``gdn``: Qwen3.5 text (``model_type="qwen3_5_text"``, :class:`Qwen3_5ForCausalLM`): Gated
+  DeltaNet layers with a full (gated, partial-RoPE) attention layer every 4th layer.
+* ``mamba2``: Nemotron-H (``model_type="nemotron_h"``, :class:`NemotronHForCausalLM`): Mamba-2,
+  MLP and (NoPE) attention blocks; attention after every 3 Mamba/MLP pairs.
+
+Both are byte-level (vocab :data:`~.tokenizer.MODEL_VOCAB_SIZE`), about 5-6M parameters, and load
+with ``AutoModelForCausalLM`` and no extra kernels (transformers' torch fallbacks).
+``size="tiny"`` gives a ~0.1M-parameter version of the same layout for CPU tests.
+"""
+
+from __future__ import annotations
+
+from .tokenizer import BOS_ID, EOS_ID, MODEL_VOCAB_SIZE, PAD_ID
+
+ARCHS = ("gdn", "mamba2")
+SIZES = ("default", "tiny")
+
+# hidden, layers(gdn), intermediate(gdn), heads, kv heads, head_dim, lin k heads, lin v heads, lin head dim
+_GDN = {
+    "default": dict(hidden_size=256, num_hidden_layers=8, intermediate_size=512, num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=64, linear_num_key_heads=2, linear_num_value_heads=4,
+                    linear_key_head_dim=64, linear_value_head_dim=64),
+    "tiny": dict(hidden_size=32, num_hidden_layers=4, intermediate_size=64, num_attention_heads=2,
+                 num_key_value_heads=1, head_dim=16, linear_num_key_heads=1, linear_num_value_heads=2,
+                 linear_key_head_dim=16, linear_value_head_dim=16),
+}
+_MAMBA2 = {
+    "default": dict(hidden_size=256, pattern="M-M-M*-M-M-M*-", intermediate_size=1024, num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=64, mamba_num_heads=8, mamba_head_dim=64, n_groups=2,
+                    ssm_state_size=64, chunk_size=128),
+    "tiny": dict(hidden_size=32, pattern="M-M*-", intermediate_size=64, num_attention_heads=2,
+                 num_key_value_heads=1, head_dim=16, mamba_num_heads=4, mamba_head_dim=16, n_groups=2,
+                 ssm_state_size=16, chunk_size=16),
+}
+#: full attention every this many GDN layers (Qwen3.5's full_attention_interval)
+GDN_ATTENTION_INTERVAL = 4
+#: RoPE base of the GDN model's attention layers: small, so that every rotary frequency turns
+#: through full periods inside the 4K training context and 16K evaluation sees no new angles
+GDN_ROPE_THETA = 500.0
+
+
+def _check(arch: str, size: str):
+    if arch not in ARCHS:
+        raise ValueError(f"unknown architecture {arch!r}; allowed: {', '.join(ARCHS)}")
+    if size not in SIZES:
+        raise ValueError(f"unknown model size {size!r}; allowed: {', '.join(SIZES)}")
+
+
+def build_config(arch: str, size: str = "default", max_position_embeddings: int = 65536):
+    """The stock ``PreTrainedConfig`` of ``arch`` ('gdn' or 'mamba2') at ``size`` ('default' or 'tiny')."""
+    _check(arch, size)
+    special = dict(vocab_size=MODEL_VOCAB_SIZE, pad_token_id=PAD_ID, bos_token_id=BOS_ID, eos_token_id=EOS_ID,
+                   tie_word_embeddings=False)
+    if arch == "gdn":
+        from transformers import Qwen3_5TextConfig
+
+        c = dict(_GDN[size])
+        n = c["num_hidden_layers"]
+        layer_types = ["full_attention" if (i + 1) % GDN_ATTENTION_INTERVAL == 0 else "linear_attention"
+                       for i in range(n)]
+        return Qwen3_5TextConfig(
+            **c, **special, layer_types=layer_types, linear_conv_kernel_dim=4, hidden_act="silu",
+            max_position_embeddings=max_position_embeddings, rms_norm_eps=1e-6,
+            rope_parameters={"rope_type": "default", "rope_theta": GDN_ROPE_THETA, "partial_rotary_factor": 0.25},
+        )
+    from transformers import NemotronHConfig
+
+    c = dict(_MAMBA2[size])
+    pattern = c.pop("pattern")
+    return NemotronHConfig(
+        **c, **special, layers_block_type=NemotronHConfig._pattern_to_list(pattern),
+        max_position_embeddings=max_position_embeddings, mlp_hidden_act="relu2", conv_kernel=4, expand=2,
+        use_mamba_kernels=False, use_conv_bias=True, mamba_proj_bias=False, use_bias=False,
+        residual_in_fp32=False, num_logits_to_keep=1,
+    )
+
+
+def build_model(arch: str, size: str = "default", seed: int = 0):
+    """A freshly initialised ``AutoModelForCausalLM`` of ``arch`` (fp32, CPU), seeded."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(build_config(arch, size))
+
+
+def layer_kinds(config) -> list[str]:
+    """Per layer 'ssm' (GDN or Mamba-2 mixer), 'attention' or 'mlp', read from a stock config."""
+    kinds = {"linear_attention": "ssm", "full_attention": "attention", "mlp": "mlp", "moe": "moe"}
+    types = config.layers_block_type if config.model_type == "nemotron_h" else config.layer_types
+    return [kinds[t] for t in types]
+
+
+def arch_of(config) -> str:
+    """'gdn' or 'mamba2' from a config's model_type (ValueError otherwise)."""
+    if config.model_type in ("qwen3_5_text", "qwen3_5", "qwen3_next"):
+        return "gdn"
+    if config.model_type == "nemotron_h":
+        return "mamba2"
+    raise ValueError(f"model_type {config.model_type!r} is neither a GDN (qwen3_5_text) nor a Mamba-2 "
+                     f"(nemotron_h) hybrid")
