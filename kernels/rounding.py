@@ -1,0 +1,214 @@
+"""Triton device functions for the storage formats (DESIGN.md sec. 4, docs/CONTRACTS.md).
+
+All rounding is integer bit arithmetic on the fp32 bit pattern (int32), so the
+results are identical on the GPU and in the Triton CPU interpreter (whose own
+fp32->fp8 casts are wrong), and bit-identical to the torch reference
+:mod:`replayssm_quant.quant.reference` (read its docstring for the exact
+semantics: RNE / stochastic rounding, saturation, NaN, signed zero, NVFP4
+block arithmetic and NaN blocks).
+
+Public (all ``@triton.jit``):
+
+* ``encode_bits(x, FMT, SR, rbits)``: fp32 tensor -> int32 bit patterns.
+* ``decode_bits(bits, FMT)``: int32 bit patterns -> fp32 (exact).
+* ``nvfp4_amax(x)``: NaN-ignoring, inf-as-FLT_MAX max |x| of a tile -> fp32 scalar.
+* ``nvfp4_encode_scale(amax)`` -> s_enc (fp32; 1 when amax is 0).
+* ``nvfp4_encode(x [R, C], s_enc, SR, rbits)`` -> (codes uint8 [R, C//2], scale_bits uint8 [R, C//16]).
+* ``nvfp4_decode(codes, scale_bits, s_enc)`` -> fp32 [R, C].
+* ``sr_bits(seed, c0, c1, c2, c3)`` -> uint32 Philox bits (10 rounds).
+
+``FMT`` is a ``tl.constexpr`` from :data:`FORMAT_CODE`; ``rbits`` is a uint32
+(or int32) tensor shaped like ``x``, only read when ``SR`` is true (pass
+``None`` otherwise). ``s_enc`` is an fp32 scalar or a tensor broadcastable
+against ``[R, C]`` (e.g. ``[R, 1]``).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+#: Format codes for the ``FMT`` constexpr (docs/CONTRACTS.md); 6 = the bare E2M1 element.
+FORMAT_CODE = {"fp32": 0, "bf16": 1, "fp16": 2, "fp8": 3, "e5m2": 4, "nvfp4": 5, "e2m1": 6}
+
+FLT_MAX = 3.4028234663852886e38
+
+
+@triton.jit
+def _encode_ieee(x, NB: tl.constexpr, MB: tl.constexpr, BIAS: tl.constexpr, MAXB: tl.constexpr,
+                 NANB: tl.constexpr, SR: tl.constexpr, rbits):
+    """fp32 -> sign|magnitude bits of a format with NB bits, MB mantissa bits (int32)."""
+    u = x.to(tl.int32, bitcast=True)
+    a = u & 0x7FFFFFFF
+    sign = (u >> 31) & 1
+    e32 = a >> 23
+    mant = (a & 0x7FFFFF) | tl.where(e32 > 0, 0x800000, 0)
+    e = tl.maximum(e32, 1) - 127
+    shift = (23 - MB) + tl.maximum((1 - BIAS) - e, 0)
+    pre = tl.minimum(tl.maximum(shift - 30, 0), 24)
+    mant = mant >> pre
+    shift = tl.minimum(shift, 30)
+    one = (shift * 0) + 1
+    unit = one << shift
+    n = mant >> shift
+    rem = mant & (unit - 1)
+    if SR:
+        r = rbits.to(tl.uint32, bitcast=True)
+        rr = (r >> (32 - shift).to(tl.uint32)).to(tl.int32)
+        up = (rem + rr) >= unit
+    else:
+        half = unit >> 1
+        up = (rem > half) | ((rem == half) & ((n & 1) == 1))
+    n = n + up.to(tl.int32)
+    mag = (tl.maximum(e - (1 - BIAS), 0) << MB) + n
+    mag = tl.minimum(mag, MAXB)
+    if NANB >= 0:
+        mag = tl.where(a > 0x7F800000, NANB, mag)
+    return mag | (sign << (NB - 1))
+
+
+@triton.jit
+def _decode_ieee(bits, NB: tl.constexpr, EB: tl.constexpr, MB: tl.constexpr, BIAS: tl.constexpr,
+                 NANB: tl.constexpr, HAS_INF: tl.constexpr, SUBSCALE: tl.constexpr):
+    """sign|magnitude bits (int32, low NB bits) -> fp32; SUBSCALE = 2**(1 - BIAS - MB)."""
+    b = bits.to(tl.int32) & ((1 << NB) - 1)
+    sign = b >> (NB - 1)
+    mag = b & ((1 << (NB - 1)) - 1)
+    E = mag >> MB
+    m = mag & ((1 << MB) - 1)
+    normal = ((E + (127 - BIAS)) << 23) | (m << (23 - MB))
+    if HAS_INF:
+        normal = tl.where(E == (1 << EB) - 1, 0x7F800000 | (m << (23 - MB)), normal)
+    elif NANB >= 0:
+        normal = tl.where(mag == NANB, 0x7FC00000, normal)
+    sub = (m.to(tl.float32) * SUBSCALE).to(tl.int32, bitcast=True)
+    out = tl.where(E == 0, sub, normal) | (sign << 31)
+    return out.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def encode_bits(x, FMT: tl.constexpr, SR: tl.constexpr, rbits):
+    """Round fp32 ``x`` into format FMT; returns int32 bit patterns (16/8/4 bits in the low bits).
+
+    RNE, or with SR stochastic rounding using the uint32 tensor ``rbits`` (shaped like x).
+    Saturating, NaN-preserving, signed zero kept. FMT=0 (fp32) returns the raw bits.
+    """
+    x = x.to(tl.float32)
+    if FMT == 0:
+        r = x.to(tl.int32, bitcast=True)
+    elif FMT == 1:
+        r = _encode_ieee(x, 16, 7, 127, 0x7F7F, 0x7FC0, SR, rbits)
+    elif FMT == 2:
+        r = _encode_ieee(x, 16, 10, 15, 0x7BFF, 0x7E00, SR, rbits)
+    elif FMT == 3:
+        r = _encode_ieee(x, 8, 3, 7, 0x7E, 0x7F, SR, rbits)
+    elif FMT == 4:
+        r = _encode_ieee(x, 8, 2, 15, 0x7B, 0x7F, SR, rbits)
+    else:
+        tl.static_assert(FMT == 6, "encode_bits: FMT must be 0,1,2,3,4 or 6 (nvfp4 uses nvfp4_encode)")
+        r = _encode_ieee(x, 4, 1, 1, 0x7, -1, SR, rbits)
+    return r
+
+
+@triton.jit
+def decode_bits(bits, FMT: tl.constexpr):
+    """Exact decode of int32 bit patterns of format FMT to fp32."""
+    if FMT == 0:
+        r = bits.to(tl.int32).to(tl.float32, bitcast=True)
+    elif FMT == 1:
+        r = ((bits.to(tl.int32) & 0xFFFF) << 16).to(tl.float32, bitcast=True)
+    elif FMT == 2:
+        r = _decode_ieee(bits, 16, 5, 10, 15, 0x7E00, True, 5.960464477539063e-08)
+    elif FMT == 3:
+        r = _decode_ieee(bits, 8, 4, 3, 7, 0x7F, False, 0.001953125)
+    elif FMT == 4:
+        r = _decode_ieee(bits, 8, 5, 2, 15, 0x7F, True, 1.52587890625e-05)
+    else:
+        tl.static_assert(FMT == 6, "decode_bits: FMT must be 0,1,2,3,4 or 6 (nvfp4 uses nvfp4_decode)")
+        r = _decode_ieee(bits, 4, 2, 1, 1, -1, False, 0.5)
+    return r
+
+
+@triton.jit
+def sr_bits(seed, c0, c1, c2, c3):
+    """uint32 random bits: first word of ``tl.philox(seed, c0, c1, c2, c3)`` (10 rounds).
+
+    ``c0`` must be a tensor (e.g. the element index); c1..c3 tensors of a broadcastable
+    shape or scalars. Counters are taken as uint32 (int64 counters are truncated to
+    their low 32 bits); the result has the broadcast shape of the counters. Torch mirror:
+    :func:`replayssm_quant.quant.philox.philox_uint32`.
+    """
+    z = (c0 * 0).to(tl.uint32)
+    c0 = c0.to(tl.uint32)
+    c1 = (z + c1).to(tl.uint32)
+    c2 = (z + c2).to(tl.uint32)
+    c3 = (z + c3).to(tl.uint32)
+    r0, r1, r2, r3 = tl.philox(seed, c0, c1, c2, c3)
+    return r0
+
+
+@triton.jit
+def nvfp4_amax(x):
+    """max |x| over a whole fp32 tile, NaN ignored, +-inf counted as FLT_MAX (fp32 scalar)."""
+    ax = tl.where(x != x, 0.0, tl.minimum(tl.abs(x.to(tl.float32)), 3.4028234663852886e38))
+    return tl.max(tl.reshape(ax, (ax.numel,)), axis=0)
+
+
+@triton.jit
+def nvfp4_encode_scale(amax):
+    """Second-level encode scale s_enc = fp32(2688 / amax), capped at FLT_MAX; 1 where amax == 0."""
+    safe = tl.where(amax == 0, 1.0, amax)
+    s = tl.minimum(2688.0 / safe, 3.4028234663852886e38)
+    return tl.where(amax == 0, 1.0, s)
+
+
+@triton.jit
+def _nvfp4_blocks_to_elems(v, R: tl.constexpr, C: tl.constexpr):
+    """[R, C//16] -> [R, C], each block value repeated over its 16 elements."""
+    v3 = tl.broadcast_to(tl.reshape(v, (R, C // 16, 1)), (R, C // 16, 16))
+    return tl.reshape(v3, (R, C))
+
+
+@triton.jit
+def nvfp4_encode(x, s_enc, SR: tl.constexpr, rbits):
+    """NVFP4-encode an fp32 tile ``[R, C]`` (C a multiple of 16) with encode scale ``s_enc``.
+
+    Returns ``(codes uint8 [R, C//2], scale_bits uint8 [R, C//16])``; element 2i in the
+    low nibble. SR applies to the element codes (block scales are RNE). A block with
+    a NaN gets scale bits 0x7F (E4M3 NaN) and zero codes.
+    """
+    R: tl.constexpr = x.shape[0]
+    C: tl.constexpr = x.shape[1]
+    tl.static_assert(C % 16 == 0, "nvfp4_encode: C must be a multiple of 16")
+    x = x.to(tl.float32)
+    nan = x != x
+    xf = tl.where(nan, 0.0, x)
+    xf = tl.minimum(tl.maximum(xf, -3.4028234663852886e38), 3.4028234663852886e38)
+    xs = xf * s_enc
+    bmax = tl.max(tl.reshape(tl.abs(xs), (R, C // 16, 16)), axis=2)
+    sbits = _encode_ieee(bmax / 6.0, 8, 3, 7, 0x7E, 0x7F, False, None)
+    s_b = _decode_ieee(sbits, 8, 4, 3, 7, 0x7F, False, 0.001953125)
+    bnan = tl.max(tl.reshape(nan.to(tl.int32), (R, C // 16, 16)), axis=2) > 0
+    s_full = _nvfp4_blocks_to_elems(s_b, R, C)
+    zero_scale = s_full == 0
+    q_in = tl.where(zero_scale, xs * 0.0, xs / tl.where(zero_scale, 1.0, s_full))
+    qb = _encode_ieee(q_in, 4, 1, 1, 0x7, -1, SR, rbits)
+    nan_full = _nvfp4_blocks_to_elems(bnan.to(tl.int32), R, C) != 0
+    qb = tl.where(nan_full, 0, qb)
+    lo, hi = tl.split(tl.reshape(qb, (R, C // 2, 2)))
+    codes = (lo | (hi << 4)).to(tl.uint8)
+    sbits = tl.where(bnan, 0x7F, sbits).to(tl.uint8)
+    return codes, sbits
+
+
+@triton.jit
+def nvfp4_decode(codes, scale_bits, s_enc):
+    """Decode NVFP4 ``codes uint8 [R, C//2]``, ``scale_bits uint8 [R, C//16]`` -> fp32 ``[R, C]``;
+    value = fp32(fp32(q * s_b) / s_enc)."""
+    R: tl.constexpr = codes.shape[0]
+    C: tl.constexpr = codes.shape[1] * 2
+    c = codes.to(tl.int32) & 0xFF
+    qb = tl.reshape(tl.join(c & 0xF, c >> 4), (R, C))
+    q = _decode_ieee(qb, 4, 2, 1, 1, -1, False, 0.5)
+    s_b = _decode_ieee(scale_bits.to(tl.int32) & 0xFF, 8, 4, 3, 7, 0x7F, False, 0.001953125)
+    return (q * _nvfp4_blocks_to_elems(s_b, R, C)) / s_enc

@@ -1,0 +1,126 @@
+"""The Triton device functions in kernels/rounding.py against the torch reference, bit for bit.
+
+Runs in the Triton CPU interpreter (TRITON_INTERPRET=1) when there is no GPU.
+Outputs are poisoned before every launch; inputs mix random values with the
+format's tie points and edge values; sizes are odd with masked tails.
+"""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from replayssm_quant.kernels import rounding as rd  # noqa: E402
+from replayssm_quant.quant import reference as ref  # noqa: E402
+from replayssm_quant.quant.philox import philox_uint32  # noqa: E402
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+ELEM_FORMATS = ["fp32", "bf16", "fp16", "fp8", "e5m2", "e2m1"]
+
+
+@triton.jit
+def _elem_kernel(x_ptr, bits_ptr, back_ptr, rb_ptr, n, seed, FMT: tl.constexpr, SR: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    rb = rd.sr_bits(seed, offs, 7, 3, 1)
+    bits = rd.encode_bits(x, FMT, SR, rb)
+    tl.store(bits_ptr + offs, bits, mask=mask)
+    tl.store(back_ptr + offs, rd.decode_bits(bits, FMT), mask=mask)
+    tl.store(rb_ptr + offs, rb.to(tl.int32, bitcast=True), mask=mask)
+
+
+@triton.jit
+def _nvfp4_kernel(x_ptr, codes_ptr, sb_ptr, senc_ptr, y_ptr, seed, R, C, BR: tl.constexpr, BC: tl.constexpr,
+                  SR: tl.constexpr):
+    """One [R, C] state per program, padded to a power-of-two tile [BR, BC] (zero padding)."""
+    pid = tl.program_id(0)
+    r = tl.arange(0, BR)[:, None]
+    c = tl.arange(0, BC)[None, :]
+    m = (r < R) & (c < C)
+    x = tl.load(x_ptr + pid * R * C + r * C + c, mask=m, other=0.0)
+    idx = pid * R * C + r * C + c
+    rb = rd.sr_bits(seed, idx, 0, 0, 0)
+    s_enc = rd.nvfp4_encode_scale(rd.nvfp4_amax(x))
+    codes, sbits = rd.nvfp4_encode(x, s_enc, SR, rb)
+    c2 = tl.arange(0, BC // 2)[None, :]
+    tl.store(codes_ptr + pid * R * (C // 2) + r * (C // 2) + c2, codes, mask=(r < R) & (c2 < C // 2))
+    c16 = tl.arange(0, BC // 16)[None, :]
+    tl.store(sb_ptr + pid * R * (C // 16) + r * (C // 16) + c16, sbits, mask=(r < R) & (c16 < C // 16))
+    tl.store(senc_ptr + pid, s_enc)
+    tl.store(y_ptr + pid * R * C + r * C + c, rd.nvfp4_decode(codes, sbits, s_enc), mask=m)
+
+
+def _edge_values(fmt):
+    """Ties, neighbours, saturation edges and specials of one format (float32, both signs)."""
+    vals = [0.0, 1.0, 1.5, 3.0, 6.0, 448.0, 464.0, 480.0, 57344.0, 61440.0, 65504.0, 65520.0,
+            3.3895313892515355e38, 3.4e38, 1e-45, 1e-40, 1e-10, 2.0 ** -24, 2.0 ** -25, 2.0 ** -9, 2.0 ** -10,
+            2.0 ** -16, 2.0 ** -17, 0.25, 0.75, 5.0, 7.0, float("inf"), float("nan")]
+    x = torch.tensor(vals, dtype=torch.float32)
+    if fmt not in ("fp32",):
+        lo = ref.decode_bits(torch.arange(0, 1 << (ref.BITSPECS[fmt].nbits - 1)), fmt)
+        lo = lo[torch.isfinite(lo)].double()
+        if fmt == "bf16":
+            lo = lo[::97]
+        mids = ((lo[1:] + lo[:-1]) / 2).float()
+        x = torch.cat([x, lo.float(), mids, torch.nextafter(mids, torch.full_like(mids, 1e38)),
+                       torch.nextafter(mids, torch.zeros_like(mids))])
+    return torch.cat([x, -x])
+
+
+@pytest.mark.parametrize("fmt", ELEM_FORMATS)
+@pytest.mark.parametrize("sr", [False, True])
+def test_encode_decode_bits_match_reference(fmt, sr):
+    g = torch.Generator().manual_seed(hash((fmt, sr)) % 2 ** 31)
+    rnd = torch.randint(-2 ** 31, 2 ** 31, (1537,), generator=g, dtype=torch.int64).to(torch.int32).view(torch.float32)
+    x = torch.cat([_edge_values(fmt), rnd, torch.randn(1001, generator=g) * 10.0]).to(DEV)
+    n = x.numel()
+    bits = torch.full((n,), 0x5A5A5A5A, dtype=torch.int32, device=DEV)
+    back = torch.full((n,), float("nan"), dtype=torch.float32, device=DEV)
+    rb = torch.full((n,), -7, dtype=torch.int32, device=DEV)
+    seed = 1234 + int(sr)
+    _elem_kernel[(triton.cdiv(n, 256),)](x, bits, back, rb, n, seed, FMT=rd.FORMAT_CODE[fmt], SR=sr, BLOCK=256)
+    idx = torch.arange(n, device=DEV)
+    want_rb = philox_uint32(seed, idx, 7, 3, 1)
+    assert torch.equal(rb.to(torch.int64) & 0xFFFFFFFF, want_rb)
+    want = ref.encode_bits(x, fmt, "sr" if sr else "rne", want_rb if sr else None)
+    bad = (bits != want).nonzero()
+    assert bad.numel() == 0, f"{fmt} sr={sr}: {bad.numel()} mismatches, first x={x[bad[0]].item()!r}"
+    want_back = ref.decode_bits(want, fmt)
+    assert torch.equal(back.view(torch.int32), want_back.view(torch.int32))
+
+
+@pytest.mark.parametrize("sr", [False, True])
+@pytest.mark.parametrize("R,C", [(4, 16), (3, 48)])
+def test_nvfp4_device_functions_match_reference(sr, R, C):
+    g = torch.Generator().manual_seed(R * 100 + C + int(sr))
+    T = 5
+    x = torch.randn(T, R, C, generator=g) * torch.tensor([1.0, 1e-3, 1e4, 1e-30, 3.0])[:, None, None]
+    x[0, 0, :16] = torch.tensor([0.0, -0.0, 6.0, -6.0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 7.0,
+                                 float("inf"), 1e-20, -1e-20, 2.0])
+    x[1, 1, 3] = float("nan")
+    x[2] = 0.0
+    x[3, 0, 16 % C:] *= 1e-8
+    x = x.to(DEV)
+    codes = torch.full((T, R, C // 2), 0xA5, dtype=torch.uint8, device=DEV)
+    sb = torch.full((T, R, C // 16), 0x33, dtype=torch.uint8, device=DEV)
+    senc = torch.full((T,), float("nan"), device=DEV)
+    y = torch.full((T, R, C), float("nan"), device=DEV)
+    seed = 99
+    _nvfp4_kernel[(T,)](x, codes, sb, senc, y, seed, R, C, BR=triton.next_power_of_2(R),
+                        BC=triton.next_power_of_2(C), SR=sr)
+    rb = philox_uint32(seed, torch.arange(T * R * C, device=DEV), 0, 0, 0).reshape(T, R, C)
+    wc, ws, we = ref.nvfp4_quantize(x, "sr" if sr else "rne", rb if sr else None)
+    assert torch.equal(senc.view(torch.int32), we.view(torch.int32))
+    assert torch.equal(sb, ws)
+    assert torch.equal(codes, wc)
+    wy = ref.nvfp4_dequantize(wc, ws, we)
+    assert torch.equal(y.view(torch.int32), wy.view(torch.int32))
