@@ -186,22 +186,25 @@ class SSMStateCache:
             S[sel] = replay_ring(self, S[sel], slots[sel], h)
         return S
 
-    def step(self, slot_idx, q, k, v, g, beta=None) -> torch.Tensor:
+    def step(self, slot_idx, q, k, v, g, beta=None, out=None, validate: bool = True) -> torch.Tensor:
         """One decode step for every row of a batch.
 
         Args:
             slot_idx: int32/int64 ``[B]``, row -> slot; negative = padded row (no slot touched, zero output).
             q, k: ``[B, HV, K]``; v: ``[B, HV, V]``; g: log decay ``[B, HV]`` (kda: ``[B, HV, K]``), <= 0;
                 beta: ``[B, HV]`` (gdn, kda) or ``None`` (mamba2). float32 / bfloat16 / float16.
+            out: optional float32 ``[B, HV, V]`` to write into (triton backend).
+            validate: check slot ranges and duplicates (host syncs; the benchmark turns it off).
 
         Returns:
             float32 ``[B, HV, V]``.
         """
-        slot_idx = self._slots(slot_idx, allow_negative=True)
+        if validate:
+            slot_idx = self._slots(slot_idx, allow_negative=True)
         B, HV, K, V = slot_idx.numel(), self.num_heads, self.head_k, self.head_v
-        q = self._act("q", q, (B, HV, K)).float()
-        k = self._act("k", k, (B, HV, K)).float()
-        v = self._act("v", v, (B, HV, V)).float()
+        q = self._act("q", q, (B, HV, K))
+        k = self._act("k", k, (B, HV, K))
+        v = self._act("v", v, (B, HV, V))
         g = self._act("g", g, (B, HV, K) if self.per_key else (B, HV)).float()
         if self.delta:
             if beta is None:
@@ -214,13 +217,19 @@ class SSMStateCache:
         a = torch.exp(g)
         if not self.per_key:
             a = a.unsqueeze(-1)
+        if out is not None and (not isinstance(out, torch.Tensor) or out.dtype != torch.float32
+                                or tuple(out.shape) != (B, HV, V) or not out.is_contiguous()):
+            raise ValueError(f"out must be a contiguous float32 tensor of shape {(B, HV, V)}")
         if self.backend == "torch":
-            out = torch_step(self, slot_idx, q, k, v, a, beta)
+            res = torch_step(self, slot_idx, q.float(), k.float(), v.float(), a, beta)
+            if out is not None:
+                out.copy_(res)
+                res = out
         else:
             from .decode import triton_step
-            out = triton_step(self, slot_idx, q, k, v, a, beta)
+            res = triton_step(self, slot_idx, q, k, v, a, beta, out)
         self._advance(slot_idx)
-        return out
+        return res
 
     def _advance(self, slot_idx: torch.Tensor) -> None:
         """Ring counter +1 (0 after a flush) and flush counter +1 on flush, without host syncs."""

@@ -1,0 +1,265 @@
+"""The generic Triton decode-step kernel: conventional, replay (Algorithm 1) and dual (Algorithm 3).
+
+One kernel for the three families, specialised by constexprs: ``DELTA`` (gdn,
+kda: delta rule with correction u_t), ``GK`` (1: one decay per head, mamba2 and
+gdn; K: per-key decay, kda), the storage formats ``FMT_HP`` / ``FMT_LP`` (codes
+of :data:`.rounding.FORMAT_CODE`), ``SHARED`` (one checkpoint), ``SR``
+(stochastic rounding into the recurrence checkpoint) and ``TAG`` (Philox stream:
+0 replay/dual flush, 1 conventional write). Conventional decoding is the window
+``L = 1`` case: every step is a flush. The torch reference with the same
+operation order is :mod:`.reference`; the flush semantics are written there.
+
+Grid ``(B, HV, cdiv(V, BV))``: one program per (row, head, V-block) reads its
+``[BV, K]`` tile of the checkpoint once. Every row of the state is independent
+(the delta-rule correction of row i only needs row i of S), so V can be split
+freely, except for NVFP4, whose second-level scale needs the amax of the whole
+(slot, head) state at a flush: formats with nvfp4 use ``BV >= V`` (one program
+per head). Heads are expanded by the caller (inputs arrive ``[B, HV, ...]``).
+
+Per program, non-flush step (ring holds ``h`` entries, ``h + 1 < L``):
+reads the read copy tile once and computes ``S_lp (gamma_{1:t} * q)`` and, for the
+delta rule, ``S_lp (gamma_{1:t} * k)`` in the same pass; the ring terms are
+small vectors. Flush step: reads the recurrence tile, replays the ring in
+registers, writes the recurrence tile (and the read tile when separate).
+All arithmetic in fp32; activations may be bf16/fp16 (converted after load).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .reference import block_k
+from .rounding import (FORMAT_CODE, decode_bits, encode_bits, nvfp4_amax, nvfp4_decode, nvfp4_encode,
+                       nvfp4_encode_scale, sr_bits)
+
+
+@triton.jit
+def _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, BK: tl.constexpr):
+    """Decode the [BV, BK] tile of state (slot*HV+head = sh) to fp32 (0 outside [V, K])."""
+    m = mv[:, None] & mk[None, :]
+    if FMT == 0:
+        S = tl.load(p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :], mask=m, other=0.0)
+    elif FMT == 5:
+        K2 = K // 2
+        K16 = K // 16
+        o2 = tl.arange(0, BK // 2)
+        o16 = tl.arange(0, BK // 16)
+        codes = tl.load(p0 + sh * V * K2 + offs_v[:, None] * K2 + o2[None, :],
+                        mask=mv[:, None] & (o2 < K2)[None, :], other=0)
+        sb = tl.load(p1 + sh * V * K16 + offs_v[:, None] * K16 + o16[None, :],
+                     mask=mv[:, None] & (o16 < K16)[None, :], other=0)
+        s_enc = tl.load(p2 + sh)
+        S = tl.where(m, nvfp4_decode(codes, sb, s_enc), 0.0)
+    else:
+        bits = tl.load(p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :], mask=m, other=0)
+        S = tl.where(m, decode_bits(bits.to(tl.int32), FMT), 0.0)
+    return S
+
+
+@triton.jit
+def _store_tile(S, p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, seed, c1, c2,
+                FMT: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr, BK: tl.constexpr):
+    """Round the fp32 tile S [BV, BK] into format FMT (SR with Philox(seed, v*K+k, c1, c2, TAG))."""
+    m = mv[:, None] & mk[None, :]
+    if SR:
+        c0 = offs_v[:, None] * K + offs_k[None, :]
+        rbits = sr_bits(seed, c0, c1, c2, TAG)
+    else:
+        rbits = None
+    if FMT == 0:
+        tl.store(p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :], S, mask=m)
+    elif FMT == 5:
+        K2 = K // 2
+        K16 = K // 16
+        o2 = tl.arange(0, BK // 2)
+        o16 = tl.arange(0, BK // 16)
+        s_enc = nvfp4_encode_scale(nvfp4_amax(S))
+        codes, sb = nvfp4_encode(S, s_enc, SR, rbits)
+        tl.store(p0 + sh * V * K2 + offs_v[:, None] * K2 + o2[None, :], codes,
+                 mask=mv[:, None] & (o2 < K2)[None, :])
+        tl.store(p1 + sh * V * K16 + offs_v[:, None] * K16 + o16[None, :], sb,
+                 mask=mv[:, None] & (o16 < K16)[None, :])
+        tl.store(p2 + sh, s_enc)
+    else:
+        bits = encode_bits(S, FMT, SR, rbits)
+        ptrs = p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :]
+        tl.store(ptrs, bits.to(p0.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _load_decay(ptr, off, offs_k, mk, GK: tl.constexpr, BK: tl.constexpr):
+    """Decay factors as a [BK] vector: one per head (GK = 1, broadcast) or per key (GK = K)."""
+    if GK == 1:
+        a = tl.load(ptr + off) + tl.zeros([BK], dtype=tl.float32)
+    else:
+        a = tl.load(ptr + off * GK + offs_k, mask=mk, other=1.0)
+    return a
+
+
+@triton.jit
+def _seq_step(S, a, kv, vv, beta, DELTA: tl.constexpr):
+    """S <- S diag(a); u = beta (v - S k) (delta) or v; S <- S + u k^T. Returns (S, u)."""
+    S = S * a[None, :]
+    if DELTA:
+        r = tl.sum(S * kv[None, :], 1)
+        u = beta * (vv - r)
+    else:
+        u = vv
+    S = S + u[:, None] * kv[None, :]
+    return S, u
+
+
+@triton.jit
+def _decode_step_kernel(
+    q_ptr, k_ptr, v_ptr, a_ptr, beta_ptr, idx_ptr, out_ptr,
+    hp0, hp1, hp2, lp0, lp1, lp2,
+    ra_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr,
+    seed, HV, K, V, L: tl.constexpr, L1: tl.constexpr,
+    BK: tl.constexpr, BV: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
+    FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
+):
+    b = tl.program_id(0)
+    head = tl.program_id(1)
+    pv = tl.program_id(2)
+    offs_v = pv * BV + tl.arange(0, BV)
+    mv = offs_v < V
+    offs_k = tl.arange(0, BK)
+    mk = offs_k < K
+    bh = b.to(tl.int64) * HV + head
+    slot = tl.load(idx_ptr + b).to(tl.int64)
+    if slot < 0:
+        tl.store(out_ptr + bh * V + offs_v, tl.zeros([BV], dtype=tl.float32), mask=mv)
+    else:
+        sh = slot * HV + head
+        h = tl.load(cnt_ptr + slot)
+        q = tl.load(q_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+        kt = tl.load(k_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+        vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
+        at = _load_decay(a_ptr, bh, offs_k, mk, GK, BK)
+        beta = tl.load(beta_ptr + bh)
+        ring0 = sh * L1
+        if h + 1 >= L:
+            # ---- flush: S_hp + ring replayed in registers (corrections recomputed) -> both checkpoints
+            S = _load_tile(hp0, hp1, hp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_HP, BK)
+            for j in range(0, L1):  # ring entries 0..h-1 (loop bound kept a plain int for the interpreter)
+                if j < h:
+                    e = ring0 + j
+                    aj = _load_decay(ra_ptr, e, offs_k, mk, GK, BK)
+                    kj = tl.load(rk_ptr + e * K + offs_k, mask=mk, other=0.0)
+                    vj = tl.load(rv_ptr + e * V + offs_v, mask=mv, other=0.0)
+                    bj = tl.load(rb_ptr + e)
+                    S, uj = _seq_step(S, aj, kj, vj, bj, DELTA)
+            S, ut = _seq_step(S, at, kt, vt, beta, DELTA)
+            o = tl.sum(S * q[None, :], 1)
+            tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
+            fc = tl.load(fcnt_ptr + slot)
+            _store_tile(S, hp0, hp1, hp2, sh, offs_v, offs_k, mv, mk, K, V, seed, sh, fc,
+                        FMT_HP, SR, TAG, BK)
+            if not SHARED:
+                _store_tile(S, lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, seed, sh, fc,
+                            FMT_LP, False, TAG, BK)
+        else:
+            # ---- non-flush: output from the read copy + ring; append the current input
+            gam = at
+            acc_q = tl.zeros([BV], dtype=tl.float32)
+            acc_k = tl.zeros([BV], dtype=tl.float32)
+            for i in range(0, L1):  # ring entries h-1 down to 0
+                if i < h:
+                    e = ring0 + (h - 1 - i)
+                    kj = tl.load(rk_ptr + e * K + offs_k, mask=mk, other=0.0)
+                    if DELTA:
+                        uj = tl.load(ru_ptr + e * V + offs_v, mask=mv, other=0.0)
+                    else:
+                        uj = tl.load(rv_ptr + e * V + offs_v, mask=mv, other=0.0)
+                    cq = tl.sum(kj * gam * q, 0)
+                    acc_q = acc_q + uj * cq
+                    if DELTA:
+                        ck = tl.sum(kj * gam * kt, 0)
+                        acc_k = acc_k + uj * ck
+                    gam = gam * _load_decay(ra_ptr, e, offs_k, mk, GK, BK)
+            S = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)
+            acc_q = acc_q + tl.sum(S * (gam * q)[None, :], 1)
+            eh = ring0 + h
+            if DELTA:
+                acc_k = acc_k + tl.sum(S * (gam * kt)[None, :], 1)
+                u = beta * (vt - acc_k)
+                tl.store(ru_ptr + eh * V + offs_v, u, mask=mv)
+            else:
+                u = vt
+            o = acc_q + u * tl.sum(kt * q, 0)
+            tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
+            tl.store(rv_ptr + eh * V + offs_v, vt, mask=mv)
+            lead = pv == 0
+            tl.store(rk_ptr + eh * K + offs_k, kt, mask=mk & lead)
+            if GK == 1:
+                tl.store(ra_ptr + eh + offs_k, at, mask=(offs_k == 0) & lead)
+            else:
+                tl.store(ra_ptr + eh * GK + offs_k, at, mask=mk & lead)
+            if DELTA:
+                tl.store(rb_ptr + eh + offs_k, beta + tl.zeros([BK], dtype=tl.float32),
+                         mask=(offs_k == 0) & lead)
+
+
+def _num_sms(device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 1
+
+
+def choose_block_v(cache, batch: int) -> int:
+    """V-block size: the whole head for nvfp4 formats or on CPU; on GPU split V until the grid
+    has >= 4 programs per SM (min 8 rows), capped so a [BV, BK] fp32 tile stays <= 8192 elements."""
+    V = cache.head_v
+    full = triton.next_power_of_2(V)
+    if getattr(cache, "block_v", None):
+        return cache.block_v
+    if "nvfp4" in (cache.spec.read.name, cache.spec.recur.name) or cache.device.type != "cuda":
+        return full
+    bk = block_k(cache.head_k)
+    bv = min(full, max(8, 8192 // bk))
+    target = 4 * _num_sms(cache.device)
+    while bv > 8 and batch * cache.num_heads * triton.cdiv(V, bv) < target:
+        bv //= 2
+    return bv
+
+
+def triton_step(cache, slot_idx, q, k, v, a, beta, out=None):
+    """Launch one decode step on the cache's tensors (inputs already validated).
+
+    Args:
+        slot_idx: int64 ``[B]``; q, k: ``[B, HV, K]``; v: ``[B, HV, V]`` (fp32/bf16/fp16, contiguous);
+        a: float32 ``[B, HV, GK]`` decay factors; beta: float32 ``[B, HV]``;
+        out: optional float32 ``[B, HV, V]`` to write into.
+
+    Returns:
+        float32 ``[B, HV, V]``.
+    """
+    B, HV, V = v.shape
+    K = cache.head_k
+    if out is None:
+        out = torch.empty(B, HV, V, dtype=torch.float32, device=v.device)
+    if B == 0:
+        return out
+    BK = block_k(K)
+    BV = choose_block_v(cache, B)
+    nvfp4 = "nvfp4" in (cache.spec.read.name, cache.spec.recur.name)
+    if nvfp4 and BV < V:
+        raise ValueError(f"nvfp4 formats need one program per (row, head): block_v={BV} < V={V}")
+    hp0, hp1, hp2 = cache.hp.tensors()
+    lp0, lp1, lp2 = cache.lp.tensors()
+    grid = (B, HV, triton.cdiv(V, BV))
+    num_warps = 8 if BV * BK >= 8192 else 4
+    _decode_step_kernel[grid](
+        q, k, v, a, beta, slot_idx, out,
+        hp0, hp1, hp2, lp0, lp1, lp2,
+        cache.ring_a, cache.ring_k, cache.ring_v, cache.ring_beta, cache.ring_u,
+        cache.ring_count, cache.flush_count,
+        cache.seed, HV, K, V, L=cache.window, L1=cache.ring_k.shape[2],
+        BK=BK, BV=BV, GK=a.shape[-1], DELTA=cache.delta,
+        FMT_HP=FORMAT_CODE[cache.spec.recur.name], FMT_LP=FORMAT_CODE[cache.spec.read.name],
+        SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag,
+        num_warps=num_warps,
+    )
+    return out
