@@ -1,0 +1,186 @@
+"""Triton launchers: quantize / dequantize whole tensors into the storage formats.
+
+Each launcher takes contiguous tensors (any number of leading dims, flattened)
+and produces exactly the bits of the torch reference
+(:mod:`replayssm_quant.quant.reference`), using the device functions of
+:mod:`.rounding`. Stochastic rounding draws ``sr_bits(seed, i_lo, i_hi, 0, 0)``
+for the flat element index ``i`` (the same as
+:func:`replayssm_quant.quant.philox.flat_rbits`).
+
+Storage (docs/CONTRACTS.md): fp32 -> float32; bf16/fp16 -> int16 bit patterns;
+fp8/e5m2 -> uint8; nvfp4 -> codes uint8 ``[..., R, C//2]``, scale bits uint8
+``[..., R, C//16]``, s_enc float32 ``[...]``.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from . import rounding as rd
+
+#: storage dtype of the element formats
+STORAGE_DTYPE = {"fp32": torch.float32, "bf16": torch.int16, "fp16": torch.int16,
+                 "fp8": torch.uint8, "e5m2": torch.uint8}
+
+ELEM_BLOCK = 1024
+NV_BR = 16     # rows per nvfp4 tile
+NV_BC = 128    # columns per nvfp4 tile (a multiple of 16)
+
+
+@triton.jit
+def _quantize_elem_kernel(x_ptr, out_ptr, n, seed, FMT: tl.constexpr, SR: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    if SR:
+        rb = rd.sr_bits(seed, offs, offs >> 32, 0, 0)
+    else:
+        rb = None
+    bits = rd.encode_bits(x, FMT, SR, rb)
+    if FMT == 0:
+        tl.store(out_ptr + offs, bits.to(tl.float32, bitcast=True), mask=mask)
+    else:
+        tl.store(out_ptr + offs, bits.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _dequantize_elem_kernel(bits_ptr, out_ptr, n, FMT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    b = tl.load(bits_ptr + offs, mask=mask, other=0)
+    if FMT == 0:
+        b = b.to(tl.int32, bitcast=True)
+    else:
+        b = b.to(tl.int32)
+    tl.store(out_ptr + offs, rd.decode_bits(b, FMT), mask=mask)
+
+
+@triton.jit
+def _amax_kernel(x_ptr, amax_ptr, per, BLOCK: tl.constexpr):
+    """amax_ptr[l] (int32 bits of a non-negative fp32, zero-initialised) = max over x[l, :per]."""
+    lead = tl.program_id(0).to(tl.int64)
+    offs = tl.program_id(1).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + lead * per + offs, mask=offs < per, other=0.0)
+    m = rd.nvfp4_amax(x)
+    tl.atomic_max(amax_ptr + lead, m.to(tl.int32, bitcast=True))
+
+
+@triton.jit
+def _nvfp4_quantize_kernel(x_ptr, amax_ptr, codes_ptr, sb_ptr, senc_ptr, R, C, seed,
+                           SR: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
+    lead = tl.program_id(0).to(tl.int64)
+    r = tl.program_id(1) * BR + tl.arange(0, BR)[:, None]
+    c = tl.program_id(2) * BC + tl.arange(0, BC)[None, :]
+    m = (r < R) & (c < C)
+    idx = lead * R * C + r * C + c
+    x = tl.load(x_ptr + idx, mask=m, other=0.0)
+    amax = tl.load(amax_ptr + lead).to(tl.float32, bitcast=True)
+    s_enc = rd.nvfp4_encode_scale(amax)
+    if SR:
+        rb = rd.sr_bits(seed, idx, idx >> 32, 0, 0)
+    else:
+        rb = None
+    codes, sbits = rd.nvfp4_encode(x, s_enc, SR, rb)
+    c2 = tl.program_id(2) * (BC // 2) + tl.arange(0, BC // 2)[None, :]
+    tl.store(codes_ptr + lead * R * (C // 2) + r * (C // 2) + c2, codes, mask=(r < R) & (c2 < C // 2))
+    c16 = tl.program_id(2) * (BC // 16) + tl.arange(0, BC // 16)[None, :]
+    tl.store(sb_ptr + lead * R * (C // 16) + r * (C // 16) + c16, sbits, mask=(r < R) & (c16 < C // 16))
+    if (tl.program_id(1) == 0) & (tl.program_id(2) == 0):
+        tl.store(senc_ptr + lead, s_enc)
+
+
+@triton.jit
+def _nvfp4_dequantize_kernel(codes_ptr, sb_ptr, senc_ptr, out_ptr, R, C, BR: tl.constexpr, BC: tl.constexpr):
+    lead = tl.program_id(0).to(tl.int64)
+    r = tl.program_id(1) * BR + tl.arange(0, BR)[:, None]
+    c2 = tl.program_id(2) * (BC // 2) + tl.arange(0, BC // 2)[None, :]
+    c16 = tl.program_id(2) * (BC // 16) + tl.arange(0, BC // 16)[None, :]
+    codes = tl.load(codes_ptr + lead * R * (C // 2) + r * (C // 2) + c2, mask=(r < R) & (c2 < C // 2), other=0)
+    sbits = tl.load(sb_ptr + lead * R * (C // 16) + r * (C // 16) + c16, mask=(r < R) & (c16 < C // 16), other=0)
+    s_enc = tl.load(senc_ptr + lead)
+    y = rd.nvfp4_decode(codes, sbits, s_enc)
+    c = tl.program_id(2) * BC + tl.arange(0, BC)[None, :]
+    tl.store(out_ptr + lead * R * C + r * C + c, y, mask=(r < R) & (c < C))
+
+
+def _check_input(x: torch.Tensor) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32:
+        raise ValueError(f"x must be a float32 tensor, got {getattr(x, 'dtype', type(x).__name__)}")
+    return x.contiguous()
+
+
+def quantize_elem(x: torch.Tensor, fmt: str, sr: bool = False, seed: int = 0) -> torch.Tensor:
+    """Element formats: float32 ``x`` (any shape) -> storage tensor of the same shape
+    (float32 / int16 / uint8, see :data:`STORAGE_DTYPE`)."""
+    if fmt not in STORAGE_DTYPE:
+        raise ValueError(f"quantize_elem: format must be one of {', '.join(STORAGE_DTYPE)}, got {fmt!r}")
+    x = _check_input(x)
+    out = torch.empty(x.shape, dtype=STORAGE_DTYPE[fmt], device=x.device)
+    n = x.numel()
+    if n:
+        _quantize_elem_kernel[(triton.cdiv(n, ELEM_BLOCK),)](
+            x, out, n, seed, FMT=rd.FORMAT_CODE[fmt], SR=bool(sr), BLOCK=ELEM_BLOCK)
+    return out
+
+
+def dequantize_elem(bits: torch.Tensor, fmt: str) -> torch.Tensor:
+    """Storage tensor of an element format -> float32 of the same shape."""
+    if fmt not in STORAGE_DTYPE:
+        raise ValueError(f"dequantize_elem: format must be one of {', '.join(STORAGE_DTYPE)}, got {fmt!r}")
+    if bits.dtype != STORAGE_DTYPE[fmt]:
+        raise ValueError(f"{fmt} storage must be {STORAGE_DTYPE[fmt]}, got {bits.dtype}")
+    bits = bits.contiguous()
+    out = torch.empty(bits.shape, dtype=torch.float32, device=bits.device)
+    n = bits.numel()
+    if n:
+        _dequantize_elem_kernel[(triton.cdiv(n, ELEM_BLOCK),)](bits, out, n, FMT=rd.FORMAT_CODE[fmt], BLOCK=ELEM_BLOCK)
+    return out
+
+
+def _nvfp4_grid(lead: int, R: int, C: int):
+    return (lead, triton.cdiv(R, NV_BR), triton.cdiv(C, NV_BC))
+
+
+def nvfp4_quantize(x: torch.Tensor, sr: bool = False, seed: int = 0):
+    """float32 ``x [..., R, C]`` (C % 16 == 0) -> (codes uint8 [..., R, C//2],
+    scale_bits uint8 [..., R, C//16], s_enc float32 [...])."""
+    x = _check_input(x)
+    if x.dim() < 2 or x.shape[-1] % 16 or x.shape[-1] == 0:
+        raise ValueError(f"nvfp4 needs x [..., R, C] with C a positive multiple of 16, got shape {tuple(x.shape)}")
+    *lead_shape, R, C = x.shape
+    L = 1
+    for d in lead_shape:
+        L *= d
+    dev = x.device
+    codes = torch.empty((*lead_shape, R, C // 2), dtype=torch.uint8, device=dev)
+    sbits = torch.empty((*lead_shape, R, C // 16), dtype=torch.uint8, device=dev)
+    s_enc = torch.empty(tuple(lead_shape), dtype=torch.float32, device=dev)
+    if L == 0 or R == 0:
+        return codes, sbits, s_enc.fill_(1.0)
+    amax = torch.zeros(L, dtype=torch.int32, device=dev)
+    per = R * C
+    _amax_kernel[(L, triton.cdiv(per, 4096))](x, amax, per, BLOCK=4096)
+    _nvfp4_quantize_kernel[_nvfp4_grid(L, R, C)](x, amax, codes, sbits, s_enc, R, C, seed,
+                                                 SR=bool(sr), BR=NV_BR, BC=NV_BC)
+    return codes, sbits, s_enc
+
+
+def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`nvfp4_quantize` -> float32 ``[..., R, C]``."""
+    if codes.dtype != torch.uint8 or scale_bits.dtype != torch.uint8 or s_enc.dtype != torch.float32:
+        raise ValueError("nvfp4_dequantize needs codes uint8, scale_bits uint8, s_enc float32")
+    *lead_shape, R, C2 = codes.shape
+    C = 2 * C2
+    if tuple(scale_bits.shape) != (*lead_shape, R, C // 16) or tuple(s_enc.shape) != tuple(lead_shape):
+        raise ValueError(f"nvfp4 shapes do not match: codes {tuple(codes.shape)}, scale_bits "
+                         f"{tuple(scale_bits.shape)}, s_enc {tuple(s_enc.shape)}")
+    L = 1
+    for d in lead_shape:
+        L *= d
+    out = torch.empty((*lead_shape, R, C), dtype=torch.float32, device=codes.device)
+    if L and R and C:
+        _nvfp4_dequantize_kernel[_nvfp4_grid(L, R, C)](codes.contiguous(), scale_bits.contiguous(),
+                                                       s_enc.contiguous(), out, R, C, BR=NV_BR, BC=NV_BC)
+    return out

@@ -1,0 +1,149 @@
+"""Public quantization API: :func:`quantize`, :func:`dequantize`, :func:`fake_quantize`.
+
+``quantize(x, fmt, rounding="rne", seed=0)`` returns a :class:`QuantizedTensor`
+holding the storage of one format (docs/CONTRACTS.md):
+
+=========  ==========================================================================
+format     storage
+=========  ==========================================================================
+fp32       ``data`` float32, shape of x
+bf16/fp16  ``data`` int16 bit patterns, shape of x
+fp8/e5m2   ``data`` uint8 bit patterns, shape of x
+nvfp4      ``data`` uint8 codes ``[..., R, C//2]`` (element 2i low nibble),
+           ``scales`` uint8 E4M3 bits ``[..., R, C//16]``, ``s_enc`` float32 ``[...]``
+=========  ==========================================================================
+
+Rounding semantics (RNE/SR, saturation, NaN, signed zero, NVFP4 arithmetic and
+NaN blocks) are those of :mod:`.reference`; the Triton kernels
+(:mod:`replayssm_quant.kernels.quantize`) give the same bits. Stochastic
+rounding draws Philox bits keyed by ``seed`` and the flat element index
+(:func:`.philox.flat_rbits`), so the same seed gives the same result on every
+backend and device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import reference as ref
+from .formats import FORMATS, get_format
+from .philox import check_seed, flat_rbits
+
+BACKENDS = ("auto", "torch", "triton")
+
+
+@dataclass
+class QuantizedTensor:
+    """A tensor stored in one format (see the module docstring for the tensors' dtypes and shapes).
+
+    Attributes:
+        fmt: format name (``fp32``, ``bf16``, ``fp16``, ``fp8``, ``e5m2``, ``nvfp4``).
+        shape: shape of the original float tensor.
+        data: element storage (float32 / int16 / uint8; nvfp4: packed codes).
+        scales: nvfp4 block scales (uint8 E4M3 bits) or None.
+        s_enc: nvfp4 second-level encode scale per leading index (float32) or None.
+        rounding: ``"rne"`` or ``"sr"``; seed: the SR seed used.
+    """
+
+    fmt: str
+    shape: torch.Size
+    data: torch.Tensor
+    scales: torch.Tensor | None = None
+    s_enc: torch.Tensor | None = None
+    rounding: str = "rne"
+    seed: int = 0
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of storage (data + scales + s_enc)."""
+        return sum(t.numel() * t.element_size() for t in (self.data, self.scales, self.s_enc) if t is not None)
+
+    def dequantize(self, backend: str = "auto") -> torch.Tensor:
+        return dequantize(self, backend)
+
+
+def _use_triton(backend: str, device: torch.device) -> bool:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
+    if backend == "auto":
+        return device.type == "cuda"
+    return backend == "triton"
+
+
+def _as_float32(x) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if not x.dtype.is_floating_point:
+        raise ValueError(f"x must be a floating-point tensor, got {x.dtype}")
+    # float16/bfloat16 convert exactly; float64 is first rounded to float32 (RNE).
+    return x.to(torch.float32).contiguous()
+
+
+def quantize(x: torch.Tensor, fmt, rounding: str = "rne", seed: int = 0, backend: str = "auto") -> QuantizedTensor:
+    """Quantize ``x`` into ``fmt``.
+
+    Args:
+        x: floating tensor, any shape (float32; float16/bfloat16 are converted exactly,
+            float64 is rounded to float32 first). For ``nvfp4``: ``[..., R, C]`` with C a
+            multiple of 16; amax (second-level scale) over the last two dims.
+        fmt: a name of :data:`FORMATS` (or alias such as ``e4m3``) or a FormatInfo.
+        rounding: ``"rne"`` (nearest even) or ``"sr"`` (stochastic; not for fp32,
+            which has nothing to round).
+        seed: SR seed, int in [0, 2**63).
+        backend: ``"auto"`` (Triton on CUDA tensors, torch reference otherwise),
+            ``"torch"`` or ``"triton"`` (CPU tensors need TRITON_INTERPRET=1).
+
+    Returns:
+        :class:`QuantizedTensor`.
+    """
+    f = get_format(fmt).name
+    ref.check_rounding(rounding)
+    seed = check_seed(seed)
+    if f == "fp32" and rounding == "sr":
+        raise ValueError("rounding='sr' with fmt='fp32' rounds nothing; use rounding='rne' or a format below fp32 "
+                         f"({', '.join(n for n in FORMATS if n != 'fp32')})")
+    x = _as_float32(x)
+    sr = rounding == "sr"
+    if _use_triton(backend, x.device):
+        from replayssm_quant.kernels import quantize as kq
+        if f == "nvfp4":
+            codes, sb, s_enc = kq.nvfp4_quantize(x, sr, seed)
+            return QuantizedTensor(f, x.shape, codes, sb, s_enc, rounding, seed)
+        return QuantizedTensor(f, x.shape, kq.quantize_elem(x, f, sr, seed), rounding=rounding, seed=seed)
+    rbits = flat_rbits(seed, x.numel(), x.device).reshape(x.shape) if sr else None
+    if f == "nvfp4":
+        codes, sb, s_enc = ref.nvfp4_quantize(x, rounding, rbits)
+        return QuantizedTensor(f, x.shape, codes, sb, s_enc, rounding, seed)
+    if f == "fp32":
+        return QuantizedTensor(f, x.shape, x.clone(), rounding=rounding, seed=seed)
+    bits = ref.encode_bits(x, f, rounding, rbits)
+    dtype = torch.int16 if f in ("bf16", "fp16") else torch.uint8
+    return QuantizedTensor(f, x.shape, bits.to(dtype), rounding=rounding, seed=seed)
+
+
+def dequantize(q: QuantizedTensor, backend: str = "auto") -> torch.Tensor:
+    """Decode a :class:`QuantizedTensor` to float32 (shape ``q.shape``)."""
+    if not isinstance(q, QuantizedTensor):
+        raise ValueError(f"dequantize takes a QuantizedTensor, got {type(q).__name__}")
+    f = get_format(q.fmt).name
+    if _use_triton(backend, q.device):
+        from replayssm_quant.kernels import quantize as kq
+        if f == "nvfp4":
+            return kq.nvfp4_dequantize(q.data, q.scales, q.s_enc)
+        return kq.dequantize_elem(q.data, f)
+    if f == "nvfp4":
+        return ref.nvfp4_dequantize(q.data, q.scales, q.s_enc)
+    if f == "fp32":
+        return q.data.to(torch.float32).clone()
+    return ref.decode_bits(q.data, f)
+
+
+def fake_quantize(x: torch.Tensor, fmt, rounding: str = "rne", seed: int = 0, backend: str = "auto") -> torch.Tensor:
+    """``dequantize(quantize(x, fmt, rounding, seed))``: float32, shape of x."""
+    return dequantize(quantize(x, fmt, rounding, seed, backend), backend)
