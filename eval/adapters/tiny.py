@@ -1,6 +1,7 @@
 """Tiny random hybrid models built from configs in code (no hub access).
 
-Used by the tests and by ``replayssm-quant eval --model tiny-ARCH`` for smoke runs.
+Used by the tests and by ``replayssm-quant eval --model tiny-ARCH`` for smoke runs (the
+vocabulary, 264, fits the byte tokenizer of :mod:`replayssm_quant.eval.models.tokenizer`).
 Every SSM layer keeps the real layer classes of transformers 5.17; only the
 sizes are small. Weights are random (seeded), the model is fp32.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 TINY_ARCHS = ("qwen3_5", "qwen3_next", "nemotron_h", "mamba2", "kimi_linear")
 
 
-def tiny_config(arch: str, vocab_size: int = 97):
+def tiny_config(arch: str, vocab_size: int = 264):
     """A small ``PretrainedConfig`` for ``arch`` (one of :data:`TINY_ARCHS`)."""
     import transformers as T
 
@@ -49,7 +50,7 @@ def tiny_config(arch: str, vocab_size: int = 97):
     raise ValueError(f"unknown tiny architecture {arch!r}; valid: {', '.join(TINY_ARCHS)}")
 
 
-def tiny_model(arch: str, seed: int = 0, vocab_size: int = 97):
+def tiny_model(arch: str, seed: int = 0, vocab_size: int = 264):
     """A random fp32 ``*ForCausalLM`` of ``arch`` in eval mode (seeded)."""
     import torch
     from transformers import AutoModelForCausalLM

@@ -1,0 +1,100 @@
+"""``replayssm-quant eval``: the KL evaluation (DESIGN.md sec. 6).
+
+Each ``--state`` is ``[MODE:]SPEC``: a state spec (``nvfp4/fp8+sr``) optionally
+prefixed by its decode mode (``conventional:fp8+sr``); specs without a prefix use
+``--mode`` (default replay). The fp32 replay reference is always run.
+"""
+
+from __future__ import annotations
+
+HELP = "KL of each state spec against fp32 over teacher-forced decoding (resumable; writes a report)"
+
+DEFAULT_STATES = ["bf16", "fp16", "fp8+sr", "nvfp4+sr", "nvfp4/fp16", "nvfp4/fp8+sr", "fp8/fp16",
+                  "conventional:fp16+sr", "conventional:fp8+sr"]
+
+
+def configure(parser):
+    parser.add_argument("--model", default=None,
+                        help="gdn-demo (default, embedded), mamba2-demo, tiny-ARCH, a local folder or a hub id")
+    parser.add_argument("--state", action="append", default=None, metavar="[MODE:]SPEC",
+                        help="state variant, repeatable: SPEC (fp32, FMT[+sr], READ/RECUR[+sr]) optionally "
+                             "prefixed by replay: or conventional: (default list: " + " ".join(DEFAULT_STATES) + ")")
+    parser.add_argument("--mode", default="replay", choices=["replay", "conventional"],
+                        help="decode mode of --state values without a MODE: prefix (default replay)")
+    parser.add_argument("--window", type=int, default=16, help="replay window L (default 16)")
+    parser.add_argument("--seed", type=int, default=0, help="stochastic-rounding seed (default 0)")
+    parser.add_argument("--data", default=None,
+                        help="pg19, or a .txt/.parquet/.jsonl file or folder (default: the embedded held-out books)")
+    parser.add_argument("--text-field", default="text", help="column/key holding the text in parquet/jsonl (default text)")
+    parser.add_argument("--prefill", type=int, default=256, help="prefill tokens P (default 256)")
+    parser.add_argument("--tokens", type=int, default=256, help="teacher-forced decode tokens N per document (default 256)")
+    parser.add_argument("--docs", type=int, default=2, help="documents K (default 2)")
+    parser.add_argument("--batch-docs", type=int, default=8,
+                        help="documents per batch; rows per batch = docs x variants (default 8)")
+    parser.add_argument("--out", default="kl_results", help="results folder; rerun to resume (default ./kl_results)")
+    parser.add_argument("--device", default=None, help="cpu / cuda / cuda:N (default: cuda if available)")
+    parser.add_argument("--device-map", default=None, help="e.g. auto: spread a large model over GPUs (accelerate)")
+    parser.add_argument("--backend", default=None, choices=["triton", "torch"],
+                        help="state-cache backend (default: triton on CUDA, torch on CPU)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--no-report", action="store_true", help="skip writing the report at the end")
+
+
+def _check_args(args):
+    from replayssm_quant.cli import UsageError
+
+    for name in ("prefill", "tokens", "docs", "batch_docs", "window"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+
+
+def _env() -> str:
+    import platform
+
+    import torch
+    import transformers
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    return f"{gpu}; torch {torch.__version__}; transformers {transformers.__version__}; python {platform.python_version()}"
+
+
+def run(args):
+    import shlex
+    import sys
+
+    _check_args(args)
+    from replayssm_quant.eval.decode import parse_variant
+
+    variants = [parse_variant(s, args.mode) for s in (args.state or DEFAULT_STATES)]  # ValueError -> exit 2
+
+    import torch
+
+    from replayssm_quant.eval.adapters.loading import load_model
+    from replayssm_quant.eval.data import load_documents
+    from replayssm_quant.eval.kl import KLSettings, run_kl, with_reference
+    from replayssm_quant.eval.report import build_report
+    from replayssm_quant.eval.results import ResultsStore
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    lm = load_model(args.model, device=device, device_map=args.device_map)
+    length = args.prefill + args.tokens + 1
+    docs = load_documents(args.data, lm.tokenizer, length, args.docs, text_field=args.text_field)
+    if len(docs) < args.docs:
+        print(f"note: only {len(docs)} documents of {length} tokens available (asked for {args.docs})", file=sys.stderr)
+    store = ResultsStore(args.out)
+    st = KLSettings(prefill=args.prefill, tokens=args.tokens, window=args.window, seed=args.seed,
+                    batch_docs=args.batch_docs, backend=args.backend)
+    store.open({"model": lm.name, "model_source": lm.source, "data": args.data, "text_field": args.text_field,
+                "prefill": args.prefill, "tokens": args.tokens, "window": args.window, "seed": args.seed,
+                "batch_docs": args.batch_docs, "docs": len(docs),
+                "variants": [v.label for v in with_reference(variants)],
+                "command": "replayssm-quant " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("replayssm-quant")
+                else shlex.join(sys.argv), "env": _env()})
+    summary = run_kl(lm.model, docs, variants, st, store, progress=not args.no_progress)
+    tps = summary["row_tokens_per_s"]
+    print(f"{summary['records_written']} records written in {summary['batches']} batches"
+          + (f", {tps:.1f} row-tokens/s" if tps else " (nothing left to do)") + f"; results in {args.out}")
+    if not args.no_report:
+        md = build_report(args.out)
+        print(f"report: {md}")
+    return 0
