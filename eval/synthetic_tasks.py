@@ -14,7 +14,7 @@ uniquely addressable, which is what lets a small byte-level hybrid copy thousand
 exactly through attention. Targets never contain a newline, so generation stops at ``"\\n"``
 (``until=["\\n"]``). One token is one byte, so ``gen_len`` (target bytes) is the number of
 tokens to generate. Target lengths are drawn log-uniformly between ``min_len`` and ``max_len``
-(default 32..2048 bytes, a 64x span).
+(default 32..2000 bytes, a 62x span).
 
 Training uses :func:`training_text` on instances from a training seed; evaluation uses
 :func:`heldout_tasks` (seed :data:`HELDOUT_SEED`) and :func:`score`.
@@ -28,7 +28,7 @@ import random
 TASKS = ("copy", "upper")
 ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 HELDOUT_SEED = 20260  # evaluation instances; training draws from other seeds
-DEFAULT_MIN_LEN, DEFAULT_MAX_LEN = 32, 2048
+DEFAULT_MIN_LEN, DEFAULT_MAX_LEN = 32, 2000
 UNTIL = ("\n",)
 
 

@@ -1,0 +1,106 @@
+"""Training batches: random windows of the training books mixed with packed task examples.
+
+A batch is ``(input_ids int64 [B, T], labels int64 [B, T], is_task bool [B])``; labels are the
+next-token targets already aligned for Hugging Face's causal-LM loss (which shifts by one), with
+-100 where no loss is taken. Book rows are ``T`` consecutive bytes of the concatenated training
+books (labels = inputs). Task rows pack whole examples ``[<bos>] prompt target "\\n" <eos>``
+(the <bos> kept with probability 1/2, so the model works with and without it); only the
+``target "\\n" <eos>`` part is trained on; the unused tail is <pad> with no loss.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+from ..models.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from ..synthetic_tasks import DEFAULT_MIN_LEN, TASKS, generate_tasks, training_text
+
+
+class BatchSampler:
+    """Reproducible batches from ``books`` (list of bytes) and the synthetic task family.
+
+    ``task_fraction`` of the rows (rounded, at least one if > 0) are task rows. Task targets
+    span ``DEFAULT_MIN_LEN`` .. ``max_task_len`` bytes, where ``max_task_len`` defaults to the
+    longest target whose example fits a row (``(seq_len - 16) // 2``).
+    """
+
+    def __init__(self, books: list[bytes], batch_size: int, seq_len: int, task_fraction: float = 0.25,
+                 seed: int = 0, max_task_len: int | None = None, separator: bytes = b"\n\n\n"):
+        if batch_size < 1 or seq_len < 64:
+            raise ValueError(f"need batch_size >= 1 and seq_len >= 64, got {batch_size}, {seq_len}")
+        if not 0.0 <= task_fraction <= 1.0:
+            raise ValueError(f"task_fraction must be in [0, 1], got {task_fraction}")
+        self.stream = np.frombuffer(separator.join(books), dtype=np.uint8)
+        if len(self.stream) <= seq_len + 1:
+            raise ValueError(f"training text ({len(self.stream)} bytes) is shorter than one window ({seq_len + 1})")
+        self.batch_size, self.seq_len = batch_size, seq_len
+        self.n_task = 0 if task_fraction == 0 else max(1, round(batch_size * task_fraction))
+        self.max_task_len = max_task_len or (seq_len - 16) // 2
+        if self.max_task_len < DEFAULT_MIN_LEN:
+            raise ValueError(f"seq_len {seq_len} too short for tasks of at least {DEFAULT_MIN_LEN} bytes")
+        self.rng = np.random.default_rng(seed)
+        self.py_rng = random.Random(seed + 1)
+        self._task_seed = 1_000_000 + seed * 1_000_003  # never HELDOUT_SEED
+        self._pending: list[dict] = []
+
+    def _next_task(self) -> dict:
+        if not self._pending:
+            self._task_seed += 1
+            self._pending = generate_tasks(64, self._task_seed, DEFAULT_MIN_LEN, self.max_task_len, TASKS)
+        return self._pending.pop()
+
+    def _task_row(self):
+        ids = np.full(self.seq_len, PAD_ID, dtype=np.int64)
+        labels = np.full(self.seq_len, -100, dtype=np.int64)
+        pos = 0
+        while True:
+            task = self._next_task()
+            text, p_len = training_text(task)
+            use_bos = self.py_rng.random() < 0.5
+            ex = ([BOS_ID] if use_bos else []) + list(text) + [EOS_ID]
+            start_ans = (1 if use_bos else 0) + p_len
+            if pos + len(ex) > self.seq_len:
+                if pos == 0:  # never happens with the default max_task_len; keep going safely
+                    continue
+                break
+            ids[pos:pos + len(ex)] = ex
+            # HF shifts labels left by one inside the loss: label at i is the target of position i-1
+            labels[pos + start_ans:pos + len(ex)] = ex[start_ans:]
+            pos += len(ex)
+        return ids, labels
+
+    def _book_row(self):
+        start = int(self.rng.integers(0, len(self.stream) - self.seq_len))
+        ids = self.stream[start:start + self.seq_len].astype(np.int64)
+        return ids, ids.copy()
+
+    def next_batch(self):
+        """``(input_ids [B, T], labels [B, T], is_task [B])`` as CPU tensors."""
+        rows = [self._task_row() for _ in range(self.n_task)]
+        rows += [self._book_row() for _ in range(self.batch_size - self.n_task)]
+        ids = torch.from_numpy(np.stack([r[0] for r in rows]))
+        labels = torch.from_numpy(np.stack([r[1] for r in rows]))
+        is_task = torch.zeros(self.batch_size, dtype=torch.bool)
+        is_task[: self.n_task] = True
+        return ids, labels, is_task
+
+
+def heldout_windows(books: list[bytes], window: int, max_windows: int | None = None) -> torch.Tensor:
+    """Non-overlapping ``window``-byte windows of each held-out book (tails dropped): int64 [n, window].
+
+    With ``max_windows``, that many windows evenly spaced over the list are kept.
+    """
+    rows = []
+    for b in books:
+        arr = np.frombuffer(b, dtype=np.uint8)
+        for i in range(len(arr) // window):
+            rows.append(arr[i * window:(i + 1) * window].astype(np.int64))
+    if not rows:
+        raise ValueError(f"held-out books are shorter than one {window}-byte window")
+    if max_windows is not None and len(rows) > max_windows:
+        idx = np.linspace(0, len(rows) - 1, max_windows).round().astype(int)
+        rows = [rows[i] for i in idx]
+    return torch.from_numpy(np.stack(rows))

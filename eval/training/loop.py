@@ -1,0 +1,311 @@
+"""The training loop of the embedded default models.
+
+:func:`train` builds a stock HF hybrid (:mod:`..models.configs`), trains it on the training books
+mixed with synthetic task examples (:mod:`.data`) under bf16 autocast with the fast chunked
+GDN/SSD paths installed (:mod:`..models.training_paths`), AdamW with warmup + cosine decay over
+the wall-clock budget (or a step count), saves the model folder in bf16 with its byte tokenizer,
+then reloads that folder with ``AutoModelForCausalLM`` (stock code, fp32) and evaluates it.
+
+Output folder ``out/<arch>/`` (a loadable HF model folder): config.json, model.safetensors,
+generation_config.json, tokenizer.json, tokenizer_config.json, plus
+train_log.csv (one row per logged step), train_meta.json (settings, sizes, throughput),
+eval.json (held-out bits per byte at each context, task accuracy per length quartile, the
+reference continuation loss checked by the tests) and task_eval.csv (one row per task instance).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import queue
+import threading
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from ..gutenberg import heldout_books, read_books, train_books
+from ..models.configs import ARCHS, build_config, build_model
+from ..models.tokenizer import EOS_ID, PAD_ID, BOS_ID, build_byte_tokenizer
+from ..models.training_paths import fast_training_paths
+from ..synthetic_tasks import DEFAULT_MAX_LEN, DEFAULT_MIN_LEN, heldout_tasks
+from . import evaluate as ev
+from .data import BatchSampler, heldout_windows
+
+LN2 = math.log(2.0)
+
+
+@dataclasses.dataclass
+class TrainSettings:
+    """Everything a run depends on (recorded in train_meta.json)."""
+    arch: str = "gdn"
+    size: str = "default"
+    minutes: float = 5.0             # wall-clock budget of the training loop (compile included)
+    max_steps: int | None = None     # optional step cap; the LR schedule follows whichever ends first
+    batch_size: int = 16
+    seq_len: int = 4096
+    lr: float = 2e-3
+    min_lr_ratio: float = 0.1
+    warmup_frac: float = 0.03
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    task_fraction: float = 0.25
+    seed: int = 0
+    compile: bool = True
+    log_every: int = 10
+    val_every_s: float = 30.0        # held-out bpb on a few 2K windows this often (training curve)
+    ckpt_every_s: float = 90.0       # save the model folder this often while training
+    data_dir: str | None = None
+    device: str | None = None
+    # evaluation after training
+    eval_contexts: tuple = (2048, 16384)
+    eval_max_windows: int | None = None   # cap on held-out windows per context (None = all)
+    eval_batch_tokens: int = 65536
+    eval_tasks: int = 64
+    eval_task_max_len: int = DEFAULT_MAX_LEN
+    eval_task_batch: int = 16
+
+    def check(self):
+        if self.arch not in ARCHS:
+            raise ValueError(f"unknown --arch {self.arch!r}; allowed: {', '.join(ARCHS)}")
+        if self.minutes <= 0 and not self.max_steps:
+            raise ValueError("give a positive --minutes budget or --steps")
+        if self.seq_len < 2048 and self.size == "default":
+            raise ValueError(f"--seq-len must be >= 2048 for the default models, got {self.seq_len}")
+
+
+def _param_groups(model, wd):
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.ndim >= 2 and "embed" not in name:
+            decay.append(p)
+        else:
+            no_decay.append(p)
+    return [{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _lr_at(progress: float, s: TrainSettings) -> float:
+    if progress < s.warmup_frac:
+        return s.lr * max(progress / s.warmup_frac, 1e-3)
+    t = min(1.0, (progress - s.warmup_frac) / max(1e-9, 1.0 - s.warmup_frac))
+    return s.lr * (s.min_lr_ratio + (1 - s.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+class _Prefetcher:
+    """Builds batches on a background thread (the GPU step releases the GIL)."""
+
+    def __init__(self, sampler: BatchSampler, depth: int = 4):
+        self.q: queue.Queue = queue.Queue(maxsize=depth)
+        self.sampler = sampler
+        self.stop = False
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while not self.stop:
+            b = self.sampler.next_batch()
+            while not self.stop:
+                try:
+                    self.q.put(b, timeout=0.5)
+                    break
+                except queue.Full:
+                    continue
+
+    def get(self):
+        return self.q.get()
+
+    def close(self):
+        self.stop = True
+
+
+def _loss_parts(logits, labels, is_task):
+    """(mean loss over all trained positions, book nats/byte, task nats/byte) from logits [B,T,V]."""
+    tgt = labels[:, 1:]
+    nll = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), tgt, ignore_index=-100, reduction="none")
+    valid = (tgt != -100).float()
+    loss = (nll * valid).sum() / valid.sum().clamp(min=1)
+    row_sum, row_n = (nll * valid).sum(1), valid.sum(1)
+    book = (row_sum[~is_task].sum() / row_n[~is_task].sum().clamp(min=1)).detach()
+    task = (row_sum[is_task].sum() / row_n[is_task].sum().clamp(min=1)).detach()
+    return loss, book, task
+
+
+def save_model_folder(model, folder: Path, tokenizer=None):
+    """Save ``model`` in bf16 safetensors with the byte tokenizer (a copy; ``model`` is untouched)."""
+    import copy
+
+    folder.mkdir(parents=True, exist_ok=True)
+    m = copy.deepcopy(model).to("cpu", torch.bfloat16)
+    m.generation_config.bos_token_id, m.generation_config.eos_token_id = BOS_ID, EOS_ID
+    m.generation_config.pad_token_id = PAD_ID
+    m.save_pretrained(folder, safe_serialization=True)
+    (tokenizer or build_byte_tokenizer()).save_pretrained(folder)
+
+
+def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
+    """Train, save and evaluate one model; returns the model folder ``out/<arch>``."""
+    s.check()
+    out = Path(out)
+    folder = out / s.arch
+    folder.mkdir(parents=True, exist_ok=True)
+    device = torch.device(s.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    torch.manual_seed(s.seed)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+    train_paths, held_paths = train_books(s.data_dir), heldout_books(s.data_dir)
+    sampler = BatchSampler(read_books(train_paths), s.batch_size, s.seq_len, s.task_fraction, s.seed)
+    held = read_books(held_paths)
+    val_windows = heldout_windows(held, min(2048, s.seq_len), max_windows=s.batch_size)
+
+    model = build_model(s.arch, s.size, s.seed).to(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    model.train()
+    opt = torch.optim.AdamW(_param_groups(model, s.weight_decay), lr=s.lr, betas=(0.9, 0.95), eps=1e-8,
+                            fused=device.type == "cuda")
+    if s.compile:
+        for layer in model.model.layers:   # regional compilation: identical layers share the code
+            layer.compile()
+    amp = dict(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+
+    meta = {"settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(s).items()},
+            "n_params": n_params, "device": str(device), "torch": torch.__version__,
+            "train_books": [p.name for p in train_paths], "heldout_books": [p.name for p in held_paths],
+            "train_bytes": int(len(sampler.stream))}
+    print(f"[train-demo] {s.arch}: {n_params / 1e6:.2f}M parameters on {device}; batch {s.batch_size} x "
+          f"{s.seq_len} tokens; budget {s.minutes} min" + (f", at most {s.max_steps} steps" if s.max_steps else ""),
+          flush=True)
+
+    log_path = folder / "train_log.csv"
+    fields = ["step", "tokens", "elapsed_s", "tok_per_s", "lr", "loss", "book_bpb", "task_loss_nats", "val_bpb"]
+    logf = open(log_path, "w", newline="")
+    writer = csv.DictWriter(logf, fieldnames=fields)
+    writer.writeheader()
+
+    prefetch = _Prefetcher(sampler)
+    budget = s.minutes * 60.0 if s.minutes > 0 else float("inf")
+    t0 = time.time()
+    last_val = last_ckpt = t0
+    step = tokens = 0
+    acc = {"loss": 0.0, "book": 0.0, "task": 0.0, "n": 0}
+    t_log, tok_log = t0, 0
+    bar = tqdm(total=int(budget) if math.isfinite(budget) else s.max_steps, disable=not progress,
+               desc=f"train {s.arch}", unit="s" if math.isfinite(budget) else "step")
+    try:
+        with fast_training_paths():
+            while True:
+                elapsed = time.time() - t0
+                progress_frac = elapsed / budget
+                if s.max_steps:
+                    progress_frac = max(progress_frac, step / s.max_steps)
+                if progress_frac >= 1.0:
+                    break
+                lr = _lr_at(progress_frac, s)
+                for grp in opt.param_groups:
+                    grp["lr"] = lr
+                ids, labels, is_task = prefetch.get()
+                ids, labels, is_task = (x.to(device, non_blocking=True) for x in (ids, labels, is_task))
+                with torch.autocast(**amp):
+                    logits = model(input_ids=ids, use_cache=False).logits
+                loss, book, task = _loss_parts(logits, labels, is_task)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
+                opt.step()
+                step += 1
+                tokens += ids.numel()
+                acc["loss"] += loss.detach()
+                acc["book"] += book
+                acc["task"] += task
+                acc["n"] += 1
+                now = time.time()
+                val_bpb = ""
+                if now - last_val >= s.val_every_s:
+                    model.eval()
+                    with torch.no_grad(), torch.autocast(**amp):
+                        vl = model(input_ids=val_windows.to(device), use_cache=False).logits
+                        vn = F.cross_entropy(vl[:, :-1].float().transpose(1, 2), val_windows[:, 1:].to(device))
+                    model.train()
+                    val_bpb = float(vn) / LN2
+                    last_val = time.time()
+                if step % s.log_every == 0 or val_bpb != "" or step == 1:
+                    n = acc["n"]
+                    row = {"step": step, "tokens": tokens, "elapsed_s": round(now - t0, 2),
+                           "tok_per_s": round((tokens - tok_log) / max(now - t_log, 1e-9), 1), "lr": lr,
+                           "loss": float(acc["loss"]) / n, "book_bpb": float(acc["book"]) / n / LN2,
+                           "task_loss_nats": float(acc["task"]) / n, "val_bpb": val_bpb}
+                    writer.writerow(row)
+                    logf.flush()
+                    acc = {"loss": 0.0, "book": 0.0, "task": 0.0, "n": 0}
+                    t_log, tok_log = now, tokens
+                    msg = (f"step {step} tok {tokens / 1e6:.1f}M {row['tok_per_s'] / 1e3:.0f}k tok/s lr {lr:.2e} "
+                           f"loss {row['loss']:.3f} book {row['book_bpb']:.3f} bpb task {row['task_loss_nats']:.4f}"
+                           + (f" val {val_bpb:.3f} bpb" if val_bpb != "" else ""))
+                    if progress:
+                        bar.set_postfix_str(msg)
+                    if step == 1 or val_bpb != "" or not progress:
+                        print(f"[train-demo] {now - t0:6.1f}s {msg}", flush=True)
+                if math.isfinite(budget):
+                    bar.n = min(int(now - t0), int(budget))
+                    bar.refresh()
+                else:
+                    bar.update(1)
+                if now - last_ckpt >= s.ckpt_every_s:
+                    save_model_folder(model, folder)
+                    last_ckpt = time.time()
+    finally:
+        prefetch.close()
+        bar.close()
+        logf.close()
+    train_s = time.time() - t0
+    meta.update({"steps": step, "tokens": tokens, "train_seconds": round(train_s, 1),
+                 "mean_tok_per_s": round(tokens / max(train_s, 1e-9), 1)})
+    print(f"[train-demo] trained {step} steps, {tokens / 1e6:.1f}M tokens in {train_s:.0f}s "
+          f"({meta['mean_tok_per_s'] / 1e3:.0f}k tok/s); saving {folder}", flush=True)
+    save_model_folder(model, folder)
+    (folder / "train_meta.json").write_text(json.dumps(meta, indent=1))
+    del model, opt
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    evaluate_folder(folder, s, device, progress)
+    return folder
+
+
+def evaluate_folder(folder: Path, s: TrainSettings, device=None, progress: bool = True) -> dict:
+    """Reload ``folder`` with AutoModelForCausalLM (stock code, fp32) and write eval.json + task_eval.csv."""
+    from transformers import AutoModelForCausalLM
+
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    t0 = time.time()
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device).eval()
+    held_paths = heldout_books(s.data_dir)
+    held = read_books(held_paths)
+    res = {"model_type": model.config.model_type, "arch": s.arch, "dtype": "float32",
+           "heldout_books": [p.name for p in held_paths], "bpb": {}}
+    train_ctx = s.seq_len
+    for ctx in s.eval_contexts:
+        win = heldout_windows(held, ctx, s.eval_max_windows)
+        bs = max(1, s.eval_batch_tokens // ctx)
+        r = ev.bits_per_byte(model, win, bs, tail_from=train_ctx if ctx > train_ctx else None, device=device,
+                             desc=f"held-out bpb @{ctx}", progress=progress)
+        r["windows"] = int(len(win))
+        res["bpb"][str(ctx)] = r
+        print(f"[train-demo] held-out bits/byte at {ctx} context: {r['bpb']:.4f}"
+              + (f" (positions >= {train_ctx}: {r['bpb_tail']:.4f})" if "bpb_tail" in r else ""), flush=True)
+    tasks = heldout_tasks(s.eval_tasks, DEFAULT_MIN_LEN, s.eval_task_max_len)
+    df = ev.task_accuracy(model, tasks, s.eval_task_batch, device, progress)
+    df.to_csv(folder / "task_eval.csv", index=False)
+    q = ev.accuracy_by_quartile(df)
+    res["task_accuracy"] = {"overall_pct": float(df["correct"].mean() * 100), "n": int(len(df)),
+                            "by_quartile": q.to_dict(orient="records"),
+                            "by_task_pct": {k: float(v * 100) for k, v in df.groupby("task")["correct"].mean().items()}}
+    print("[train-demo] task exact match by length quartile:\n" + q.to_string(index=False), flush=True)
+    res["reference"] = ev.reference_loss(model, held_paths[0], device)
+    res["eval_seconds"] = round(time.time() - t0, 1)
+    (folder / "eval.json").write_text(json.dumps(res, indent=1, default=str))
+    return res
