@@ -1,0 +1,94 @@
+"""Bad inputs to SSMStateCache raise ValueError with a message saying what is wrong."""
+
+import pytest
+import torch
+
+from replayssm_quant.kernels import SSMStateCache
+
+
+def _c(**kw):
+    args = dict(family="gdn", spec="fp8/fp16", num_slots=3, num_heads=2, head_k=32, head_v=8, window=4,
+                backend="torch")
+    args.update(kw)
+    return SSMStateCache(**args)
+
+
+def _x(B=2, HV=2, K=32, V=8):
+    return (torch.randn(B, HV, K), torch.randn(B, HV, K), torch.randn(B, HV, V), -torch.rand(B, HV),
+            torch.rand(B, HV))
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(family="mamba3"), "unknown recurrence family"),
+    (dict(spec="fp7"), "unknown format"),
+    (dict(spec="fp32/fp8"), "wider than"),
+    (dict(mode="eager"), "unknown decode mode"),
+    (dict(mode="conventional"), "conventional decoding takes a shared spec"),
+    (dict(backend="cuda"), "unknown backend"),
+    (dict(spec="nvfp4/fp16", head_k=40), "multiple of 16"),
+    (dict(spec="nvfp4", head_k=24), "multiple of 16"),
+    (dict(window=0), "window must be a positive int"),
+    (dict(num_heads=2.0), "num_heads must be a positive int"),
+    (dict(seed=-1), "seed"),
+])
+def test_bad_construction(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        _c(**kw)
+
+
+def test_bad_step_inputs():
+    c = _c()
+    c.load_state(torch.tensor([0, 1]), torch.randn(2, 2, 8, 32))
+    q, k, v, g, beta = _x()
+    idx = torch.tensor([0, 1])
+    with pytest.raises(ValueError, match=r"q has shape \(2, 2, 16\), expected \(2, 2, 32\)"):
+        c.step(idx, q[..., :16], k, v, g, beta)
+    with pytest.raises(ValueError, match="v has shape"):
+        c.step(idx, q, k, v[:1], g, beta)
+    with pytest.raises(ValueError, match="g has shape"):
+        c.step(idx, q, k, v, torch.zeros(2, 2, 32), beta)
+    with pytest.raises(ValueError, match="k has dtype torch.float64"):
+        c.step(idx, q, k.double(), v, g, beta)
+    with pytest.raises(ValueError, match="needs beta"):
+        c.step(idx, q, k, v, g, None)
+    with pytest.raises(ValueError, match="slot indices must be a 1-D int32/int64"):
+        c.step(idx.float(), q, k, v, g, beta)
+    with pytest.raises(ValueError, match="slot index out of range"):
+        c.step(torch.tensor([0, 3]), q, k, v, g, beta)
+    with pytest.raises(ValueError, match="duplicate slot"):
+        c.step(torch.tensor([1, 1]), q, k, v, g, beta)
+    with pytest.raises(ValueError, match="out must be"):
+        c.step(idx, q, k, v, g, beta, out=torch.empty(2, 2, 7))
+    with pytest.raises(ValueError, match="must be a torch.Tensor"):
+        c.step(idx, q.tolist(), k, v, g, beta)
+    m = SSMStateCache("mamba2", "fp32", 2, 2, 32, 8, backend="torch")
+    with pytest.raises(ValueError, match="takes no beta"):
+        m.step(idx, q, k, v, g, beta)
+    kda = SSMStateCache("kda", "fp32", 2, 2, 32, 8, backend="torch")
+    with pytest.raises(ValueError, match=r"g has shape \(2, 2\), expected \(2, 2, 32\)"):
+        kda.step(idx, q, k, v, g, beta)
+
+
+def test_bad_load_state():
+    c = _c()
+    with pytest.raises(ValueError, match="state has shape"):
+        c.load_state(torch.tensor([0]), torch.randn(1, 2, 32, 8))
+    with pytest.raises(ValueError, match="float32"):
+        c.load_state(torch.tensor([0]), torch.randn(1, 2, 8, 32).double())
+    with pytest.raises(ValueError, match="slot index out of range"):
+        c.load_state(torch.tensor([-1]), torch.randn(1, 2, 8, 32))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU to build a device mismatch")
+def test_device_mismatch():
+    c = _c(device="cuda")
+    q, k, v, g, beta = _x()
+    with pytest.raises(ValueError, match="is on cpu"):
+        c.step(torch.tensor([0, 1], device="cuda"), q, k, v, g, beta)
+
+
+def test_device_mismatch_cpu_cache_meta_input():
+    c = _c()
+    q, k, v, g, beta = _x()
+    with pytest.raises(ValueError, match="is on meta"):
+        c.step(torch.tensor([0, 1]), q.to("meta"), k, v, g, beta)
