@@ -8,12 +8,14 @@ Semantics (all element formats):
 
 * round to nearest, ties to even (``rounding="rne"``), or stochastic
   (``"sr"``): the magnitude goes to one of its two neighbours ``a <= |x| <= b``
-  with P(b) = (|x| - a) / (b - a). The random word (uint32, from Philox) is
-  aligned below the kept mantissa: with ``s`` discarded bits (``s <= 30``) the
-  top ``s`` random bits are added to the discarded bits and the sum is
+  with P(b) = (|x| - a) / (b - a). The random word ``r`` (uint32, from Philox)
+  is aligned below the kept mantissa: with ``s`` discarded bits (``s <= 30``)
+  the top ``s`` random bits are added to the discarded bits and the sum is
   truncated, so P(b) is exactly the discarded fraction. For ``s > 30`` (inputs
   far below the smallest subnormal) the discarded field is first truncated to
-  30 bits (resolution 2**-30 of one ulp).
+  30 bits. Equivalently, for every format: round up iff
+  ``r + 4 * floor(f * 2**30) >= 2**32`` with ``f = (|x| - a) / (b - a)``
+  (at least 30 random bits; P(b) = floor(f * 2**30) / 2**30).
 * saturating: any finite value, and +-inf, beyond the largest finite value
   becomes +-max finite (never inf from overflow).
 * NaN stays NaN (canonical code with the input's sign: bf16 0x7FC0, fp16
