@@ -120,8 +120,9 @@ def parse_state_spec(text: str) -> StateSpec:
     if len(parts) > 2:
         raise ValueError(f"too many '/' in state spec {raw!r}: at most READ/RECUR; {VALID_FORMS}")
     for p in parts:
-        if not p:
-            raise ValueError(f"missing format around '/' in state spec {raw!r}; {VALID_FORMS}")
+        if not p.strip():
+            where = "around '/'" if len(parts) > 1 else "before '+sr'"
+            raise ValueError(f"missing format {where} in state spec {raw!r}; {VALID_FORMS}")
     try:
         fmts = [get_format(p.strip()) for p in parts]
     except ValueError as e:
