@@ -1,0 +1,101 @@
+"""``replayssm-quant train-demo``: train, evaluate and report the embedded default models.
+
+Train one model (GPU; ~5 min of training + ~2 min evaluation on an H200)::
+
+    replayssm-quant train-demo --arch gdn --out runs/            # -> runs/gdn/ (HF model folder)
+    replayssm-quant train-demo --arch mamba2 --out runs/ --minutes 4.5
+
+Re-evaluate an existing folder, or write the report of the shipped models::
+
+    replayssm-quant train-demo --evaluate eval/default_models/gdn
+    replayssm-quant train-demo --report      # eval/default_models/* -> reports/models/
+"""
+
+HELP = "train the embedded byte-level GDN / Mamba-2 hybrid demo models, evaluate them, write their report"
+
+
+def configure(parser):
+    from replayssm_quant.eval.gutenberg import ENV_VAR
+
+    g = parser.add_argument_group("what to do (default: train)")
+    g.add_argument("--report", action="store_true",
+                   help="write the report (README.md + PNG) of the model folders in --models-dir to --report-dir")
+    g.add_argument("--evaluate", metavar="FOLDER", help="re-run the evaluation of an existing model folder")
+    t = parser.add_argument_group("training")
+    t.add_argument("--arch", choices=["gdn", "mamba2"], default="gdn",
+                   help="gdn: Qwen3.5-text GDN hybrid; mamba2: Nemotron-H Mamba-2 hybrid (default gdn)")
+    t.add_argument("--out", help="output folder; the model is written to OUT/<arch>/")
+    t.add_argument("--size", choices=["default", "tiny"], default="default", help="tiny: a CPU smoke-test model")
+    t.add_argument("--minutes", type=float, default=5.0, help="wall-clock training budget, compile included (default 5)")
+    t.add_argument("--steps", type=int, default=None, help="optional cap on optimizer steps")
+    t.add_argument("--batch-size", type=int, default=16)
+    t.add_argument("--seq-len", type=int, default=4096, help="training context in tokens (=bytes), >= 2048 (default 4096)")
+    t.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
+    t.add_argument("--task-fraction", type=float, default=0.25, help="fraction of rows that are task examples")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--no-compile", action="store_true", help="do not torch.compile the layers")
+    t.add_argument("--device", default=None, help="cuda or cpu (default: cuda if available)")
+    t.add_argument("--data-dir", default=None,
+                   help=f"Gutenberg books folder (default: ${ENV_VAR} or ../shared/data/gutenberg beside the repo)")
+    t.add_argument("--no-progress", action="store_true", help="periodic lines instead of a tqdm bar")
+    e = parser.add_argument_group("evaluation")
+    e.add_argument("--eval-contexts", default="2048,16384", help="held-out bpb context lengths (default 2048,16384)")
+    e.add_argument("--eval-max-windows", type=int, default=None, help="cap held-out windows per context")
+    e.add_argument("--eval-tasks", type=int, default=64, help="held-out task instances (default 64)")
+    e.add_argument("--eval-task-max-len", type=int, default=None, help="longest task target (default 2000)")
+    r = parser.add_argument_group("report")
+    r.add_argument("--models-dir", default=None, help="model folders for --report (default: the package's eval/default_models)")
+    r.add_argument("--report-dir", default=None, help="report folder (default: reports/models in the repository)")
+
+
+def _settings(args, arch=None):
+    from replayssm_quant.eval.synthetic_tasks import DEFAULT_MAX_LEN
+    from replayssm_quant.eval.training.loop import TrainSettings
+
+    try:
+        contexts = tuple(int(x) for x in args.eval_contexts.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"--eval-contexts must be comma-separated integers, got {args.eval_contexts!r}") from None
+    if not contexts or min(contexts) < 16:
+        raise ValueError(f"--eval-contexts needs at least one length >= 16, got {args.eval_contexts!r}")
+    return TrainSettings(
+        arch=arch or args.arch, size=args.size, minutes=args.minutes, max_steps=args.steps,
+        batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr, task_fraction=args.task_fraction,
+        seed=args.seed, compile=not args.no_compile, data_dir=args.data_dir, device=args.device,
+        eval_contexts=contexts, eval_max_windows=args.eval_max_windows, eval_tasks=args.eval_tasks,
+        eval_task_max_len=args.eval_task_max_len or DEFAULT_MAX_LEN)
+
+
+def run(args):
+    from pathlib import Path
+
+    if args.report:
+        from replayssm_quant.eval.model_report import DEFAULT_MODELS_DIR, DEFAULT_REPORT_DIR, write_report
+
+        path = write_report(args.models_dir or DEFAULT_MODELS_DIR, args.report_dir or DEFAULT_REPORT_DIR)
+        print(f"wrote {path}")
+        return 0
+    if args.evaluate:
+        import json
+
+        from replayssm_quant.eval.models.configs import arch_of
+        from replayssm_quant.eval.training.loop import evaluate_folder
+        from transformers import AutoConfig
+
+        folder = Path(args.evaluate)
+        if not (folder / "config.json").exists():
+            raise FileNotFoundError(f"{folder} is not a model folder (no config.json)")
+        s = _settings(args, arch_of(AutoConfig.from_pretrained(folder)))
+        meta = folder / "train_meta.json"
+        if meta.exists():  # evaluate beyond the context the model was trained at
+            s.seq_len = json.loads(meta.read_text())["settings"]["seq_len"]
+        evaluate_folder(folder, s, args.device, not args.no_progress)
+        print(f"wrote {folder / 'eval.json'}")
+        return 0
+    if not args.out:
+        raise ValueError("training needs --out FOLDER (or use --report / --evaluate FOLDER)")
+    from replayssm_quant.eval.training.loop import train
+
+    folder = train(_settings(args), args.out, progress=not args.no_progress)
+    print(f"model folder: {folder}")
+    return 0
