@@ -1,0 +1,334 @@
+"""The ``replayssm`` model for lm-evaluation-harness 0.4.x.
+
+Every request runs through the quantized decode path of
+:class:`replayssm_quant.eval.decode.DecodeSession`: the prompt / context is
+prefilled by the model's own fp32 path, then every generated or scored token
+is stepped through the SSM state cache in the chosen state format. (A
+full-sequence forward would bypass the state format and measure nothing.)
+
+model_args::
+
+    pretrained=PATH_OR_ID|gdn-demo|mamba2-demo   model folder, hub id or embedded model name
+    state=SPEC           state spec (fp32, nvfp4+sr, nvfp4/fp8+sr, ...); a ``MODE:`` prefix
+                         (conventional:fp8+sr) overrides ``mode``
+    mode=replay|conventional   decode mode (default replay)
+    window=16            replay window L
+    seed=0               stochastic-rounding seed
+    batch_size=1         rows per decode batch (one row = one request); "auto" = max_batch_size or 64
+    max_batch_size=64    used by batch_size=auto
+    device=cuda|cpu      default: cuda when available
+    dtype=float32        model weights dtype (fp32 keeps the fp32 spec reference-exact)
+    backend=triton|torch cache kernels (default: triton on CUDA, torch on CPU)
+    parallelize=false    spread the model over the visible GPUs (device_map=auto)
+    max_length=N         context limit for loglikelihood_rolling windows (default: the
+                         model's max_position_embeddings, else 4096)
+    add_bos_token=false  prepend the tokenizer's bos token to every context
+
+Registration: importing this module registers ``replayssm`` in lm-eval's model
+registry (``@register_model``). The package also declares the
+``lm_eval.models`` entry point for lm-eval versions that read entry points;
+lm-eval 0.4.13 does not, so on its command line use
+``python -m replayssm_quant.eval.lm_eval_plugin [lm-eval args]`` (lm-eval's own
+CLI with the plugin registered first).
+
+Generation is greedy (``do_sample=True`` is an error). A row stops at the
+tokenizer's eos, at any ``until`` string, or after ``max_gen_toks`` tokens;
+the returned text is cut before the first ``until`` string (lm-eval's
+convention). Every generate_until request is recorded in
+:attr:`ReplaySSMLM.generation_log` (context, generated token ids and their
+count), which the downstream runner uses for the generation-length quartiles.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from lm_eval.api.model import TemplateLM
+from lm_eval.api.registry import register_model
+from tqdm import tqdm
+
+log = logging.getLogger(__name__)
+
+#: generation keyword arguments the plugin understands (others are ignored with a warning)
+_GEN_KEYS = {"until", "max_gen_toks", "do_sample", "temperature"}
+DEFAULT_MAX_GEN_TOKS = 256
+
+
+def _as_bool(x) -> bool:
+    if isinstance(x, bool):
+        return x
+    if isinstance(x, str) and x.strip().lower() in ("true", "1", "yes", "false", "0", "no"):
+        return x.strip().lower() in ("true", "1", "yes")
+    if isinstance(x, int):
+        return bool(x)
+    raise ValueError(f"expected a boolean (true/false), got {x!r}")
+
+
+def _as_int(name: str, x, lo: int = 1) -> int:
+    try:
+        v = int(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an integer >= {lo}, got {x!r}") from None
+    if v < lo or (isinstance(x, float) and x != v):
+        raise ValueError(f"{name} must be an integer >= {lo}, got {x!r}")
+    return v
+
+
+def load_model_and_tokenizer(pretrained: str, device: str, dtype: torch.dtype, device_map: str | None = None):
+    """``(model, tokenizer)`` for a model folder, hub id, embedded name (gdn-demo, mamba2-demo)
+    or tiny random model (tiny-ARCH), through :func:`replayssm_quant.eval.adapters.loading.load_model`."""
+    from replayssm_quant.eval.adapters.loading import load_model
+
+    loaded = load_model(pretrained, device=device, device_map=device_map)
+    model = loaded.model if dtype == torch.float32 else loaded.model.to(dtype)
+    return model, loaded.tokenizer
+
+
+@register_model("replayssm")
+class ReplaySSMLM(TemplateLM):
+    """lm-eval model whose SSM decode steps run through a quantized state cache (see module doc)."""
+
+    def __init__(self, pretrained: str | None = None, state: str = "fp32", mode: str = "replay",
+                 window: int = 16, seed: int = 0, batch_size: int | str = 1, max_batch_size: int | None = None,
+                 device: str | None = None, dtype: str = "float32", backend: str | None = None,
+                 max_length: int | None = None, add_bos_token: bool | str = False,
+                 max_gen_toks: int = DEFAULT_MAX_GEN_TOKS, parallelize: bool | str = False, model=None,
+                 tokenizer=None, **kwargs: Any):
+        super().__init__()
+        from replayssm_quant.eval.decode import DecodeSession, parse_variant
+
+        unknown = sorted(k for k in kwargs if k != "trust_remote_code")
+        if unknown:
+            raise ValueError(
+                f"replayssm: unknown model_args {unknown}; known: pretrained, state, mode, window, seed, "
+                "batch_size, max_batch_size, device, dtype, backend, max_length, add_bos_token, max_gen_toks, "
+                "parallelize")
+        if pretrained is None and model is None:
+            raise ValueError("replayssm: model_args needs pretrained=PATH_OR_ID (or gdn-demo / mamba2-demo)")
+        self.variant = parse_variant(str(state), default_mode=str(mode))
+        self.window = _as_int("window", window)
+        self.seed = _as_int("seed", seed, lo=0)
+        self.max_batch_size = _as_int("max_batch_size", max_batch_size) if max_batch_size is not None else 64
+        if isinstance(batch_size, str) and batch_size.strip().lower().startswith("auto"):
+            self.batch_size = self.max_batch_size
+        else:
+            self.batch_size = _as_int("batch_size", batch_size)
+        self.max_gen_toks = _as_int("max_gen_toks", max_gen_toks)
+        self.add_bos_token = _as_bool(add_bos_token)
+        if dtype not in ("float32", "bfloat16", "float16", "auto"):
+            raise ValueError(f"replayssm: dtype must be float32, bfloat16, float16 or auto, got {dtype!r}")
+        tdtype = torch.float32 if dtype == "auto" else getattr(torch, dtype)
+        dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self._device = torch.device(dev)
+        if model is None:
+            model, tokenizer = load_model_and_tokenizer(str(pretrained), dev, tdtype,
+                                                        "auto" if _as_bool(parallelize) else None)
+        elif tokenizer is None:
+            raise ValueError("replayssm: a model object needs its tokenizer too")
+        self.model, self.tokenizer = model.eval(), tokenizer
+        self.pretrained = str(pretrained) if pretrained is not None else type(model).__name__
+        if max_length is None:
+            max_length = getattr(model.config, "max_position_embeddings", None) or 4096
+        self.max_length = _as_int("max_length", max_length, lo=2)
+        self.session = DecodeSession(self.model, [self.variant], window=self.window, seed=self.seed,
+                                     backend=backend)
+        #: one dict per generate_until request: context, until, token_ids, gen_tokens
+        self.generation_log: list[dict] = []
+
+    # ------------------------------------------------------------------ lm-eval plumbing
+    @property
+    def eot_token_id(self) -> int:
+        eos = self.tokenizer.eos_token_id
+        if eos is None:
+            raise ValueError("replayssm: the tokenizer has no eos token")
+        return eos
+
+    @property
+    def prefix_token_id(self) -> int:
+        bos = self.tokenizer.bos_token_id
+        return bos if bos is not None else self.eot_token_id
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def tokenizer_name(self) -> str:
+        return getattr(self.tokenizer, "name_or_path", "tokenizer").replace("/", "__")
+
+    def get_model_info(self) -> dict:
+        return {"model_pretrained": self.pretrained, "state": self.variant.spec.text,
+                "mode": self.variant.mode, "window": self.window, "seed": self.seed}
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
+        ids = self.tokenizer.encode(string, add_special_tokens=False)
+        if self.add_bos_token if add_special_tokens is None else add_special_tokens:
+            bos = self.tokenizer.bos_token_id
+            if bos is not None and (not ids or ids[0] != bos):
+                ids = [bos] + ids
+        return ids
+
+    def tok_decode(self, ids) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    # ------------------------------------------------------------------ batching helpers
+    def _pad_left(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """int64 ``[D, P]`` left-padded ids and an attention mask (None when lengths are equal)."""
+        P = max(len(s) for s in seqs)
+        pad = self.tokenizer.pad_token_id
+        pad = self.eot_token_id if pad is None else pad
+        ids = torch.full((len(seqs), P), pad, dtype=torch.int64)
+        mask = torch.zeros((len(seqs), P), dtype=torch.int64)
+        for i, s in enumerate(seqs):
+            ids[i, P - len(s):] = torch.tensor(s, dtype=torch.int64)
+            mask[i, P - len(s):] = 1
+        return ids, (None if bool(mask.all()) else mask)
+
+    def _batches(self, order: list[int]):
+        for i in range(0, len(order), self.batch_size):
+            yield order[i:i + self.batch_size]
+
+    # ------------------------------------------------------------------ loglikelihood
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
+        """Teacher-forced continuation log-probs: context prefilled in fp32, continuation stepped
+        through the quantized state. Batches group equal continuation lengths."""
+        results: list[tuple[float, bool] | None] = [None] * len(requests)
+        items = []
+        for i, (_, ctx, cont) in enumerate(requests):
+            if not cont:
+                raise ValueError(f"replayssm: loglikelihood request {i} has an empty continuation")
+            ctx = list(ctx)[-self.max_length:] if len(ctx) > self.max_length else list(ctx)
+            items.append((i, ctx, list(cont)))
+        # longest first, equal continuation lengths together
+        items.sort(key=lambda t: (-len(t[2]), -len(t[1])))
+        groups: dict[int, list] = {}
+        for it in items:
+            groups.setdefault(len(it[2]), []).append(it)
+        pbar = tqdm(total=len(items), desc="replayssm loglikelihood", disable=disable_tqdm)
+        for n_cont, group in groups.items():
+            for b in range(0, len(group), self.batch_size):
+                chunk = group[b:b + self.batch_size]
+                ids, mask = self._pad_left([c for _, c, _ in chunk])
+                cont = torch.tensor([c for _, _, c in chunk], dtype=torch.int64)
+                lp, greedy = self.session.loglikelihood(ids, cont, mask)
+                for (i, _, _), v, g in zip(chunk, lp.tolist(), greedy.tolist()):
+                    results[i] = (float(v), bool(g))
+                    if self.cache_hook is not None:
+                        self.cache_hook.add_partial("loglikelihood", requests[i][0], results[i])
+                pbar.update(len(chunk))
+        pbar.close()
+        return results  # type: ignore[return-value]
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        """Whole-document log-likelihood in windows of ``max_length`` tokens (lm-eval's rolling windows)."""
+        from lm_eval import utils
+
+        windows, owner = [], []
+        for i, req in enumerate(requests):
+            (string,) = req.args
+            toks = self.tok_encode(string, add_special_tokens=False)
+            for ctx, cont in map(utils.make_disjoint_window, utils.get_rolling_token_windows(
+                    token_list=toks, prefix_token=self.prefix_token_id, max_seq_len=self.max_length,
+                    context_len=1)):
+                windows.append(((None, None), ctx, cont))
+                owner.append(i)
+        scores = self._loglikelihood_tokens(windows, disable_tqdm=disable_tqdm)
+        totals = [0.0] * len(requests)
+        for i, (lp, _) in zip(owner, scores):
+            totals[i] += lp
+        for req, t in zip(requests, totals):
+            if self.cache_hook is not None:
+                self.cache_hook.add_partial("loglikelihood_rolling", req.args, t)
+        return totals
+
+    # ------------------------------------------------------------------ generation
+    def _gen_settings(self, gen_kwargs: dict) -> tuple[tuple[str, ...], int]:
+        kw = dict(gen_kwargs or {})
+        temp = kw.get("temperature", 0.0) or 0.0
+        if _as_bool(kw.get("do_sample", False)) or ("do_sample" not in kw and float(temp) > 0):
+            raise ValueError(f"replayssm: the plugin decodes greedily; sampling (do_sample={kw.get('do_sample')}, "
+                             f"temperature={temp}) is not supported")
+        extra = sorted(set(kw) - _GEN_KEYS)
+        if extra:
+            log.warning("replayssm: ignoring generation kwargs %s (greedy decoding)", extra)
+        until = kw.get("until", None) or []
+        if isinstance(until, str):
+            until = [until]
+        if not isinstance(until, (list, tuple)) or not all(isinstance(u, str) and u for u in until):
+            raise ValueError(f"replayssm: 'until' must be a string or a list of non-empty strings, got {until!r}")
+        max_gen = _as_int("max_gen_toks", kw.get("max_gen_toks", self.max_gen_toks))
+        return tuple(until), max_gen
+
+    def _stop_setup(self, until: tuple[str, ...]):
+        """Stop token ids (eos and single-token until strings) and a host stop check for the rest."""
+        stop_ids = {self.eot_token_id}
+        multi = []
+        for u in until:
+            ids = self.tokenizer.encode(u, add_special_tokens=False)
+            if len(ids) == 1 and self.tok_decode(ids) == u:
+                stop_ids.add(ids[0])
+            else:
+                multi.append(u)
+        if not multi:
+            return stop_ids, None
+        # a stop string of b bytes spans at most b (+ a partial character) tokens
+        tail = max(len(u.encode()) for u in multi) + 4
+
+        def stop_fn(_row: int, toks: list[int]) -> bool:
+            text = self.tok_decode(toks[-tail:] if len(toks) > tail else toks)
+            return any(u in text for u in multi)
+        return stop_ids, stop_fn
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """Greedy generation, batched across requests (``batch_size`` rows per decode batch).
+
+        Requests with equal stop settings are batched together, longest context first.
+        """
+        out: list[str | None] = [None] * len(requests)
+        groups: dict[tuple, list[int]] = {}
+        enc: list[list[int]] = []
+        for i, req in enumerate(requests):
+            ctx, gen_kwargs = req.args
+            groups.setdefault(self._gen_settings(gen_kwargs), []).append(i)
+            enc.append(self.tok_encode(ctx))
+        pbar = tqdm(total=len(requests), desc=f"replayssm generate ({self.variant.label})", disable=disable_tqdm)
+        for (until, max_gen), idx in groups.items():
+            idx.sort(key=lambda i: -len(enc[i]))
+            stop_ids, stop_fn = self._stop_setup(until)
+            for chunk in self._batches(idx):
+                seqs = [enc[i][-self.max_length:] for i in chunk]
+                if any(not s for s in seqs):
+                    seqs = [s or [self.prefix_token_id] for s in seqs]
+                ids, mask = self._pad_left(seqs)
+                rows = self.session.generate(ids, max_gen, attention_mask=mask, stop_token_ids=stop_ids,
+                                             stop_fn=stop_fn)
+                for i, toks in zip(chunk, rows):
+                    text = self.tok_decode(toks)  # eos is a special token: dropped here
+                    for u in until:
+                        text = text.split(u, 1)[0]
+                    out[i] = text
+                    ctx = requests[i].args[0]
+                    self.generation_log.append({"context": ctx, "until": list(until), "token_ids": toks,
+                                                "gen_tokens": len(toks)})
+                    if self.cache_hook is not None:
+                        self.cache_hook.add_partial("generate_until", requests[i].args, text)
+                pbar.update(len(chunk))
+        pbar.close()
+        return out  # type: ignore[return-value]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """lm-eval's own command line with the ``replayssm`` model registered (this module imported)."""
+    import sys
+
+    from lm_eval.__main__ import cli_evaluate
+
+    if argv is not None:
+        sys.argv = [sys.argv[0]] + list(argv)
+    cli_evaluate()
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised by the CLI test in a subprocess
+    main()

@@ -1,0 +1,206 @@
+"""The ``replayssm`` lm-eval model: registry, request plumbing, exactness of the fp32 path, CLI.
+
+Tiny random byte-level models (a GDN hybrid and a Mamba-2 hybrid) are saved into a temporary
+folder, so the tests need no network and no embedded model.
+"""
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+pytest.importorskip("lm_eval")
+
+from replayssm_quant.eval.lm_eval_plugin import ReplaySSMLM  # noqa: E402  (registers "replayssm")
+
+ARCHS = ("qwen3_5", "nemotron_h")
+
+
+def _save_tiny(arch: str, folder):
+    from transformers import AutoModelForCausalLM
+
+    from replayssm_quant.eval.adapters.tiny import tiny_config
+    from replayssm_quant.eval.models.tokenizer import (BOS_ID, EOS_ID, MODEL_VOCAB_SIZE, PAD_ID,
+                                                       build_byte_tokenizer)
+
+    cfg = tiny_config(arch, MODEL_VOCAB_SIZE)
+    cfg.pad_token_id, cfg.bos_token_id, cfg.eos_token_id = PAD_ID, BOS_ID, EOS_ID
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    with torch.no_grad():  # a random Mamba-2 mixer's output is ~1e-7 (tiny dt, x, B, C): make the state matter
+        for mod in model.modules():
+            if type(mod).__name__ == "NemotronHMamba2Mixer":
+                mod.dt_bias.fill_(0.5)
+                mod.in_proj.weight.mul_(30)
+    gc = model.generation_config
+    gc.pad_token_id, gc.bos_token_id, gc.eos_token_id = PAD_ID, BOS_ID, EOS_ID
+    model.save_pretrained(folder)
+    build_byte_tokenizer().save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def tiny_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny_models")
+    return {a: _save_tiny(a, root / a) for a in ARCHS}
+
+
+def _hf(folder):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+
+
+def _req(*args):
+    return SimpleNamespace(args=args)
+
+
+PROMPTS = ["copy 1:ab 2:cd\n", "upper 1:x\n", "a longer prompt, 1:q 2:rr 3:sss\n", "z"]
+
+
+def test_registered_in_lm_eval_registry_and_entry_point(tiny_dirs):
+    from lm_eval.api.registry import get_model
+
+    cls = get_model("replayssm")
+    assert cls is ReplaySSMLM
+    eps = [e for e in importlib.metadata.entry_points(group="lm_eval.models") if e.name == "replayssm"]
+    assert len(eps) == 1 and eps[0].value == "replayssm_quant.eval.lm_eval_plugin:ReplaySSMLM"
+    assert eps[0].load() is ReplaySSMLM
+    lm = cls.create_from_arg_string(
+        f"pretrained={tiny_dirs['qwen3_5']},state=nvfp4/fp8+sr,mode=replay,window=4,seed=3",
+        {"batch_size": 2, "device": "cpu"})
+    assert (lm.variant.label, lm.window, lm.seed, lm.batch_size) == ("nvfp4/fp8+sr", 4, 3, 2)
+    assert lm.get_model_info()["state"] == "nvfp4/fp8+sr"
+    lm2 = cls.create_from_arg_string(f"pretrained={tiny_dirs['qwen3_5']},state=fp8+sr,mode=conventional")
+    assert lm2.variant.label == "conventional:fp8+sr"
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"state": "fp7"}, "valid forms"),
+    ({"state": "nvfp4/fp8", "mode": "conventional"}, "shared spec"),
+    ({"mode": "fast"}, "unknown decode mode"),
+    ({"colour": "red"}, "unknown model_args \\['colour'\\]"),
+    ({"batch_size": 0}, "batch_size must be an integer >= 1"),
+    ({"pretrained": "/no/such/folder"}, "unknown model"),
+])
+def test_bad_model_args_are_clear_errors(tiny_dirs, bad, match):
+    args = {"pretrained": tiny_dirs["qwen3_5"], "device": "cpu", **bad}
+    with pytest.raises(ValueError, match=match):
+        ReplaySSMLM(**args)
+
+
+def test_sampling_is_rejected(tiny_dirs):
+    lm = ReplaySSMLM(pretrained=tiny_dirs["qwen3_5"], device="cpu")
+    with pytest.raises(ValueError, match="greedily"):
+        lm.generate_until([_req("x", {"do_sample": True, "max_gen_toks": 2})], disable_tqdm=True)
+    with pytest.raises(ValueError, match="greedily"):
+        lm.generate_until([_req("x", {"temperature": 0.7, "max_gen_toks": 2})], disable_tqdm=True)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_fp32_generation_equals_transformers_greedy(tiny_dirs, arch):
+    """Batched (left-padded, 3 rows per batch) fp32 generation == model.generate per prompt, token for token."""
+    lm = ReplaySSMLM(pretrained=tiny_dirs[arch], state="fp32", batch_size=3, device="cpu")
+    n = 10
+    outs = lm.generate_until([_req(p, {"until": [], "max_gen_toks": n}) for p in PROMPTS], disable_tqdm=True)
+    log = {r["context"]: r for r in lm.generation_log}
+    hf = _hf(tiny_dirs[arch])
+    for p, text in zip(PROMPTS, outs):
+        ids = torch.tensor([list(p.encode())])
+        ref = hf.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=n)
+        ref = ref[0, ids.shape[1]:].tolist()
+        assert log[p]["token_ids"] == ref, (arch, p)
+        assert log[p]["gen_tokens"] == len(ref)
+        assert text == lm.tokenizer.decode(ref, skip_special_tokens=True)
+
+
+def test_stop_strings_cut_generation(tiny_dirs):
+    """A two-token stop string taken from the fp32 continuation ends generation where it completes;
+    the returned text stops before it (lm-eval's convention); a one-token stop string too."""
+    folder = tiny_dirs["qwen3_5"]
+    hf, tok = _hf(folder), ReplaySSMLM(pretrained=folder, device="cpu").tokenizer
+    found = None
+    for p in PROMPTS:
+        ids = torch.tensor([list(p.encode())])
+        g = hf.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=24)
+        g = g[0, ids.shape[1]:].tolist()
+        for i in range(2, len(g) - 1):
+            if all(32 <= t < 127 for t in g[i:i + 2]):
+                found = (p, g, bytes(g[i:i + 2]).decode())
+                break
+        if found:
+            break
+    assert found, "no printable two-byte stretch in the tiny model's output; change PROMPTS"
+    p, g, stop = found
+    one = next(bytes([t]).decode() for t in g if 32 <= t < 127)
+    for until in ([stop], [one]):
+        j = next(j for j in range(1, len(g) + 1) if until[0] in tok.decode(g[:j]))
+        lm = ReplaySSMLM(pretrained=folder, device="cpu")
+        (text,) = lm.generate_until([_req(p, {"until": until, "max_gen_toks": 24})], disable_tqdm=True)
+        assert lm.generation_log[0]["token_ids"] == g[:j]
+        assert text == tok.decode(g[:j]).split(until[0])[0]
+
+
+def _full_forward_logprob(hf, ctx, cont):
+    ids = torch.tensor([ctx + cont])
+    with torch.no_grad():
+        lp = torch.log_softmax(hf(ids).logits[0].double(), -1)
+    pos = torch.arange(len(ctx) - 1, len(ctx) + len(cont) - 1)
+    tgt = torch.tensor(cont)
+    return float(lp[pos, tgt].sum()), bool((lp[pos].argmax(-1) == tgt).all())
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_loglikelihood_runs_through_the_state(tiny_dirs, arch):
+    """fp32: teacher-forced decode == full forward. nvfp4: differs (the continuation really steps
+    through the quantized state; a full-sequence forward would not)."""
+    hf = _hf(tiny_dirs[arch])
+    reqs = [_req("copy 1:ab 2:cd\n", "1:ab 2:cd"), _req("upper 1:x", " 1:X"), _req("hi", " there you")]
+    fp32 = ReplaySSMLM(pretrained=tiny_dirs[arch], state="fp32", batch_size=2, device="cpu")
+    got = fp32.loglikelihood(reqs, disable_tqdm=True)
+    for r, (lp, greedy) in zip(reqs, got):
+        ctx, cont = fp32._encode_pair(*r.args)
+        ref_lp, ref_greedy = _full_forward_logprob(hf, ctx, cont)
+        assert lp == pytest.approx(ref_lp, abs=1e-3)
+        assert greedy == ref_greedy
+    q = ReplaySSMLM(pretrained=tiny_dirs[arch], state="nvfp4", batch_size=2, device="cpu")
+    gq = q.loglikelihood(reqs, disable_tqdm=True)
+    assert max(abs(a[0] - b[0]) for a, b in zip(got, gq)) > 1e-4
+    # rolling: whole text scored after the prefix token, in windows of max_length tokens
+    text = "copy 1:ab 2:cd\n1:ab 2:cd\n"
+    ids = list(text.encode())
+    ref_lp, _ = _full_forward_logprob(hf, [fp32.prefix_token_id], ids)
+    (roll,) = fp32.loglikelihood_rolling([_req(text)], disable_tqdm=True)
+    assert roll == pytest.approx(ref_lp, abs=1e-3)
+    small = ReplaySSMLM(pretrained=tiny_dirs[arch], state="fp32", device="cpu", max_length=8)
+    (roll8,) = small.loglikelihood_rolling([_req(text)], disable_tqdm=True)
+    assert roll8 != pytest.approx(roll, abs=1e-6)  # shorter windows lose context: a different number
+
+
+def test_lm_eval_command_line_offline(tiny_dirs, tmp_path):
+    """lm-eval's own CLI (with the plugin registered) on a packaged synthetic task, --limit 2, offline."""
+    from replayssm_quant.eval.downstream import TASKS_DIR
+
+    out = tmp_path / "lm_eval_out"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+    cmd = [sys.executable, "-m", "replayssm_quant.eval.lm_eval_plugin", "--model", "replayssm",
+           "--model_args", f"pretrained={tiny_dirs['qwen3_5']},state=nvfp4/fp8+sr,mode=replay,window=4,seed=0",
+           "--tasks", "replayssm_copy", "--include_path", str(TASKS_DIR), "--limit", "2",
+           "--gen_kwargs", "max_gen_toks=6", "--batch_size", "2", "--device", "cpu",
+           "--output_path", str(out), "--log_samples"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = [p for p in out.rglob("results_*.json")]
+    assert len(res) == 1, list(out.rglob("*"))
+    data = json.loads(res[0].read_text())
+    assert data["results"]["replayssm_copy"]["exact_match,none"] == 0.0  # a random model copies nothing
+    assert data["config"]["model"] == "replayssm"
+    samples = [json.loads(line) for f in out.rglob("samples_replayssm_copy_*.jsonl") for line in open(f)]
+    assert sorted(s["doc_id"] for s in samples) == [0, 1]
+    assert all(len(s["resps"][0][0].encode()) <= 6 for s in samples)
