@@ -113,7 +113,7 @@ def _seq_step(S, a, kv, vv, beta, DELTA: tl.constexpr):
 
 @triton.jit
 def _decode_step_kernel(
-    q_ptr, k_ptr, v_ptr, a_ptr, beta_ptr, idx_ptr, out_ptr,
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
     hp0, hp1, hp2, lp0, lp1, lp2,
     ra_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr,
     seed, HV, K, V, L: tl.constexpr, L1: tl.constexpr,
@@ -137,8 +137,14 @@ def _decode_step_kernel(
         q = tl.load(q_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
         kt = tl.load(k_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
         vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
-        at = _load_decay(a_ptr, bh, offs_k, mk, GK, BK)
-        beta = tl.load(beta_ptr + bh)
+        if GK == 1:
+            at = tl.exp(tl.load(g_ptr + bh).to(tl.float32)) + tl.zeros([BK], dtype=tl.float32)
+        else:
+            at = tl.exp(tl.load(g_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32))
+        if DELTA:
+            beta = tl.load(beta_ptr + bh).to(tl.float32)
+        else:
+            beta = 0.0
         ring0 = sh * L1
         if h + 1 >= L:
             # ---- flush: S_hp + ring replayed in registers (corrections recomputed) -> both checkpoints
@@ -225,12 +231,12 @@ def choose_block_v(cache, batch: int) -> int:
     return bv
 
 
-def triton_step(cache, slot_idx, q, k, v, a, beta, out=None):
+def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     """Launch one decode step on the cache's tensors (inputs already validated).
 
     Args:
-        slot_idx: int64 ``[B]``; q, k: ``[B, HV, K]``; v: ``[B, HV, V]`` (fp32/bf16/fp16, contiguous);
-        a: float32 ``[B, HV, GK]`` decay factors; beta: float32 ``[B, HV]``;
+        slot_idx: int32/int64 ``[B]``; q, k: ``[B, HV, K]``; v: ``[B, HV, V]`` (fp32/bf16/fp16, contiguous);
+        g: log decays ``[B, HV]`` (kda ``[B, HV, K]``); beta: ``[B, HV]`` (any float; unused for mamba2);
         out: optional float32 ``[B, HV, V]`` to write into.
 
     Returns:
@@ -252,14 +258,38 @@ def triton_step(cache, slot_idx, q, k, v, a, beta, out=None):
     grid = (B, HV, triton.cdiv(V, BV))
     num_warps = 8 if BV * BK >= 8192 else 4
     _decode_step_kernel[grid](
-        q, k, v, a, beta, slot_idx, out,
+        q, k, v, g, beta, slot_idx, out,
         hp0, hp1, hp2, lp0, lp1, lp2,
         cache.ring_a, cache.ring_k, cache.ring_v, cache.ring_beta, cache.ring_u,
         cache.ring_count, cache.flush_count,
         cache.seed, HV, K, V, L=cache.window, L1=cache.ring_k.shape[2],
-        BK=BK, BV=BV, GK=a.shape[-1], DELTA=cache.delta,
+        BK=BK, BV=BV, GK=K if cache.per_key else 1, DELTA=cache.delta,
         FMT_HP=FORMAT_CODE[cache.spec.recur.name], FMT_LP=FORMAT_CODE[cache.spec.read.name],
         SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag,
         num_warps=num_warps,
     )
     return out
+
+
+@triton.jit
+def _advance_kernel(idx_ptr, cnt_ptr, fcnt_ptr, B, L: tl.constexpr, BLOCK: tl.constexpr):
+    """Per row with slot >= 0: ring count h -> h + 1, or 0 and flush count + 1 when h + 1 == L."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < B
+    slot = tl.load(idx_ptr + offs, mask=m, other=-1).to(tl.int64)
+    ok = m & (slot >= 0)
+    h = tl.load(cnt_ptr + slot, mask=ok, other=0)
+    flush = (h + 1) >= L
+    tl.store(cnt_ptr + slot, tl.where(flush, 0, h + 1), mask=ok)
+    fc = tl.load(fcnt_ptr + slot, mask=ok, other=0)
+    tl.store(fcnt_ptr + slot, fc + flush.to(tl.int32), mask=ok)
+
+
+def triton_advance(cache, slot_idx) -> None:
+    """Advance the ring and flush counters of the rows' slots (one launch, no host sync)."""
+    B = slot_idx.numel()
+    if B == 0:
+        return
+    BLOCK = min(1024, triton.next_power_of_2(B))
+    _advance_kernel[(triton.cdiv(B, BLOCK),)](slot_idx, cache.ring_count, cache.flush_count, B,
+                                              L=cache.window, BLOCK=BLOCK)

@@ -57,6 +57,13 @@ def rowsum(x: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.sum(np.ascontiguousarray(x.numpy()), axis=-1))
 
 
+def exp32(x: torch.Tensor) -> torch.Tensor:
+    """float32 exp; on CPU numpy's (what ``tl.exp`` is under the Triton interpreter)."""
+    if x.device.type != "cpu":
+        return torch.exp(x)
+    return torch.from_numpy(np.exp(np.ascontiguousarray(x.numpy())))
+
+
 def seq_step(S, a, k, v, beta, delta: bool):
     """One sequential fp32 step, kernel op order.
 

@@ -29,7 +29,7 @@ from replayssm_quant.quant.philox import check_seed
 from replayssm_quant.quant.spec import check_mode
 
 from .naive import DELTA_RULE, PER_KEY_DECAY, check_family
-from .reference import replay_ring, torch_step
+from .reference import exp32, replay_ring, torch_step
 from .storage import StoredState, TAG_CONVENTIONAL, TAG_FLUSH, sr_rbits
 
 _ACT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -205,29 +205,30 @@ class SSMStateCache:
         q = self._act("q", q, (B, HV, K))
         k = self._act("k", k, (B, HV, K))
         v = self._act("v", v, (B, HV, V))
-        g = self._act("g", g, (B, HV, K) if self.per_key else (B, HV)).float()
+        g = self._act("g", g, (B, HV, K) if self.per_key else (B, HV))
         if self.delta:
             if beta is None:
                 raise ValueError(f"family {self.family!r} needs beta [B, HV]")
-            beta = self._act("beta", beta, (B, HV)).float()
-        else:
-            if beta is not None:
-                raise ValueError("family 'mamba2' takes no beta (pass beta=None)")
-            beta = torch.zeros(B, HV, dtype=torch.float32, device=self.device)
-        a = torch.exp(g)
-        if not self.per_key:
-            a = a.unsqueeze(-1)
+            beta = self._act("beta", beta, (B, HV))
+        elif beta is not None:
+            raise ValueError("family 'mamba2' takes no beta (pass beta=None)")
         if out is not None and (not isinstance(out, torch.Tensor) or out.dtype != torch.float32
                                 or tuple(out.shape) != (B, HV, V) or not out.is_contiguous()):
             raise ValueError(f"out must be a contiguous float32 tensor of shape {(B, HV, V)}")
-        if self.backend == "torch":
-            res = torch_step(self, slot_idx, q.float(), k.float(), v.float(), a, beta)
-            if out is not None:
-                out.copy_(res)
-                res = out
-        else:
-            from .decode import triton_step
-            res = triton_step(self, slot_idx, q, k, v, a, beta, out)
+        if self.backend == "triton":
+            from .decode import triton_advance, triton_step
+            res = triton_step(self, slot_idx, q, k, v, g, beta if self.delta else g, out)
+            triton_advance(self, slot_idx)
+            return res
+        a = exp32(g.float())
+        if not self.per_key:
+            a = a.unsqueeze(-1)
+        if beta is None:
+            beta = torch.zeros(B, HV, dtype=torch.float32, device=self.device)
+        res = torch_step(self, slot_idx, q.float(), k.float(), v.float(), a, beta.float())
+        if out is not None:
+            out.copy_(res)
+            res = out
         self._advance(slot_idx)
         return res
 
