@@ -111,13 +111,22 @@ def _check_input(x: torch.Tensor) -> torch.Tensor:
     return x.contiguous()
 
 
-def quantize_elem(x: torch.Tensor, fmt: str, sr: bool = False, seed: int = 0) -> torch.Tensor:
+def _check_out(out, shape, dtype, device, what):
+    if out is None:
+        return torch.empty(shape, dtype=dtype, device=device)
+    if tuple(out.shape) != tuple(shape) or out.dtype != dtype or out.device != device or not out.is_contiguous():
+        raise ValueError(f"{what}: out must be a contiguous {dtype} tensor of shape {tuple(shape)} on {device}, "
+                         f"got {out.dtype} {tuple(out.shape)} on {out.device}")
+    return out
+
+
+def quantize_elem(x: torch.Tensor, fmt: str, sr: bool = False, seed: int = 0, out=None) -> torch.Tensor:
     """Element formats: float32 ``x`` (any shape) -> storage tensor of the same shape
-    (float32 / int16 / uint8, see :data:`STORAGE_DTYPE`)."""
+    (float32 / int16 / uint8, see :data:`STORAGE_DTYPE`), written into ``out`` if given."""
     if fmt not in STORAGE_DTYPE:
         raise ValueError(f"quantize_elem: format must be one of {', '.join(STORAGE_DTYPE)}, got {fmt!r}")
     x = _check_input(x)
-    out = torch.empty(x.shape, dtype=STORAGE_DTYPE[fmt], device=x.device)
+    out = _check_out(out, x.shape, STORAGE_DTYPE[fmt], x.device, "quantize_elem")
     n = x.numel()
     if n:
         _quantize_elem_kernel[(triton.cdiv(n, ELEM_BLOCK),)](
@@ -125,14 +134,14 @@ def quantize_elem(x: torch.Tensor, fmt: str, sr: bool = False, seed: int = 0) ->
     return out
 
 
-def dequantize_elem(bits: torch.Tensor, fmt: str) -> torch.Tensor:
-    """Storage tensor of an element format -> float32 of the same shape."""
+def dequantize_elem(bits: torch.Tensor, fmt: str, out=None) -> torch.Tensor:
+    """Storage tensor of an element format -> float32 of the same shape (into ``out`` if given)."""
     if fmt not in STORAGE_DTYPE:
         raise ValueError(f"dequantize_elem: format must be one of {', '.join(STORAGE_DTYPE)}, got {fmt!r}")
     if bits.dtype != STORAGE_DTYPE[fmt]:
         raise ValueError(f"{fmt} storage must be {STORAGE_DTYPE[fmt]}, got {bits.dtype}")
     bits = bits.contiguous()
-    out = torch.empty(bits.shape, dtype=torch.float32, device=bits.device)
+    out = _check_out(out, bits.shape, torch.float32, bits.device, "dequantize_elem")
     n = bits.numel()
     if n:
         _dequantize_elem_kernel[(triton.cdiv(n, ELEM_BLOCK),)](bits, out, n, FMT=rd.FORMAT_CODE[fmt], BLOCK=ELEM_BLOCK)
@@ -143,9 +152,9 @@ def _nvfp4_grid(lead: int, R: int, C: int):
     return (lead, triton.cdiv(R, NV_BR), triton.cdiv(C, NV_BC))
 
 
-def nvfp4_quantize(x: torch.Tensor, sr: bool = False, seed: int = 0):
+def nvfp4_quantize(x: torch.Tensor, sr: bool = False, seed: int = 0, out=None):
     """float32 ``x [..., R, C]`` (C % 16 == 0) -> (codes uint8 [..., R, C//2],
-    scale_bits uint8 [..., R, C//16], s_enc float32 [...])."""
+    scale_bits uint8 [..., R, C//16], s_enc float32 [...]); ``out`` = optional tuple of the three."""
     x = _check_input(x)
     if x.dim() < 2 or x.shape[-1] % 16 or x.shape[-1] == 0:
         raise ValueError(f"nvfp4 needs x [..., R, C] with C a positive multiple of 16, got shape {tuple(x.shape)}")
@@ -154,9 +163,10 @@ def nvfp4_quantize(x: torch.Tensor, sr: bool = False, seed: int = 0):
     for d in lead_shape:
         L *= d
     dev = x.device
-    codes = torch.empty((*lead_shape, R, C // 2), dtype=torch.uint8, device=dev)
-    sbits = torch.empty((*lead_shape, R, C // 16), dtype=torch.uint8, device=dev)
-    s_enc = torch.empty(tuple(lead_shape), dtype=torch.float32, device=dev)
+    o = out if out is not None else (None, None, None)
+    codes = _check_out(o[0], (*lead_shape, R, C // 2), torch.uint8, dev, "nvfp4_quantize codes")
+    sbits = _check_out(o[1], (*lead_shape, R, C // 16), torch.uint8, dev, "nvfp4_quantize scale_bits")
+    s_enc = _check_out(o[2], tuple(lead_shape), torch.float32, dev, "nvfp4_quantize s_enc")
     if L == 0 or R == 0:
         return codes, sbits, s_enc.fill_(1.0)
     amax = torch.zeros(L, dtype=torch.int32, device=dev)
@@ -167,8 +177,8 @@ def nvfp4_quantize(x: torch.Tensor, sr: bool = False, seed: int = 0):
     return codes, sbits, s_enc
 
 
-def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch.Tensor) -> torch.Tensor:
-    """Inverse of :func:`nvfp4_quantize` -> float32 ``[..., R, C]``."""
+def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch.Tensor, out=None) -> torch.Tensor:
+    """Inverse of :func:`nvfp4_quantize` -> float32 ``[..., R, C]`` (into ``out`` if given)."""
     if codes.dtype != torch.uint8 or scale_bits.dtype != torch.uint8 or s_enc.dtype != torch.float32:
         raise ValueError("nvfp4_dequantize needs codes uint8, scale_bits uint8, s_enc float32")
     *lead_shape, R, C2 = codes.shape
@@ -179,7 +189,7 @@ def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch
     L = 1
     for d in lead_shape:
         L *= d
-    out = torch.empty((*lead_shape, R, C), dtype=torch.float32, device=codes.device)
+    out = _check_out(out, (*lead_shape, R, C), torch.float32, codes.device, "nvfp4_dequantize")
     if L and R and C:
         _nvfp4_dequantize_kernel[_nvfp4_grid(L, R, C)](codes.contiguous(), scale_bits.contiguous(),
                                                        s_enc.contiguous(), out, R, C, BR=NV_BR, BC=NV_BC)

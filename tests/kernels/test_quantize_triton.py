@@ -1,0 +1,114 @@
+"""kernels/quantize.py launchers against the torch reference, bit for bit (RNE and SR, same seed).
+
+Interpreter-friendly sizes: a few thousand well-chosen values (edge sets, log-uniform
+magnitudes over each format's range, normals, random bit patterns incl. NaN), odd
+shapes with partial tiles, outputs poisoned before every launch.
+"""
+
+import math
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from replayssm_quant.kernels import quantize as kq  # noqa: E402
+from replayssm_quant.quant import dequantize, quantize  # noqa: E402
+from replayssm_quant.quant import reference as ref  # noqa: E402
+from replayssm_quant.quant.formats import FORMATS  # noqa: E402
+from replayssm_quant.quant.philox import flat_rbits  # noqa: E402
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+ELEM = ["fp32", "bf16", "fp16", "fp8", "e5m2"]
+POISON = {torch.float32: float("nan"), torch.int16: 0x5A5A, torch.uint8: 0xA5}
+
+
+def values(fmt, n=2000, seed=0):
+    """Edge set + log-uniform magnitudes across the format's range + normals + random fp32 patterns."""
+    info = FORMATS[fmt]
+    g = torch.Generator().manual_seed(seed)
+    mx = info.max_finite if fmt != "nvfp4" else 1e6
+    lo = info.min_subnormal / 4 if fmt != "nvfp4" else 1e-12
+    mag = torch.exp(torch.rand(n, generator=g, dtype=torch.float64) * (math.log(mx * 2) - math.log(lo)) + math.log(lo))
+    sign = torch.where(torch.rand(n, generator=g) < 0.5, -1.0, 1.0).double()
+    edge = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), info.max_finite,
+                         info.max_finite * 1.0625, info.min_subnormal, info.min_subnormal / 2,
+                         info.min_normal, 1.0 + info.eps / 2, 1.0 + 1.5 * info.eps, 3.4028234663852886e38, 1e-45])
+    pats = torch.randint(-2 ** 31, 2 ** 31, (n // 4,), generator=g, dtype=torch.int64).to(torch.int32).view(torch.float32)
+    return torch.cat([edge, (mag * sign).float(), torch.randn(n // 2, generator=g), pats])
+
+
+@pytest.mark.parametrize("fmt,rounding", [(f, r) for f in ELEM for r in ("rne", "sr") if (f, r) != ("fp32", "sr")])
+def test_elem_kernels_match_reference(fmt, rounding):
+    x = values(fmt)
+    x = x[: (x.numel() // 7) * 7].reshape(7, -1).to(DEV)        # odd shape, flat tail not a multiple of 1024
+    seed = 77
+    dt = kq.STORAGE_DTYPE[fmt]
+    out = torch.full(x.shape, POISON[dt], dtype=dt, device=DEV)
+    bits = kq.quantize_elem(x, fmt, rounding == "sr", seed, out=out)
+    rb = flat_rbits(seed, x.numel(), DEV).reshape(x.shape) if rounding == "sr" else None
+    want = ref.encode_bits(x, fmt, rounding, rb)
+    if fmt == "fp32":
+        assert torch.equal(bits.view(torch.int32), want)
+    else:
+        mask = (1 << (8 * bits.element_size())) - 1
+        got = bits.to(torch.int32) & mask
+        bad = got != want
+        assert not bad.any(), f"{fmt}/{rounding}: {int(bad.sum())} mismatches, x={x[bad][0].item()!r}"
+    y = torch.full(x.shape, float("nan"), device=DEV)
+    kq.dequantize_elem(bits, fmt, out=y)
+    assert torch.equal(y.view(torch.int32), ref.decode_bits(want, fmt).view(torch.int32))
+
+
+@pytest.mark.parametrize("rounding", ["rne", "sr"])
+@pytest.mark.parametrize("shape", [(3, 5, 48), (2, 17, 144), (1, 16)])
+def test_nvfp4_kernels_match_reference(rounding, shape):
+    g = torch.Generator().manual_seed(sum(shape))
+    n = math.prod(shape)
+    v = values("nvfp4", n)
+    x = v[torch.randperm(v.numel(), generator=g)[:n]].reshape(shape).clone()
+    x.view(-1, shape[-1])[0, :16] = torch.tensor([2688.0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0,
+                                                  -0.25, -0.75, 6.0, 0.0, -0.0, 1e-3, 4.0, 3.0])
+    x = x.to(DEV)
+    seed = 5
+    sh = x.shape
+    out = (torch.full((*sh[:-1], sh[-1] // 2), 0xA5, dtype=torch.uint8, device=DEV),
+           torch.full((*sh[:-1], sh[-1] // 16), 0x33, dtype=torch.uint8, device=DEV),
+           torch.full(sh[:-2], float("nan"), device=DEV))
+    codes, sbits, s_enc = kq.nvfp4_quantize(x, rounding == "sr", seed, out=out)
+    rb = flat_rbits(seed, x.numel(), DEV).reshape(sh) if rounding == "sr" else None
+    wc, ws, we = ref.nvfp4_quantize(x, rounding, rb)
+    assert torch.equal(s_enc.view(torch.int32), we.view(torch.int32))
+    assert torch.equal(sbits, ws)
+    assert torch.equal(codes, wc)
+    y = torch.full(sh, 12345.0, device=DEV)
+    kq.nvfp4_dequantize(codes, sbits, s_enc, out=y)
+    assert torch.equal(y.view(torch.int32), ref.nvfp4_dequantize(wc, ws, we).view(torch.int32))
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_api_backends_agree(fmt):
+    x = torch.randn(3, 4, 32, device=DEV) * 10
+    for rounding in (["rne"] if fmt == "fp32" else ["rne", "sr"]):
+        a = quantize(x, fmt, rounding, seed=3, backend="torch")
+        b = quantize(x, fmt, rounding, seed=3, backend="triton")
+        assert torch.equal(a.data, b.data)
+        if fmt == "nvfp4":
+            assert torch.equal(a.scales, b.scales) and torch.equal(a.s_enc, b.s_enc)
+        assert torch.equal(dequantize(a, "torch").view(torch.int32), dequantize(b, "triton").view(torch.int32))
+
+
+def test_launcher_errors():
+    x = torch.ones(4, 24, device=DEV)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        kq.nvfp4_quantize(x)
+    with pytest.raises(ValueError, match="float32"):
+        kq.quantize_elem(x.double(), "fp8")
+    with pytest.raises(ValueError, match="format"):
+        kq.quantize_elem(x, "nvfp4")
+    with pytest.raises(ValueError, match="out must be"):
+        kq.quantize_elem(x, "fp8", out=torch.empty(4, 24, dtype=torch.int16, device=DEV))
+    with pytest.raises(ValueError, match="storage must be"):
+        kq.dequantize_elem(torch.zeros(3, dtype=torch.int16, device=DEV), "fp8")
