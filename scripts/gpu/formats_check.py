@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""GPU check of the format kernels: bit-exactness against the CPU torch reference, and throughput.
+
+    source scripts/gpu/setup.sh && python3 scripts/gpu/formats_check.py --out "$OUT"
+    python scripts/gpu/formats_check.py --small --out /tmp/fc      # CPU smoke test (Triton interpreter, no timing)
+
+1. For every format (fp32, bf16, fp16, fp8, e5m2, nvfp4) and both roundings (fp32: RNE only),
+   the Triton kernels (kernels/quantize.py) on CUDA must give exactly the bits of the CPU torch
+   reference (quant/reference.py) on >= --n values (default 10**7) drawn from several
+   distributions: normals at several scales, log-uniform magnitudes across the format's whole
+   range, edge sets (every representable value, every midpoint, fp32 values 1-2 ulp either side,
+   saturation/underflow edges, inf, NaN), random fp32 bit patterns; dequantization must be exact too.
+2. Throughput of quantize and dequantize (median of triton.testing.do_bench), GB/s counting the
+   minimum bytes read + written, as a fraction of the device copy bandwidth measured in the same
+   run (a large device-to-device copy, bytes read + written).
+
+Writes under --out: results.csv (one row per check and per timing), throughput.png, report.md
+(command, date, GPU, torch/triton versions, tables). Exit status 1 if any bit differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _parse(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="output folder (created)")
+    p.add_argument("--small", action="store_true", help="CPU smoke test: interpreter, few values, no timing")
+    p.add_argument("--n", type=int, default=None, help="values per (format, rounding) (default 1e7; --small: 6000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bench-elems", type=int, default=1 << 27, help="elements of the throughput tensor")
+    return p.parse_args(argv)
+
+
+ARGS = _parse()
+import torch  # noqa: E402
+
+if ARGS.small or not torch.cuda.is_available():
+    if not ARGS.small:
+        print("formats_check: no CUDA device; run with --small for a CPU smoke test", file=sys.stderr)
+        sys.exit(2)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pandas as pd  # noqa: E402
+import triton  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+try:
+    import replayssm_quant.quant  # noqa: F401
+except ImportError:  # not installed: map the top-level folders into the namespace
+    sys.path.insert(0, str(REPO))
+    import replayssm_quant
+    replayssm_quant.__path__.append(str(REPO))
+
+from replayssm_quant.kernels import quantize as kq  # noqa: E402
+from replayssm_quant.quant import reference as ref  # noqa: E402
+from replayssm_quant.quant.formats import FORMATS  # noqa: E402
+from replayssm_quant.quant.philox import flat_rbits  # noqa: E402
+
+FLT_MAX = 3.4028234663852886e38
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def edge_set(fmt: str) -> torch.Tensor:
+    """float32: representable values, midpoints, +-1/2 fp32 ulp around both, edges, specials; both signs."""
+    info = FORMATS[fmt]
+    specials = torch.tensor([0.0, float("inf"), float("nan"), FLT_MAX, 1e-45, 1e-38, info.max_finite,
+                             info.max_finite * 1.0625, info.max_finite * 2, info.min_subnormal / 2,
+                             info.min_subnormal / 4])
+    if fmt in ("fp32", "nvfp4"):
+        return torch.cat([specials, -specials])
+    nb = ref.BITSPECS[fmt].nbits
+    v = ref.decode_bits(torch.arange(0, 1 << (nb - 1)), fmt).double()
+    v = v[torch.isfinite(v)].sort().values
+    mids = (v[1:] + v[:-1]) / 2
+    base = torch.cat([v, mids]).float()
+    up, dn = torch.full_like(base, float("inf")), torch.zeros_like(base)
+    u1, d1 = torch.nextafter(base, up), torch.nextafter(base, dn)
+    x = torch.cat([specials, base, u1, d1, torch.nextafter(u1, up), torch.nextafter(d1, dn)])
+    return torch.cat([x, -x])
+
+
+def elem_inputs(fmt: str, n: int, g: torch.Generator) -> dict[str, torch.Tensor]:
+    """Named float32 distributions, together >= n values (the edge set is sampled down to n/2)."""
+    info = FORMATS[fmt]
+    lo = max(info.min_subnormal / 8, 1e-45) if fmt != "fp32" else 1e-45
+    hi = min(info.max_finite * 4, FLT_MAX)
+    edges = edge_set(fmt)
+    if edges.numel() > n // 2:
+        edges = edges[torch.randperm(edges.numel(), generator=g)[: n // 2]]
+    k = max((n - edges.numel()) // 6, 1)
+    sign = lambda m: torch.where(torch.rand(m, generator=g) < 0.5, -1.0, 1.0)  # noqa: E731
+    logu = torch.exp(torch.rand(3 * k, generator=g, dtype=torch.float64) * (math.log(hi) - math.log(lo))
+                     + math.log(lo)).float() * sign(3 * k)
+    pats = torch.randint(-2 ** 31, 2 ** 31, (k,), generator=g, dtype=torch.int64).to(torch.int32).view(torch.float32)
+    d = {
+        "normal*1e-3": torch.randn(k // 2, generator=g) * 1e-3,
+        "normal*1": torch.randn(k // 2, generator=g),
+        "normal*1e3": torch.randn(k, generator=g) * 1e3,
+        "loguniform(range)": logu,
+        "random fp32 bits": pats,
+        "edges": edges,
+    }
+    short = n - sum(t.numel() for t in d.values())
+    if short > 0:
+        d["normal*1"] = torch.cat([d["normal*1"], torch.randn(short, generator=g)])
+    return d
+
+
+def nvfp4_inputs(n: int, g: torch.Generator, R: int = 128, C: int = 128) -> dict[str, torch.Tensor]:
+    """Named float32 [S, R, C] state stacks (S >= 8), together >= n values."""
+    per = R * C
+    S = max(math.ceil(n / per / 4), 8)
+    amp = torch.exp(torch.rand(S, 1, 1, generator=g) * (math.log(1e30) - math.log(1e-30)) + math.log(1e-30))
+    spread = torch.exp(torch.rand(S, R, C, generator=g) * math.log(1e-8))       # magnitudes 1e-8..1 of amp
+    sgn = torch.where(torch.rand(S, R, C, generator=g) < 0.5, -1.0, 1.0)
+    edge = torch.randn(S, R, C, generator=g)
+    edge[:, 0, :16] = torch.tensor([2688.0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, -0.25, -0.75, 6.0, 0.0,
+                                    -0.0, 1e-3, 4.0, 3.0])
+    edge[:, 1, :16] = 1e-3                                   # block scale underflows E4M3
+    edge[:, 2, :16] = 1.2e-2                                 # E4M3-subnormal block scale
+    edge[:, 3, :] = 0.0
+    edge[::3, 4, 7] = float("nan")
+    edge[1::3, 5, 9] = float("inf")
+    edge[2::3, 6, 11] = -float("inf")
+    edge[4::5] = 0.0                                         # all-zero states
+    edge[3::7] *= 1e-40                                      # fp32-subnormal states: s_enc capped
+    return {
+        "normal*10^U(-20,20) per state": torch.randn(S, R, C, generator=g)
+        * torch.pow(10.0, torch.rand(S, 1, 1, generator=g) * 40 - 20),
+        "loguniform within state": (amp * spread * sgn).float(),
+        "normal, blocks with 1e-6 outliers": torch.randn(S, R, C, generator=g)
+        * torch.where(torch.rand(S, R, C // 16, 1, generator=g) < 0.5, 1.0, 1e-6).expand(S, R, C // 16, 16).reshape(S, R, C),
+        "edges": edge,
+    }
+
+
+# ----------------------------------------------------------------------------- checks
+
+_RB: dict[int, torch.Tensor] = {}
+
+
+def rbits_for(seed: int, numel: int) -> torch.Tensor:
+    """flat_rbits(seed, numel), computed once per seed for the largest size and sliced
+    (the bits depend only on the seed and the flat index)."""
+    have = _RB.get(seed)
+    if have is None or have.numel() < numel:
+        _RB[seed] = have = flat_rbits(seed, numel)
+    return have[:numel]
+
+
+
+def check_elem(fmt, rounding, x_cpu, dev, seed):
+    sr = rounding == "sr"
+    rb = rbits_for(seed, x_cpu.numel()).reshape(x_cpu.shape) if sr else None
+    want = ref.encode_bits(x_cpu, fmt, rounding, rb)
+    bits = kq.quantize_elem(x_cpu.to(dev), fmt, sr, seed).cpu()
+    got = bits.view(torch.int32) if fmt == "fp32" else bits.to(torch.int32) & ((1 << (8 * bits.element_size())) - 1)
+    bad = got != want
+    ex = ""
+    if bad.any():
+        i = bad.nonzero()[0, 0].item()
+        ex = f"x={x_cpu[i].item()!r} got={got[i].item():#x} want={want[i].item():#x}"
+    back = kq.dequantize_elem(bits.to(dev), fmt).cpu()
+    dq_bad = int((back.view(torch.int32) != ref.decode_bits(want, fmt).view(torch.int32)).sum())
+    return int(bad.sum()), dq_bad, ex
+
+
+def check_nvfp4(rounding, x_cpu, dev, seed):
+    sr = rounding == "sr"
+    rb = rbits_for(seed, x_cpu.numel()).reshape(x_cpu.shape) if sr else None
+    wc, ws, we = ref.nvfp4_quantize(x_cpu, rounding, rb)
+    c, s, e = (t.cpu() for t in kq.nvfp4_quantize(x_cpu.to(dev), sr, seed))
+    bad = int((c != wc).sum()) + int((s != ws).sum()) + int((e.view(torch.int32) != we.view(torch.int32)).sum())
+    ex = ""
+    if bad:
+        i = (c != wc).nonzero()
+        ex = f"first code mismatch at {i[0].tolist()}" if i.numel() else "scale/s_enc mismatch"
+    y = kq.nvfp4_dequantize(wc.to(dev), ws.to(dev), we.to(dev)).cpu()
+    dq_bad = int((y.view(torch.int32) != ref.nvfp4_dequantize(wc, ws, we).view(torch.int32)).sum())
+    return bad, dq_bad, ex
+
+
+def run_checks(n, dev, seed):
+    rows = []
+    g = torch.Generator().manual_seed(seed)
+    jobs = [(f, r) for f in FORMATS for r in ("rne", "sr") if not (f == "fp32" and r == "sr")]
+    for fmt, rounding in tqdm(jobs, desc="bit-exactness", file=sys.stdout):
+        side = 64 if n < 10 ** 6 else 128
+        dists = nvfp4_inputs(n, g, side, side) if fmt == "nvfp4" else elem_inputs(fmt, n, g)
+        for name, x in dists.items():
+            t0 = time.time()
+            if fmt == "nvfp4":
+                bad, dq_bad, ex = check_nvfp4(rounding, x, dev, seed + 1)
+            else:
+                bad, dq_bad, ex = check_elem(fmt, rounding, x, dev, seed + 1)
+            rows.append(dict(section="check", format=fmt, rounding=rounding, distribution=name, n=x.numel(),
+                             mismatches_quantize=bad, mismatches_dequantize=dq_bad, example=ex,
+                             seconds=round(time.time() - t0, 2)))
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- throughput
+
+
+def storage_bytes(fmt, n, C=128):
+    if fmt == "nvfp4":
+        return n // 2 + n // 16 + 4 * (n // (C * C))
+    return n * int(FORMATS[fmt].bits_per_element) // 8
+
+
+def run_bench(n, dev):
+    from triton.testing import do_bench
+
+    rows = []
+    src = torch.randn(n, device=dev)
+    dst = torch.empty_like(src)
+    t_copy = do_bench(lambda: dst.copy_(src), warmup=50, rep=300, return_mode="median")
+    copy_bw = 2 * 4 * n / (t_copy * 1e-3) / 1e9
+    rows.append(dict(section="throughput", format="-", op="device copy", n=n, time_ms=t_copy,
+                     bytes=8 * n, GBps=copy_bw, frac_copy=1.0, passes_over_input=1))
+    del dst
+    C = 128
+    x = src.reshape(-1, C, C)
+    for fmt in tqdm(list(FORMATS), desc="throughput", file=sys.stdout):
+        for rounding in ("rne", "sr"):
+            if fmt == "fp32" and rounding == "sr":
+                continue
+            sr = rounding == "sr"
+            if fmt == "nvfp4":
+                q = kq.nvfp4_quantize(x, sr, 1)
+                tq = do_bench(lambda: kq.nvfp4_quantize(x, sr, 1, out=q), warmup=25, rep=200, return_mode="median")
+                passes = 2   # amax pass + quantize pass
+            else:
+                q = kq.quantize_elem(src, fmt, sr, 1)
+                tq = do_bench(lambda: kq.quantize_elem(src, fmt, sr, 1, out=q), warmup=25, rep=200, return_mode="median")
+                passes = 1
+            b = 4 * n + storage_bytes(fmt, n, C)
+            rows.append(dict(section="throughput", format=fmt, op=f"quantize ({rounding})", n=n, time_ms=tq, bytes=b,
+                             GBps=b / (tq * 1e-3) / 1e9, frac_copy=b / (tq * 1e-3) / 1e9 / copy_bw,
+                             passes_over_input=passes))
+        y = torch.empty(n, device=dev)
+        if fmt == "nvfp4":
+            yv = y.reshape(x.shape)
+            td = do_bench(lambda: kq.nvfp4_dequantize(*q, out=yv), warmup=25, rep=200, return_mode="median")
+        else:
+            td = do_bench(lambda: kq.dequantize_elem(q, fmt, out=y), warmup=25, rep=200, return_mode="median")
+        b = 4 * n + storage_bytes(fmt, n, C)
+        rows.append(dict(section="throughput", format=fmt, op="dequantize", n=n, time_ms=td, bytes=b,
+                         GBps=b / (td * 1e-3) / 1e9, frac_copy=b / (td * 1e-3) / 1e9 / copy_bw, passes_over_input=1))
+        del q, y
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def md_table(df: pd.DataFrame) -> str:
+    cols = list(df.columns)
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def plot(bench: pd.DataFrame, path: Path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    b = bench[bench.format != "-"]
+    labels = [f"{f}\n{o}" for f, o in zip(b.format, b.op)]
+    fig, ax = plt.subplots(figsize=(max(8, 0.55 * len(b)), 4))
+    ax.bar(range(len(b)), b.frac_copy)
+    ax.set_xticks(range(len(b)), labels, rotation=90, fontsize=7)
+    ax.axhline(1.0, color="k", lw=0.8, ls="--")
+    ax.set_ylabel("fraction of device copy bandwidth")
+    ax.set_title("quantize / dequantize throughput (bytes read + written)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main():
+    out = Path(ARGS.out)
+    out.mkdir(parents=True, exist_ok=True)
+    dev = "cuda" if (torch.cuda.is_available() and not ARGS.small) else "cpu"
+    n = ARGS.n or (6000 if ARGS.small else 10 ** 7)
+    t0 = time.time()
+    torch.set_num_threads(max(torch.get_num_threads(), 1))
+    checks = run_checks(n, dev, ARGS.seed)
+    bench = run_bench(ARGS.bench_elems, dev) if dev == "cuda" else pd.DataFrame()
+    df = pd.concat([checks, bench], ignore_index=True)
+    df.to_csv(out / "results.csv", index=False)
+    tot = checks.groupby(["format", "rounding"], sort=False).agg(
+        n=("n", "sum"), mismatches_quantize=("mismatches_quantize", "sum"),
+        mismatches_dequantize=("mismatches_dequantize", "sum")).reset_index()
+    ok = int(tot.mismatches_quantize.sum() + tot.mismatches_dequantize.sum()) == 0
+    gpu = torch.cuda.get_device_name(0) if dev == "cuda" else f"none (CPU, Triton interpreter: {platform.processor() or platform.machine()})"
+    lines = [
+        "# Format kernels: bit-exactness and throughput",
+        "",
+        f"- command: `{' '.join([Path(sys.executable).name, *sys.argv])}`",
+        f"- date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
+        f"- device: {gpu}",
+        f"- torch {torch.__version__}, triton {triton.__version__}, python {platform.python_version()}",
+        f"- wall time: {time.time() - t0:.1f} s",
+        "",
+        f"## Bit-exactness: Triton on {dev} vs the CPU torch reference",
+        "",
+        f"Result: **{'all bits equal' if ok else 'MISMATCHES FOUND'}** "
+        f"({int(tot.n.sum()):,} values over {len(tot)} format/rounding pairs).",
+        "",
+        md_table(tot),
+        "",
+        "Per distribution:",
+        "",
+        md_table(checks.drop(columns=["section"])),
+        "",
+    ]
+    if len(bench):
+        plot(bench, out / "throughput.png")
+        lines += [
+            f"## Throughput ({ARGS.bench_elems:,} fp32 elements; median of triton.testing.do_bench)",
+            "",
+            "GB/s counts the minimum bytes: fp32 input read + storage written (quantize), or storage read +",
+            "fp32 written (dequantize). nvfp4 quantize reads the input twice (an amax pass, then the",
+            "quantize pass; `passes_over_input`). frac_copy = GB/s over the device-to-device copy bandwidth",
+            "measured in this run (bytes read + written).",
+            "",
+            md_table(bench[["format", "op", "time_ms", "bytes", "GBps", "frac_copy", "passes_over_input"]]),
+            "",
+            "![throughput](throughput.png)",
+            "",
+        ]
+    (out / "report.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
