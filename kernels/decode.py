@@ -115,8 +115,8 @@ def _seq_step(S, a, kv, vv, beta, DELTA: tl.constexpr):
 def _decode_step_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
     hp0, hp1, hp2, lp0, lp1, lp2,
-    ra_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr,
-    seed, HV, K, V, L: tl.constexpr, L1: tl.constexpr,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr,
+    seed, HV, K, V, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr,
     BK: tl.constexpr, BV: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
 ):
@@ -138,9 +138,12 @@ def _decode_step_kernel(
         kt = tl.load(k_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
         vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
         if GK == 1:
-            at = tl.exp(tl.load(g_ptr + bh).to(tl.float32)) + tl.zeros([BK], dtype=tl.float32)
+            gts = tl.load(g_ptr + bh).to(tl.float32)
+            gt = gts + tl.zeros([BK], dtype=tl.float32)
         else:
-            at = tl.exp(tl.load(g_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32))
+            gts = 0.0
+            gt = tl.load(g_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+        at = tl.exp(gt)
         if DELTA:
             beta = tl.load(beta_ptr + bh).to(tl.float32)
         else:
@@ -152,7 +155,7 @@ def _decode_step_kernel(
             for j in range(0, L1):  # ring entries 0..h-1 (loop bound kept a plain int for the interpreter)
                 if j < h:
                     e = ring0 + j
-                    aj = _load_decay(ra_ptr, e, offs_k, mk, GK, BK)
+                    aj = tl.exp(_load_decay(rg_ptr, e, offs_k, mk, GK, BK))
                     kj = tl.load(rk_ptr + e * K + offs_k, mask=mk, other=0.0)
                     vj = tl.load(rv_ptr + e * V + offs_v, mask=mv, other=0.0)
                     bj = tl.load(rb_ptr + e)
@@ -166,30 +169,38 @@ def _decode_step_kernel(
             if not SHARED:
                 _store_tile(S, lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, seed, sh, fc,
                             FMT_LP, False, TAG, BK)
-        else:
-            # ---- non-flush: output from the read copy + ring; append the current input
-            gam = at
-            acc_q = tl.zeros([BV], dtype=tl.float32)
-            acc_k = tl.zeros([BV], dtype=tl.float32)
-            for i in range(0, L1):  # ring entries h-1 down to 0
-                if i < h:
-                    e = ring0 + (h - 1 - i)
-                    kj = tl.load(rk_ptr + e * K + offs_k, mask=mk, other=0.0)
-                    if DELTA:
-                        uj = tl.load(ru_ptr + e * V + offs_v, mask=mv, other=0.0)
-                    else:
-                        uj = tl.load(rv_ptr + e * V + offs_v, mask=mv, other=0.0)
-                    cq = tl.sum(kj * gam * q, 0)
-                    acc_q = acc_q + uj * cq
-                    if DELTA:
-                        ck = tl.sum(kj * gam * kt, 0)
-                        acc_k = acc_k + uj * ck
-                    gam = gam * _load_decay(ra_ptr, e, offs_k, mk, GK, BK)
+        elif L > 1:
+            # ---- non-flush: output from the read copy + ring; append the current input.
+            # Ring entries j < h as [L1P, BK] / [L1P, BV] tiles; decay from entry j to now:
+            # exp(sum_{l>j} g_l + g_t) via an exclusive reverse cumsum of the log decays.
+            offs_j = tl.arange(0, L1P)
+            mj = offs_j < h
+            ej = ring0 + offs_j
+            Kr = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mj[:, None] & mk[None, :], other=0.0)
+            if DELTA:
+                Ur = tl.load(ru_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :], other=0.0)
+            else:
+                Ur = tl.load(rv_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :], other=0.0)
+            if GK == 1:
+                gr = tl.load(rg_ptr + ej, mask=mj, other=0.0)                       # [L1P]
+                g_after = tl.cumsum(gr, 0, reverse=True) - gr                        # sum_{l>j} g_l
+                dec = tl.exp(g_after + gts)                          # [L1P]
+                cq = tl.sum(Kr * q[None, :], 1) * dec
+                ck = tl.sum(Kr * kt[None, :], 1) * dec
+                gam = tl.exp(tl.sum(gr, 0) + gt)                                    # [BK] gamma_{1:t}
+            else:
+                Gr = tl.load(rg_ptr + ej[:, None] * K + offs_k[None, :], mask=mj[:, None] & mk[None, :],
+                             other=0.0)                                              # [L1P, BK]
+                dec = tl.exp(tl.cumsum(Gr, 0, reverse=True) - Gr + gt[None, :])
+                cq = tl.sum(Kr * dec * q[None, :], 1)
+                ck = tl.sum(Kr * dec * kt[None, :], 1)
+                gam = tl.exp(tl.sum(Gr, 0) + gt)
+            acc_q = tl.sum(Ur * cq[:, None], 0)                                     # [BV]
             S = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)
             acc_q = acc_q + tl.sum(S * (gam * q)[None, :], 1)
             eh = ring0 + h
             if DELTA:
-                acc_k = acc_k + tl.sum(S * (gam * kt)[None, :], 1)
+                acc_k = tl.sum(Ur * ck[:, None], 0) + tl.sum(S * (gam * kt)[None, :], 1)
                 u = beta * (vt - acc_k)
                 tl.store(ru_ptr + eh * V + offs_v, u, mask=mv)
             else:
@@ -200,9 +211,9 @@ def _decode_step_kernel(
             lead = pv == 0
             tl.store(rk_ptr + eh * K + offs_k, kt, mask=mk & lead)
             if GK == 1:
-                tl.store(ra_ptr + eh + offs_k, at, mask=(offs_k == 0) & lead)
+                tl.store(rg_ptr + eh + offs_k, gt, mask=(offs_k == 0) & lead)
             else:
-                tl.store(ra_ptr + eh * GK + offs_k, at, mask=mk & lead)
+                tl.store(rg_ptr + eh * GK + offs_k, gt, mask=mk & lead)
             if DELTA:
                 tl.store(rb_ptr + eh + offs_k, beta + tl.zeros([BK], dtype=tl.float32),
                          mask=(offs_k == 0) & lead)
@@ -260,9 +271,9 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     _decode_step_kernel[grid](
         q, k, v, g, beta, slot_idx, out,
         hp0, hp1, hp2, lp0, lp1, lp2,
-        cache.ring_a, cache.ring_k, cache.ring_v, cache.ring_beta, cache.ring_u,
+        cache.ring_g, cache.ring_k, cache.ring_v, cache.ring_beta, cache.ring_u,
         cache.ring_count, cache.flush_count,
-        cache.seed, HV, K, V, L=cache.window, L1=cache.ring_k.shape[2],
+        cache.seed, HV, K, V, L=cache.window, L1=cache.ring_k.shape[2], L1P=max(2, triton.next_power_of_2(cache.ring_k.shape[2])),
         BK=BK, BV=BV, GK=K if cache.per_key else 1, DELTA=cache.delta,
         FMT_HP=FORMAT_CODE[cache.spec.recur.name], FMT_LP=FORMAT_CODE[cache.spec.read.name],
         SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag,

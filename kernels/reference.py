@@ -87,12 +87,13 @@ def seq_step(S, a, k, v, beta, delta: bool):
 def replay_ring(cache, S, slots, h: int):
     """Apply the first ``h`` ring entries of ``slots`` to ``S`` sequentially (recomputing u)."""
     for j in range(h):
-        S, _ = seq_step(S, cache.ring_a[slots, :, j], cache.ring_k[slots, :, j], cache.ring_v[slots, :, j],
+        S, _ = seq_step(S, exp32(cache.ring_g[slots, :, j]), cache.ring_k[slots, :, j], cache.ring_v[slots, :, j],
                         cache.ring_beta[slots, :, j], cache.delta)
     return S
 
 
-def _flush(cache, slots, h, q, k, v, a, beta):
+def _flush(cache, slots, h, q, k, v, g, beta):
+    a = exp32(g)
     S = cache.hp.decode(slots)
     S = replay_ring(cache, S, slots, h)
     S, _ = seq_step(S, a, k, v, beta, cache.delta)
@@ -107,7 +108,8 @@ def _flush(cache, slots, h, q, k, v, a, beta):
     return o
 
 
-def _non_flush(cache, slots, h, q, k, v, a, beta):
+def _non_flush(cache, slots, h, q, k, v, g, beta):
+    a = exp32(g)
     n, HV, V = v.shape
     gam = a
     acc_q = torch.zeros(n, HV, V, dtype=torch.float32, device=v.device)
@@ -122,7 +124,7 @@ def _non_flush(cache, slots, h, q, k, v, a, beta):
         if cache.delta:
             ck = rowsum(kj * gam * k)
             acc_k = acc_k + uj * ck.unsqueeze(-1)
-        gam = gam * cache.ring_a[slots, :, j]
+        gam = gam * exp32(cache.ring_g[slots, :, j])
     S = cache.lp.decode(slots)
     acc_q = acc_q + rowsum(S * (gam * q).unsqueeze(-2))
     if cache.delta:
@@ -132,7 +134,7 @@ def _non_flush(cache, slots, h, q, k, v, a, beta):
     else:
         u = v
     o = acc_q + u * rowsum(k * q).unsqueeze(-1)
-    cache.ring_a[slots, :, h] = a.expand_as(cache.ring_a[slots, :, h])
+    cache.ring_g[slots, :, h] = g
     cache.ring_k[slots, :, h] = k
     cache.ring_v[slots, :, h] = v
     if cache.delta:
@@ -140,14 +142,14 @@ def _non_flush(cache, slots, h, q, k, v, a, beta):
     return o
 
 
-def torch_step(cache, slot_idx, q, k, v, a, beta):
+def torch_step(cache, slot_idx, q, k, v, g, beta):
     """One decode step of every row (torch reference). Counters are updated by the caller.
 
     Args:
         cache: the SSMStateCache (tensors and config).
         slot_idx: int64 ``[B]`` (negative = padded row).
-        q, k: float32 ``[B, HV, K]``; v: float32 ``[B, HV, V]``; a: float32 ``[B, HV, GK]``
-            decay factors exp(g); beta: float32 ``[B, HV]`` (a dummy for mamba2).
+        q, k: float32 ``[B, HV, K]``; v: float32 ``[B, HV, V]``; g: float32 ``[B, HV, GK]``
+            log decays (a = exp(g)); beta: float32 ``[B, HV]`` (a dummy for mamba2).
 
     Returns:
         float32 ``[B, HV, V]`` (zeros for padded rows).
@@ -163,5 +165,5 @@ def torch_step(cache, slot_idx, q, k, v, a, beta):
         sel = rows[hs == h]
         s = slot_idx[sel]
         fn = _flush if h + 1 >= cache.window else _non_flush
-        out[sel] = fn(cache, s, h, q[sel], k[sel], v[sel], a[sel], beta[sel])
+        out[sel] = fn(cache, s, h, q[sel], k[sel], v[sel], g[sel], beta[sel])
     return out

@@ -5,7 +5,7 @@ Holds, for ``num_slots`` slots and ``num_heads`` (= HV) heads of ``[V, K]`` stat
 * ``hp``: the recurrence checkpoint in the spec's recurrence format;
 * ``lp``: the read copy in the read format (the same object as ``hp`` for a shared spec);
 * the ring of inputs received since the last flush, capacity ``L - 1``
-  (``ring_a float32 [S, HV, L-1, GK]`` decay factors, GK = K for kda else 1;
+  (``ring_g float32 [S, HV, L-1, GK]`` log decays, GK = K for kda else 1;
   ``ring_k [S, HV, L-1, K]``; ``ring_v [S, HV, L-1, V]`` raw v (mamba2: v = u);
   ``ring_beta [S, HV, L-1]``; ``ring_u [S, HV, L-1, V]`` the corrections used
   for outputs (gdn/kda));
@@ -29,7 +29,7 @@ from replayssm_quant.quant.philox import check_seed
 from replayssm_quant.quant.spec import check_mode
 
 from .naive import DELTA_RULE, PER_KEY_DECAY, check_family
-from .reference import exp32, replay_ring, torch_step
+from .reference import replay_ring, torch_step
 from .storage import StoredState, TAG_CONVENTIONAL, TAG_FLUSH, sr_rbits
 
 _ACT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -88,7 +88,7 @@ class SSMStateCache:
         L1 = max(self.window - 1, 1)
         GK = K if self.per_key else 1
         f32 = dict(dtype=torch.float32, device=dev)
-        self.ring_a = torch.ones(S, HV, L1, GK, **f32)
+        self.ring_g = torch.zeros(S, HV, L1, GK, **f32)
         self.ring_k = torch.zeros(S, HV, L1, K, **f32)
         self.ring_v = torch.zeros(S, HV, L1, V, **f32)
         self.ring_beta = torch.zeros(S, HV, L1, **f32)
@@ -98,7 +98,7 @@ class SSMStateCache:
 
     # ------------------------------------------------------------------ info
     def ring_bytes_per_slot(self) -> int:
-        ts = [self.ring_a, self.ring_k, self.ring_v] + ([self.ring_beta, self.ring_u] if self.delta else [])
+        ts = [self.ring_g, self.ring_k, self.ring_v] + ([self.ring_beta, self.ring_u] if self.delta else [])
         return sum(t[0].numel() * t.element_size() for t in ts) + 8  # + ring and flush counters
 
     def bytes_per_slot(self) -> int:
@@ -220,12 +220,12 @@ class SSMStateCache:
             res = triton_step(self, slot_idx, q, k, v, g, beta if self.delta else g, out)
             triton_advance(self, slot_idx)
             return res
-        a = exp32(g.float())
+        g = g.float()
         if not self.per_key:
-            a = a.unsqueeze(-1)
+            g = g.unsqueeze(-1)
         if beta is None:
             beta = torch.zeros(B, HV, dtype=torch.float32, device=self.device)
-        res = torch_step(self, slot_idx, q.float(), k.float(), v.float(), a, beta.float())
+        res = torch_step(self, slot_idx, q.float(), k.float(), v.float(), g, beta.float())
         if out is not None:
             out.copy_(res)
             res = out

@@ -1,0 +1,416 @@
+"""Decode-kernel benchmark (DESIGN.md sec. 7): time per step, bytes, bandwidth, speedups, memory.
+
+Run on a GPU with ``replayssm-quant bench --out DIR`` or ``python3 scripts/gpu/bench.py --out DIR``.
+Per (family, spec, mode, batch) it builds an :class:`SSMStateCache` with ``R`` groups of
+``batch`` slots, ``R`` chosen so the groups' checkpoints together exceed 4x the L2
+cache, and captures one CUDA graph of ``L`` rounds x ``R`` groups of decode steps
+(each group sees exactly one flush; between two steps of one group all other
+groups' states stream through L2, as the other layers would). Per-step time =
+median of ``triton.testing.do_bench`` over graph replays / (``L * R``). Minimum
+bytes per step = state bytes only (:meth:`StateSpec.step_bytes_per_element`);
+ring and activation bytes are extra and not counted. The device copy bandwidth
+(bytes read + written by a large ``copy_``) is measured in the same run. fla's
+``fused_recurrent_gated_delta_rule`` (GVA, fp32 state) is the outside GDN anchor when
+importable. Correctness on the device: fp32 replay/conventional outputs and
+checkpoints against the float64 oracle (no tl.dot anywhere, so no TF32).
+
+Writes ``results.csv``, ``memory.csv``, ``correctness.csv``, ``report.md`` and
+``bench.png`` under ``--out``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import platform
+import sys
+import time
+
+import torch
+
+from .inputs import random_decode_inputs
+from .naive import oracle_sequence
+from .state_cache import SSMStateCache
+
+SHAPES = {  # one layer per sequence (DESIGN.md sec. 7)
+    "gdn": dict(num_heads=32, head_k=128, head_v=128, note="Qwen3.5-4B: HV=32 value heads (16 key heads), K=V=128"),
+    "mamba2": dict(num_heads=128, head_k=128, head_v=64, note="Nemotron-H: 128 heads, headdim 64, dstate 128, 8 groups"),
+    "kda": dict(num_heads=32, head_k=128, head_v=128, note="Kimi-Linear: 32 heads, K=V=128"),
+}
+SPECS = ["fp32", "fp16", "fp8+sr", "nvfp4+sr", "nvfp4/fp16", "nvfp4/fp8+sr"]
+BATCHES = [1, 16, 64, 256, 512]
+L2_BYTES = 60 * 2 ** 20
+CPU_SMOKE_SHAPES = {f: dict(num_heads=2, head_k=32, head_v=16, note="cpu smoke") for f in SHAPES}
+
+
+def configs(specs):
+    """(spec, mode) pairs: conventional for shared specs, replay for all."""
+    from replayssm_quant.quant import parse_state_spec
+
+    out = []
+    for s in specs:
+        sp = parse_state_spec(s)
+        if sp.shared:
+            out.append((sp.text, "conventional"))
+        out.append((sp.text, "replay"))
+    return out
+
+
+# ------------------------------------------------------------------------------- timing
+class Timer:
+    """CUDA: capture ``fn`` in a CUDA graph and return the do_bench median (ms) of a replay.
+    CPU (smoke mode only): wall time of one call."""
+
+    def __init__(self, device, rep_ms: int):
+        self.device, self.rep_ms = device, rep_ms
+
+    def __call__(self, fn) -> float:
+        if self.device.type != "cuda":
+            t0 = time.perf_counter()
+            fn()
+            return (time.perf_counter() - t0) * 1e3
+        import triton.testing
+
+        fn()                                   # compile / autotune outside the graph
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        torch.cuda.synchronize()
+        ms = triton.testing.do_bench(graph.replay, warmup=max(5, self.rep_ms // 5), rep=self.rep_ms,
+                                     return_mode="median")
+        del graph
+        return ms
+
+
+def copy_bandwidth(device, timer: Timer, nbytes: int) -> float:
+    """Device copy bandwidth in GB/s (bytes read + written) of ``dst.copy_(src)``."""
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()
+    dst = torch.empty_like(src)
+    ms = timer(lambda: dst.copy_(src))
+    return 2 * nbytes / (ms * 1e-3) / 1e9
+
+
+# ------------------------------------------------------------------------------- one measurement
+def _fill_states(cache, gen_seed: int, chunk: int = 64):
+    n = cache.num_slots
+    for s0 in range(0, n, chunk):
+        s1 = min(n, s0 + chunk)
+        g = torch.Generator(device=cache.device).manual_seed(gen_seed + s0)
+        st = torch.randn(s1 - s0, cache.num_heads, cache.head_v, cache.head_k, device=cache.device,
+                         generator=g) * 0.1
+        cache.load_state(torch.arange(s0, s1, device=cache.device), st)
+
+
+def rotation(bytes_per_slot: int, batch: int, cap: int = 64) -> int:
+    """Number of slot groups so the groups' checkpoints exceed 4x L2 (capped)."""
+    return int(min(cap, max(1, math.ceil(4 * L2_BYTES / max(1, bytes_per_slot * batch)))))
+
+
+def bench_kernel(family, spec, mode, batch, shape, window, timer, device, block_v=None):
+    """Time one decode configuration; returns a dict row."""
+    probe = SSMStateCache(family, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"],
+                          window=window, mode=mode, backend="torch")
+    ckpt_bytes = probe.hp.bytes_per_slot() + (0 if probe.spec.shared else probe.lp.bytes_per_slot())
+    R = rotation(ckpt_bytes, batch) if device.type == "cuda" else 1
+    cache = SSMStateCache(family, spec, batch * R, shape["num_heads"], shape["head_k"], shape["head_v"],
+                          window=window, mode=mode, device=device, backend="triton", seed=1234)
+    if block_v:
+        cache.block_v = block_v
+    _fill_states(cache, 7)
+    x = random_decode_inputs(family, window, batch, cache.num_heads, cache.head_k, cache.head_v,
+                             dtype=torch.bfloat16, device=device,
+                             generator=torch.Generator().manual_seed(batch))
+    groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
+    out = torch.empty(batch, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
+
+    def steps():
+        for s in range(window):
+            for idx in groups:
+                cache.step(idx, x["q"][s], x["k"][s], x["v"][s], x["g"][s],
+                           None if x["beta"] is None else x["beta"][s], out=out, validate=False)
+
+    ms = timer(steps)
+    n_steps = window * R
+    t_us = ms * 1e3 / n_steps
+    elems = batch * cache.num_heads * cache.head_k * cache.head_v
+    min_bytes = cache.spec.step_bytes_per_element(mode, window) * elems
+    from .decode import choose_block_v
+    row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,
+               min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9, rotation=R,
+               block_v=choose_block_v(cache, batch), finite=bool(torch.isfinite(out).all()))
+    del cache, x, out
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return row
+
+
+def bench_fla(batch, shape, window, timer, device):
+    """fla fused_recurrent_gated_delta_rule, one token, GVA (16 key heads -> 32 value heads), fp32 state."""
+    from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
+
+    HV, K, V = shape["num_heads"], shape["head_k"], shape["head_v"]
+    H = HV // 2
+    state_bytes = HV * K * V * 4
+    R = rotation(state_bytes, batch)
+    x = random_decode_inputs("gdn", 1, batch, HV, K, V, dtype=torch.bfloat16, device=device,
+                             generator=torch.Generator().manual_seed(batch))
+    q = x["q"][:, :, :H].transpose(0, 1).contiguous()       # [B, 1, H, K]
+    k = x["k"][:, :, :H].transpose(0, 1).contiguous()
+    v = x["v"].transpose(0, 1).contiguous()                 # [B, 1, HV, V]
+    g = x["g"].transpose(0, 1).contiguous()
+    beta = x["beta"].transpose(0, 1).contiguous().to(torch.bfloat16)
+    states = [torch.randn(batch, HV, V, K, device=device) * 0.1 for _ in range(R)]
+
+    def steps():
+        for s in range(window):
+            for h0 in states:
+                fused_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta, scale=1.0, initial_state=h0,
+                                                 output_final_state=True, state_v_first=True)
+
+    ms = timer(steps)
+    t_us = ms * 1e3 / (window * R)
+    min_bytes = 8.0 * batch * HV * K * V
+    return dict(family="gdn", spec="fla fp32", mode="fla fused_recurrent", batch=batch, time_us=t_us,
+                min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9, rotation=R, block_v=None,
+                finite=True)
+
+
+# ------------------------------------------------------------------------------- correctness
+def correctness(family, shape, window, device, steps=None, rows=3):
+    """fp32 (replay, conventional) and nvfp4/fp32 (dual) on the device vs the float64 oracle."""
+    HV, K, V = shape["num_heads"], shape["head_k"], shape["head_v"]
+    T = steps or 2 * window + 3
+    x = random_decode_inputs(family, T, rows, HV, K, V, device=device,
+                             generator=torch.Generator().manual_seed(99))
+    S0 = torch.randn(rows, HV, V, K, generator=torch.Generator().manual_seed(98)) * 0.3
+    o_ref, s_ref = oracle_sequence(family, S0, *(None if x[n] is None else x[n].cpu()
+                                                 for n in ("q", "k", "v", "g", "beta")))
+    res = []
+    for spec, mode in (("fp32", "replay"), ("fp32", "conventional"), ("nvfp4/fp32", "replay")):
+        c = SSMStateCache(family, spec, rows, HV, K, V, window=window, mode=mode, device=device,
+                          backend="triton")
+        idx = torch.arange(rows, device=device)
+        c.load_state(idx, S0.to(device))
+        out_err, ckpt_err = 0.0, 0.0
+        for t in range(T):
+            o = c.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t],
+                       None if x["beta"] is None else x["beta"][t]).double().cpu()
+            flush = mode == "conventional" or (t + 1) % window == 0
+            if spec == "fp32" or flush:
+                out_err = max(out_err, ((o - o_ref[t]).abs().max() / o_ref[t].abs().max()).item())
+            if flush:
+                ck = c.checkpoint(idx).double().cpu()
+                ckpt_err = max(ckpt_err, ((ck - s_ref[t]).abs().max() / s_ref[t].abs().max()).item())
+        what = "all outputs" if spec == "fp32" else "flush-step outputs"
+        res.append(dict(family=family, spec=spec, mode=mode, steps=T, checked=what,
+                        max_rel_out_err=out_err, max_rel_ckpt_err=ckpt_err,
+                        ok=bool(out_err < 1e-5 and ckpt_err < 1e-5)))
+    return res
+
+
+# ------------------------------------------------------------------------------- report
+def memory_table(specs, shapes, window):
+    rows = []
+    for fam, shape in shapes.items():
+        for spec, mode in configs(specs):
+            c = SSMStateCache(fam, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"],
+                              window=window, mode=mode, backend="torch")
+            ck = c.hp.bytes_per_slot() + (0 if c.spec.shared else c.lp.bytes_per_slot())
+            rows.append(dict(family=fam, spec=c.spec.text, mode=mode, checkpoint_bytes=ck,
+                             ring_bytes=c.bytes_per_slot() - ck, total_bytes=c.bytes_per_slot(),
+                             total_MiB=c.bytes_per_slot() / 2 ** 20))
+    return rows
+
+
+def _versions():
+    v = {"python": platform.python_version(), "torch": torch.__version__}
+    try:
+        import triton
+        v["triton"] = triton.__version__
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import fla
+        v["fla"] = getattr(fla, "__version__", "?")
+    except Exception:
+        v["fla"] = "not importable"
+    return v
+
+
+def _targets(df):
+    """Lines checking the issue's H200 targets against the measured table."""
+    lines = []
+    big = df[(df.batch >= 256) & (df["mode"] != "fla fused_recurrent")]
+    for fam in sorted(df.family.unique()):
+        d = df[df.family == fam]
+
+        def t(spec, mode, b):
+            r = d[(d.spec == spec) & (d["mode"] == mode) & (d.batch == b)]
+            return float(r.time_us.iloc[0]) if len(r) else float("nan")
+
+        for b in sorted(d.batch.unique()):
+            if b < 256:
+                continue
+            lines.append(f"- {fam} B={b}: replay fp32 speedup over conventional fp32 = "
+                         f"{t('fp32', 'conventional', b) / t('fp32', 'replay', b):.2f}x (target >= 1.7x); "
+                         f"nvfp4/fp16 = {t('fp32', 'conventional', b) / t('nvfp4/fp16', 'replay', b):.2f}x "
+                         f"(target >= 6x)")
+        if 1 in set(d.batch):
+            lines.append(f"- {fam} B=1: replay fp32 / conventional fp32 time = "
+                         f"{t('fp32', 'replay', 1) / t('fp32', 'conventional', 1):.2f} (target <= 1.1)")
+    for _, r in big[big.family.isin(df.family.unique())].iterrows():
+        need = 0.90 if r.spec == "fp32" else 0.75
+        if r.frac_copy_bw < need:
+            lines.append(f"- below bandwidth target: {r.family} {r.spec} {r['mode']} B={r.batch}: "
+                         f"{100 * r.frac_copy_bw:.0f}% of copy bandwidth (target {100 * need:.0f}%)")
+    return lines
+
+
+def markdown_table(frame, floatfmt: str = ".3g") -> str:
+    """A pandas DataFrame as a GitHub markdown table (no tabulate dependency)."""
+    def cell(x):
+        if isinstance(x, float):
+            return "" if math.isnan(x) else format(x, floatfmt)
+        return str(x)
+    cols = [str(c) for c in frame.columns]
+    out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in frame.itertuples(index=False):
+        out.append("| " + " | ".join(cell(x) for x in row) + " |")
+    return "\n".join(out)
+
+
+def write_report(out, df, mem, corr, meta, notes):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    os.makedirs(out, exist_ok=True)
+    df.to_csv(os.path.join(out, "results.csv"), index=False)
+    mdf = pd.DataFrame(mem)
+    mdf.to_csv(os.path.join(out, "memory.csv"), index=False)
+    cdf = pd.DataFrame(corr)
+    cdf.to_csv(os.path.join(out, "correctness.csv"), index=False)
+
+    fams = list(dict.fromkeys(df.family))
+    fig, axes = plt.subplots(1, len(fams), figsize=(6 * len(fams), 4.5), squeeze=False)
+    for ax, fam in zip(axes[0], fams):
+        d = df[df.family == fam]
+        for (spec, mode), g in d.groupby(["spec", "mode"], sort=False):
+            g = g.sort_values("batch")
+            ax.plot(g.batch, g.time_us, marker="o", ls="--" if mode == "conventional" else "-",
+                    label=f"{spec} {mode}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch (sequences)")
+        ax.set_ylabel("time per decode step (us)")
+        ax.set_title(f"{fam}: {meta['shapes'][fam]['note']}", fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "bench.png"), dpi=120)
+    plt.close(fig)
+
+    md = markdown_table
+
+    lines = ["# Decode-kernel benchmark", "",
+             f"- command: `{meta['command']}`", f"- date: {meta['date']}", f"- device: {meta['device']}",
+             f"- versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}",
+             f"- window L = {meta['window']}; per-step time = median of triton.testing.do_bench over CUDA-graph "
+             f"replays of L rounds x R slot groups (R chosen so the groups' checkpoints exceed 4x the "
+             f"{L2_BYTES >> 20} MB L2), divided by L*R; activations bf16",
+             f"- device copy bandwidth (read + write): {meta['copy_GBps']:.0f} GB/s",
+             "- minimum bytes = state bytes per step only (conventional 2R, replay R(1+1/L), dual W + 2R/L "
+             "bytes per element); ring and activation traffic is extra", ""]
+    for n in notes:
+        lines.append(f"- note: {n}")
+    lines += ["", "## Targets", ""] + (_targets(df) or ["- (no batch >= 256 rows)"])
+    lines += ["", "## Correctness on the device (float64 oracle)", "", md(cdf, ".2e"), ""]
+    lines += ["## Time per step (us)", ""]
+    for fam in fams:
+        d = df[df.family == fam]
+        piv = d.pivot_table(index=["spec", "mode"], columns="batch", values="time_us", sort=False)
+        lines += [f"### {fam} ({meta['shapes'][fam]['note']})", "", md(piv.reset_index(), ".1f"), ""]
+    lines += ["## All measurements", "",
+              md(df[["family", "spec", "mode", "batch", "time_us", "min_bytes", "GBps", "frac_copy_bw",
+                     "speedup_vs_conv_fp32", "speedup_vs_fla", "rotation", "block_v"]]), "",
+              "## Memory per sequence slot per layer (checkpoints + ring, L = "
+              f"{meta['window']})", "", md(mdf, ".4g"), "", "![time per step](bench.png)", ""]
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write("\n".join(lines))
+
+
+# ------------------------------------------------------------------------------- driver
+def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40, cpu_smoke=False,
+              command=None, block_v=None):
+    """Run the whole benchmark and write the report; returns the results DataFrame."""
+    import pandas as pd
+    from tqdm import tqdm
+
+    if cpu_smoke:
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            raise ValueError("--cpu-smoke needs TRITON_INTERPRET=1 in the environment")
+        device, shapes = torch.device("cpu"), CPU_SMOKE_SHAPES
+    else:
+        if not torch.cuda.is_available():
+            raise ValueError("bench needs a CUDA GPU (none visible); the kernels' CPU tests are in "
+                             "tests/kernels (Triton interpreter)")
+        device, shapes = torch.device("cuda"), SHAPES
+    families = families or list(SHAPES)
+    for f in families:
+        if f not in SHAPES:
+            raise ValueError(f"unknown family {f!r}; valid: {', '.join(SHAPES)}")
+    shapes = {f: shapes[f] for f in families}
+    specs = specs or SPECS
+    batches = batches or BATCHES
+    timer = Timer(device, rep_ms)
+    notes = []
+    t_start = time.time()
+    copy_bw = copy_bandwidth(device, timer, 1 << 30 if device.type == "cuda" else 1 << 20)
+
+    corr = []
+    for fam in tqdm(families, desc="correctness", disable=None):
+        corr += correctness(fam, shapes[fam], window, device, rows=3 if device.type == "cuda" else 2,
+                            steps=None if device.type == "cuda" else window + 2)
+
+    fla_ok = False
+    if "gdn" in families and device.type == "cuda":
+        try:
+            import fla.ops.gated_delta_rule  # noqa: F401
+            fla_ok = True
+        except Exception as e:  # pragma: no cover - depends on the machine
+            notes.append(f"fla not importable ({type(e).__name__}: {e}); fla column skipped")
+    elif "gdn" in families:
+        notes.append("fla anchor not run (CPU smoke mode)")
+
+    rows = []
+    todo = [(f, s, m, b) for f in families for (s, m) in configs(specs) for b in batches]
+    for fam, spec, mode, b in tqdm(todo, desc="bench", disable=None):
+        rows.append(bench_kernel(fam, spec, mode, b, shapes[fam], window, timer, device, block_v))
+    if fla_ok:
+        for b in tqdm(batches, desc="fla", disable=None):
+            try:
+                rows.append(bench_fla(b, shapes["gdn"], window, timer, device))
+            except Exception as e:  # pragma: no cover
+                notes.append(f"fla run failed at B={b}: {type(e).__name__}: {e}")
+                break
+    df = pd.DataFrame(rows)
+    df["frac_copy_bw"] = df.GBps / copy_bw
+    conv = df[(df.spec == "fp32") & (df["mode"] == "conventional")].set_index(["family", "batch"]).time_us
+    df["speedup_vs_conv_fp32"] = [conv.get((f, b), float("nan")) / t for f, b, t in
+                                  zip(df.family, df.batch, df.time_us)]
+    flat = df[df["mode"] == "fla fused_recurrent"].set_index("batch").time_us
+    df["speedup_vs_fla"] = [flat.get(b, float("nan")) / t if f == "gdn" else float("nan")
+                            for f, b, t in zip(df.family, df.batch, df.time_us)]
+    if not df.finite.all():
+        notes.append("non-finite outputs in: " + ", ".join(
+            f"{r.family} {r.spec} {r['mode']} B={r.batch}" for _, r in df[~df.finite].iterrows()))
+    notes.append(f"bench wall time {time.time() - t_start:.0f} s")
+    meta = dict(command=command or " ".join(sys.argv), date=datetime.datetime.now(datetime.timezone.utc)
+                .strftime("%Y-%m-%d %H:%M UTC"),
+                device=torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (Triton interpreter)",
+                versions=_versions(), window=window, copy_GBps=copy_bw, shapes=shapes)
+    write_report(out, df, memory_table(specs, shapes, window), corr, meta, notes)
+    return df

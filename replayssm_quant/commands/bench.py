@@ -1,0 +1,50 @@
+"""``replayssm-quant bench``: decode-kernel benchmark on the GPU (DESIGN.md sec. 7)."""
+
+HELP = "benchmark the decode kernels on a GPU (time per step, bandwidth, speedups, memory per slot)"
+
+
+def _csv(kind):
+    def parse(text):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise ValueError(f"empty --{kind} list")
+        return items
+    return parse
+
+
+def configure(parser):
+    parser.add_argument("--out", default="reports/bench", help="output folder (default reports/bench)")
+    parser.add_argument("--families", type=_csv("families"), default=None,
+                        help="comma list of mamba2,gdn,kda (default all)")
+    parser.add_argument("--specs", type=_csv("specs"), default=None,
+                        help="comma list of state specs (default fp32,fp16,fp8+sr,nvfp4+sr,nvfp4/fp16,nvfp4/fp8+sr)")
+    parser.add_argument("--batches", type=_csv("batches"), default=None,
+                        help="comma list of batch sizes (default 1,16,64,256,512)")
+    parser.add_argument("--window", type=int, default=16, help="replay window L (default 16)")
+    parser.add_argument("--rep-ms", type=int, default=40, help="do_bench rep time per measurement, ms (default 40)")
+    parser.add_argument("--block-v", type=int, default=None, help="force the kernel's V block (default: heuristic)")
+    parser.add_argument("--cpu-smoke", action="store_true",
+                        help="tiny shapes in the Triton CPU interpreter (tests only; times are meaningless)")
+
+
+def run(args):
+    import sys
+
+    from replayssm_quant.kernels.bench import run_bench
+
+    batches = None
+    if args.batches:
+        try:
+            batches = [int(b) for b in args.batches]
+        except ValueError:
+            raise ValueError(f"--batches must be integers, got {','.join(args.batches)}") from None
+        if min(batches) < 1:
+            raise ValueError("--batches must be positive")
+    if args.window < 1:
+        raise ValueError(f"--window must be >= 1, got {args.window}")
+    df = run_bench(args.out, families=args.families, specs=args.specs, batches=batches, window=args.window,
+                   rep_ms=args.rep_ms, cpu_smoke=args.cpu_smoke, block_v=args.block_v,
+                   command="replayssm-quant bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"]
+                   else " ".join(sys.argv))
+    print(f"wrote {args.out}/results.csv, report.md, bench.png ({len(df)} measurements)")
+    return 0

@@ -1,0 +1,32 @@
+"""Run the decode-kernel benchmark on the GPU: ``python3 scripts/gpu/bench.py --out $OUT``.
+
+Does everything in one go (correctness vs the float64 oracle, copy bandwidth,
+all families x specs x modes x batches, fla anchor when importable) and writes
+results.csv, memory.csv, correctness.csv, report.md and bench.png under --out.
+Run `source scripts/gpu/setup.sh` first on a machine without the package installed.
+"""
+
+import argparse
+import os
+import sys
+
+try:
+    from replayssm_quant.commands import bench
+except ImportError:
+    sys.exit("replayssm_quant is not importable: run `source scripts/gpu/setup.sh` from the repository root first")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="scripts/gpu/bench.py", description=bench.HELP)
+    bench.configure(parser)
+    args = parser.parse_args(argv)
+    try:
+        return bench.run(args)
+    except ValueError as e:
+        print(f"bench: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
