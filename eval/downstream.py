@@ -344,3 +344,115 @@ def check_config(out: Path, config: dict) -> None:
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(config, indent=2, sort_keys=True))
+
+
+# --------------------------------------------------------------------------- runner
+
+
+def task_manager(include_path: list[str] | None = None):
+    """lm-eval TaskManager over its own tasks plus the packaged ones (and any ``include_path``)."""
+    from lm_eval.tasks import TaskManager
+
+    paths = [str(TASKS_DIR)] + [str(p) for p in (include_path or [])]
+    return TaskManager(include_path=paths if len(paths) > 1 else paths[0])
+
+
+def run_config(tasks, limit, window, seed, batch_size, gen_kwargs, num_fewshot, metric, filter_name) -> dict:
+    """Everything that changes the samples of a run (recorded in OUT/config.json for resume)."""
+    return {"tasks": list(tasks), "limit": limit, "window": window, "seed": seed, "batch_size": batch_size,
+            "gen_kwargs": gen_kwargs, "num_fewshot": num_fewshot, "metric": metric, "filter": filter_name}
+
+
+def select_filter(lm_samples: dict, filter_name: str | None) -> tuple[dict, dict]:
+    """Keep one lm-eval filter's samples per task (tasks like gsm8k log one sample per filter).
+
+    Returns ``(samples per task, chosen filter per task)``: ``filter_name`` when
+    given (an error naming the available ones if a task lacks it), else the
+    first filter of the task.
+    """
+    out, chosen = {}, {}
+    for task, samples in lm_samples.items():
+        names = list(dict.fromkeys(s.get("filter", "none") for s in samples))
+        if filter_name is not None and filter_name not in names:
+            raise ValueError(f"task {task!r} has no filter {filter_name!r}; its filters: {names}")
+        name = filter_name if filter_name is not None else names[0]
+        out[task] = [s for s in samples if s.get("filter", "none") == name]
+        chosen[task] = name
+    return out, chosen
+
+
+def run_downstream(out: Path, models: list[str], runs: list[RunSpec], tasks: list[str], *, limit=None,
+                   batch_size: int = 64, device: str | None = None, window: int = 16, seed: int = 0,
+                   backend: str | None = None, gen_kwargs: str | None = None, num_fewshot: int | None = None,
+                   metric: str = "exact_match", filter_name: str | None = None,
+                   include_path: list[str] | None = None) -> list[Path]:
+    """Run every (model, run) through lm-eval with the ``replayssm`` plugin; save samples per run.
+
+    Each finished run is written to :func:`run_file` (JSON lines of the samples
+    table plus response/target) and ``...results.json`` (lm-eval's aggregate
+    results) the moment it completes; a run whose file exists is skipped
+    (resume). The fp32 reference (first in ``runs``) defines the length
+    quartiles, so it is required.
+
+    Returns:
+        the samples files of all requested (model, run) pairs.
+    """
+    from tqdm import tqdm
+
+    if not runs or runs[0].name != REFERENCE:
+        raise ValueError(f"the first run must be the {REFERENCE!r} reference (use plan_runs)")
+    out = Path(out)
+    config = run_config(tasks, limit, window, seed, batch_size, gen_kwargs, num_fewshot, metric, filter_name)
+    check_config(out, config)
+    todo = [(m, r) for m in models for r in runs if not run_file(out, model_label(m), r).exists()]
+    done = len(models) * len(runs) - len(todo)
+    if done:
+        print(f"downstream: {done} run(s) already in {out}, skipping them", flush=True)
+    pbar = tqdm(total=len(todo), desc="downstream runs", unit="run")
+    loaded: tuple[str, object, object] | None = None
+    for model_name, run in todo:
+        pbar.set_postfix_str(f"{model_name} {run.name}")
+        if loaded is None or loaded[0] != model_name:
+            import torch
+
+            from .lm_eval_plugin import load_model_and_tokenizer
+            dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+            loaded = (model_name, *load_model_and_tokenizer(model_name, dev, torch.float32))
+        rows, results = evaluate_run(loaded[1], loaded[2], model_name, run, tasks, limit=limit,
+                                     batch_size=batch_size, device=device, window=window, seed=seed,
+                                     backend=backend, gen_kwargs=gen_kwargs, num_fewshot=num_fewshot,
+                                     metric=metric, filter_name=filter_name, include_path=include_path)
+        path = run_file(out, model_label(model_name), run)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.with_suffix(".results.json").write_text(json.dumps(results, indent=2, default=str))
+        write_rows_atomic(path, rows)
+        pbar.update(1)
+    pbar.close()
+    return [run_file(out, model_label(m), r) for m in models for r in runs]
+
+
+def evaluate_run(model, tokenizer, model_name: str, run: RunSpec, tasks: list[str], *, limit=None,
+                 batch_size: int = 64, device: str | None = None, window: int = 16, seed: int = 0,
+                 backend: str | None = None, gen_kwargs: str | None = None, num_fewshot: int | None = None,
+                 metric: str = "exact_match", filter_name: str | None = None,
+                 include_path: list[str] | None = None) -> tuple[list[dict], dict]:
+    """One ``lm_eval.simple_evaluate`` of ``model`` decoding with ``run``'s state (log_samples=True).
+
+    Returns:
+        (rows of the samples table, ``{"results": ..., "filters": ...}`` lm-eval aggregates).
+    """
+    from lm_eval import simple_evaluate
+
+    from .lm_eval_plugin import ReplaySSMLM
+
+    lm = ReplaySSMLM(pretrained=model_name, model=model, tokenizer=tokenizer, state=run.spec, mode=run.mode,
+                     window=window, seed=seed, batch_size=batch_size, device=device, backend=backend)
+    try:
+        res = simple_evaluate(model=lm, tasks=list(tasks), limit=limit, num_fewshot=num_fewshot,
+                              log_samples=True, task_manager=task_manager(include_path), gen_kwargs=gen_kwargs,
+                              bootstrap_iters=0)
+    finally:
+        lm.session.close()
+    samples, chosen = select_filter(res["samples"], filter_name)
+    rows = samples_from_lm_eval(model_label(model_name), run.name, samples, lm.generation_log, metric)
+    return rows, {"results": res.get("results", {}), "filters": chosen, "run": run.name, "model": model_name}
