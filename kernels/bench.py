@@ -349,6 +349,13 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
     import pandas as pd
     from tqdm import tqdm
 
+    families = families or list(SHAPES)
+    for f in families:
+        if f not in SHAPES:
+            raise ValueError(f"unknown family {f!r}; valid: {', '.join(SHAPES)}")
+    specs = specs or SPECS
+    configs(specs)                      # bad specs fail here, before any work
+    batches = batches or BATCHES
     if cpu_smoke:
         if os.environ.get("TRITON_INTERPRET") != "1":
             raise ValueError("--cpu-smoke needs TRITON_INTERPRET=1 in the environment")
@@ -358,13 +365,7 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
             raise ValueError("bench needs a CUDA GPU (none visible); the kernels' CPU tests are in "
                              "tests/kernels (Triton interpreter)")
         device, shapes = torch.device("cuda"), SHAPES
-    families = families or list(SHAPES)
-    for f in families:
-        if f not in SHAPES:
-            raise ValueError(f"unknown family {f!r}; valid: {', '.join(SHAPES)}")
     shapes = {f: shapes[f] for f in families}
-    specs = specs or SPECS
-    batches = batches or BATCHES
     timer = Timer(device, rep_ms)
     notes = []
     t_start = time.time()

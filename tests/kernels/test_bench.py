@@ -1,0 +1,48 @@
+"""The bench command: refuses without a GPU; --cpu-smoke exercises the whole pipeline on tiny shapes."""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from replayssm_quant import cli  # noqa: E402
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU refusal")
+def test_bench_refuses_without_gpu(tmp_path, capsys):
+    rc = cli.main(["bench", "--out", str(tmp_path / "b")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "needs a CUDA GPU" in err[0]
+    assert not (tmp_path / "b").exists()
+
+
+def test_bench_bad_arguments(capsys):
+    assert cli.main(["bench", "--cpu-smoke", "--families", "rwkv", "--out", "/nonexistent/x"]) == 2
+    assert "unknown family 'rwkv'" in capsys.readouterr().err
+    assert cli.main(["bench", "--batches", "1,x"]) == 2
+    assert "--batches must be integers" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") != "1",
+                    reason="CPU interpreter smoke run")
+def test_bench_cpu_smoke_writes_report(tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "bench"
+    rc = cli.main(["bench", "--cpu-smoke", "--out", str(out), "--families", "gdn", "--specs", "fp32,nvfp4/fp16",
+                   "--batches", "1", "--window", "2"])
+    assert rc == 0
+    df = pd.read_csv(out / "results.csv")
+    assert set(zip(df.spec, df["mode"])) == {("fp32", "conventional"), ("fp32", "replay"), ("nvfp4/fp16", "replay")}
+    assert (df.time_us > 0).all() and df.finite.all()
+    assert (df.min_bytes == [8 * 2 * 32 * 16, 4 * 1.5 * 2 * 32 * 16, (0.5625 + 2 * 2 / 2) * 2 * 32 * 16]).all()
+    corr = pd.read_csv(out / "correctness.csv")
+    assert corr.ok.all() and len(corr) == 3
+    mem = pd.read_csv(out / "memory.csv")
+    assert len(mem) == 3 and (mem.total_bytes > mem.checkpoint_bytes).all()
+    report = (out / "report.md").read_text()
+    assert "| fp32 | replay |" in report and "Memory per sequence slot" in report
+    assert (out / "bench.png").stat().st_size > 10_000
