@@ -112,3 +112,22 @@ def test_launcher_errors():
         kq.quantize_elem(x, "fp8", out=torch.empty(4, 24, dtype=torch.int16, device=DEV))
     with pytest.raises(ValueError, match="storage must be"):
         kq.dequantize_elem(torch.zeros(3, dtype=torch.int16, device=DEV), "fp8")
+
+
+def test_formats_check_script_smoke(tmp_path):
+    """scripts/gpu/formats_check.py --small runs on CPU (interpreter) and reports all bits equal."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "gpu" / "formats_check.py"
+    r = subprocess.run([sys.executable, str(script), "--small", "--n", "1200", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = pd.read_csv(tmp_path / "results.csv")
+    assert set(df.format) == set(FORMATS) and len(df[df.rounding == "sr"].format.unique()) == 5
+    assert df.mismatches_quantize.sum() == 0 and df.mismatches_dequantize.sum() == 0
+    rep = (tmp_path / "report.md").read_text()
+    assert "all bits equal" in rep and "torch" in rep and "--small" in rep
