@@ -134,12 +134,35 @@ def _loss_parts(logits, labels, is_task):
     return loss, book, task
 
 
+def _train_forward_backward(model, ids, labels, is_task, amp):
+    with torch.autocast(**amp):
+        logits = model(input_ids=ids, use_cache=False).logits
+    loss, book, task = _loss_parts(logits, labels, is_task)
+    loss.backward()
+    return loss, book, task
+
+
+def _uncompile(model):
+    for layer in model.model.layers:
+        layer._compiled_call_impl = None
+
+
+def _eager():
+    """Context: run compiled modules eagerly (no recompilation for eval-mode / no-grad calls)."""
+    import contextlib
+
+    stance = getattr(torch.compiler, "set_stance", None)
+    return stance("force_eager") if stance is not None else contextlib.nullcontext()
+
+
 def save_model_folder(model, folder: Path, tokenizer=None):
     """Save ``model`` in bf16 safetensors with the byte tokenizer (a copy; ``model`` is untouched)."""
-    import copy
+    from transformers import AutoModelForCausalLM
 
     folder.mkdir(parents=True, exist_ok=True)
-    m = copy.deepcopy(model).to("cpu", torch.bfloat16)
+    m = AutoModelForCausalLM.from_config(model.config)   # a plain copy (the trained one may be compiled)
+    m.load_state_dict({k: v.detach().cpu() for k, v in model.state_dict().items()})
+    m = m.to(torch.bfloat16)
     m.generation_config.bos_token_id, m.generation_config.eos_token_id = BOS_ID, EOS_ID
     m.generation_config.pad_token_id = PAD_ID
     m.save_pretrained(folder, safe_serialization=True)
@@ -210,11 +233,17 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
                     grp["lr"] = lr
                 ids, labels, is_task = prefetch.get()
                 ids, labels, is_task = (x.to(device, non_blocking=True) for x in (ids, labels, is_task))
-                with torch.autocast(**amp):
-                    logits = model(input_ids=ids, use_cache=False).logits
-                loss, book, task = _loss_parts(logits, labels, is_task)
                 opt.zero_grad(set_to_none=True)
-                loss.backward()
+                try:
+                    loss, book, task = _train_forward_backward(model, ids, labels, is_task, amp)
+                except Exception as e:  # a torch.compile failure must not lose the run: go eager
+                    if step > 0 or not s.compile or isinstance(e, torch.OutOfMemoryError):
+                        raise
+                    print(f"[train-demo] torch.compile failed ({type(e).__name__}: {str(e)[:300]}); "
+                          f"training without compile", flush=True)
+                    _uncompile(model)
+                    opt.zero_grad(set_to_none=True)
+                    loss, book, task = _train_forward_backward(model, ids, labels, is_task, amp)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
                 opt.step()
                 step += 1
@@ -227,13 +256,14 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
                 val_bpb = ""
                 if now - last_val >= s.val_every_s:
                     model.eval()
-                    with torch.no_grad(), torch.autocast(**amp):
+                    with torch.no_grad(), torch.autocast(**amp), _eager():
                         vl = model(input_ids=val_windows.to(device), use_cache=False).logits
                         vn = F.cross_entropy(vl[:, :-1].float().transpose(1, 2), val_windows[:, 1:].to(device))
                     model.train()
                     val_bpb = float(vn) / LN2
                     last_val = time.time()
-                if step % s.log_every == 0 or val_bpb != "" or step == 1:
+                last_step = s.max_steps is not None and step >= s.max_steps
+                if step % s.log_every == 0 or val_bpb != "" or step == 1 or last_step:
                     n = acc["n"]
                     row = {"step": step, "tokens": tokens, "elapsed_s": round(now - t0, 2),
                            "tok_per_s": round((tokens - tok_log) / max(now - t_log, 1e-9), 1), "lr": lr,
