@@ -311,6 +311,9 @@ def evaluate_folder(folder: Path, s: TrainSettings, device=None, progress: bool 
     from transformers import AutoModelForCausalLM
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda":  # true fp32 numbers (training turned TF32 on)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     t0 = time.time()
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device).eval()
     held_paths = heldout_books(s.data_dir)
