@@ -93,14 +93,14 @@ def edge_set(fmt: str) -> torch.Tensor:
 
 
 def elem_inputs(fmt: str, n: int, g: torch.Generator) -> dict[str, torch.Tensor]:
-    """Named float32 distributions, together >= n values (the edge set is sampled down to n/2)."""
+    """Named float32 distributions: n random values plus the edge set (sampled down to n/2 if larger)."""
     info = FORMATS[fmt]
     lo = max(info.min_subnormal / 8, 1e-45) if fmt != "fp32" else 1e-45
     hi = min(info.max_finite * 4, FLT_MAX)
     edges = edge_set(fmt)
     if edges.numel() > n // 2:
         edges = edges[torch.randperm(edges.numel(), generator=g)[: n // 2]]
-    k = max((n - edges.numel()) // 6, 1)
+    k = max(n // 6, 1)
     sign = lambda m: torch.where(torch.rand(m, generator=g) < 0.5, -1.0, 1.0)  # noqa: E731
     logu = torch.exp(torch.rand(3 * k, generator=g, dtype=torch.float64) * (math.log(hi) - math.log(lo))
                      + math.log(lo)).float() * sign(3 * k)
@@ -113,16 +113,16 @@ def elem_inputs(fmt: str, n: int, g: torch.Generator) -> dict[str, torch.Tensor]
         "random fp32 bits": pats,
         "edges": edges,
     }
-    short = n - sum(t.numel() for t in d.values())
+    short = n - sum(t.numel() for name, t in d.items() if name != "edges")
     if short > 0:
         d["normal*1"] = torch.cat([d["normal*1"], torch.randn(short, generator=g)])
     return d
 
 
 def nvfp4_inputs(n: int, g: torch.Generator, R: int = 128, C: int = 128) -> dict[str, torch.Tensor]:
-    """Named float32 [S, R, C] state stacks (S >= 8), together >= n values."""
+    """Named float32 [S, R, C] state stacks (S >= 8): three random ones of together >= n values, plus edges."""
     per = R * C
-    S = max(math.ceil(n / per / 4), 8)
+    S = max(math.ceil(n / per / 3), 8)
     amp = torch.exp(torch.rand(S, 1, 1, generator=g) * (math.log(1e30) - math.log(1e-30)) + math.log(1e-30))
     spread = torch.exp(torch.rand(S, R, C, generator=g) * math.log(1e-8))       # magnitudes 1e-8..1 of amp
     sgn = torch.where(torch.rand(S, R, C, generator=g) < 0.5, -1.0, 1.0)
@@ -321,7 +321,8 @@ def main():
         f"## Bit-exactness: Triton on {dev} vs the CPU torch reference",
         "",
         f"Result: **{'all bits equal' if ok else 'MISMATCHES FOUND'}** "
-        f"({int(tot.n.sum()):,} values over {len(tot)} format/rounding pairs).",
+        f"({int(tot.n.sum()):,} values over {len(tot)} format/rounding pairs; "
+        f"{n:,} random values per pair plus the edge sets).",
         "",
         md_table(tot),
         "",
