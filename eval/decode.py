@@ -6,11 +6,13 @@ A *variant* is a state spec plus a decode mode (``[MODE:]SPEC``):
 ====================================  ==============================================
 ``nvfp4/fp8+sr``                      replay mode (default), separate checkpoints
 ``replay:nvfp4+sr``                   replay mode, shared NVFP4 checkpoint
+``replay@4:nvfp4/fp8+sr``             replay mode with its own window L = 4
 ``conventional:fp8+sr``               conventional decoding, rounded every step
 ====================================  ==============================================
 
-The mode prefix is optional (the default comes from ``default_mode``);
-conventional decoding takes shared specs only.
+The mode prefix is optional (the default comes from ``default_mode``, the
+window from the session's ``window``); conventional decoding takes shared
+specs only.
 
 One :class:`DecodeSession` runs several variants side by side on the same
 model: with ``n`` variants and ``D`` prompts the model's batch has ``n * D``
@@ -50,16 +52,19 @@ class Variant:
 
     spec: StateSpec
     mode: str = "replay"
+    window: int | None = None  #: replay window of this variant (None: the session's)
 
     @property
     def label(self) -> str:
-        """``nvfp4/fp8+sr`` for replay, ``conventional:fp8+sr`` for conventional."""
-        return self.spec.text if self.mode == "replay" else f"{self.mode}:{self.spec.text}"
+        """``nvfp4/fp8+sr`` (replay), ``replay@4:nvfp4/fp8+sr`` (own window), ``conventional:fp8+sr``."""
+        if self.mode == "replay" and self.window is None:
+            return self.spec.text
+        return f"{self.mode}{'' if self.window is None else f'@{self.window}'}:{self.spec.text}"
 
     @property
     def slug(self) -> str:
         """File-name-safe label (``nvfp4-fp8+sr``, ``conventional-fp8+sr``)."""
-        return self.label.replace("/", "-").replace(":", "-")
+        return self.label.replace("/", "-").replace(":", "-").replace("@", "L")
 
     @property
     def is_reference(self) -> bool:
@@ -69,21 +74,29 @@ class Variant:
         return self.label
 
 
-VARIANT_FORMS = ("variant form: [MODE:]SPEC with MODE in {" + ", ".join(DECODE_MODES) + "} "
-                 "(default replay), e.g. nvfp4/fp8+sr, conventional:fp8+sr")
+VARIANT_FORMS = ("variant form: [MODE[@L]:]SPEC with MODE in {" + ", ".join(DECODE_MODES) + "} "
+                 "(default replay) and L an optional replay window, e.g. nvfp4/fp8+sr, replay@8:nvfp4+sr, "
+                 "conventional:fp8+sr")
 
 
 def parse_variant(text: str | Variant, default_mode: str = "replay") -> Variant:
-    """Parse ``[MODE:]SPEC`` into a :class:`Variant`; ``ValueError`` naming what is wrong otherwise."""
+    """Parse ``[MODE[@L]:]SPEC`` into a :class:`Variant`; ``ValueError`` naming what is wrong otherwise."""
     if isinstance(text, Variant):
         return text
     check_mode(default_mode)
     if not isinstance(text, str):
         raise ValueError(f"state must be a string, got {type(text).__name__}; {VARIANT_FORMS}")
-    mode, body = default_mode, text.strip()
+    mode, body, window = default_mode, text.strip(), None
     if ":" in body:
         mode, _, body = body.partition(":")
         mode = mode.strip().lower()
+        if "@" in mode:
+            mode, _, w = mode.partition("@")
+            if not w.isdigit() or int(w) < 1:
+                raise ValueError(f"bad window {w!r} in state {text!r} (a positive integer); {VARIANT_FORMS}")
+            window = int(w)
+            if mode != "replay":
+                raise ValueError(f"state {text!r}: a window (@L) belongs to the replay mode only; {VARIANT_FORMS}")
         if mode not in DECODE_MODES:
             raise ValueError(f"unknown decode mode {mode!r} in state {text!r}; {VARIANT_FORMS}")
     spec = parse_state_spec(body)
@@ -91,7 +104,7 @@ def parse_variant(text: str | Variant, default_mode: str = "replay") -> Variant:
         raise ValueError(
             f"state {text!r}: conventional decoding keeps one state, so it takes a shared spec (FMT[+sr]), "
             f"not READ/RECUR; {VARIANT_FORMS}")
-    return Variant(spec=spec, mode=mode)
+    return Variant(spec=spec, mode=mode, window=window)
 
 
 def _forward_kwargs(model):
@@ -177,11 +190,12 @@ class DecodeSession:
             caches = self._caches[idx]
             D = self.num_docs
             if len(caches) == 1:
-                return caches[0].step(self._slots[idx], q, k, v, g, beta)
+                return caches[0].step(self._slots[idx], q, k, v, g, beta, validate=False)
             outs = []
             for i, c in enumerate(caches):
                 sl = slice(i * D, (i + 1) * D)
-                outs.append(c.step(self._slots[idx], q[sl], k[sl], v[sl], g[sl], None if beta is None else beta[sl]))
+                outs.append(c.step(self._slots[idx], q[sl], k[sl], v[sl], g[sl], None if beta is None else beta[sl],
+                                   validate=False))
             return torch.cat(outs, 0)
         return run
 
@@ -195,7 +209,7 @@ class DecodeSession:
             hv, k, v = fam.dims(layer)
             self._caches[idx] = [
                 SSMStateCache(family=fam.name, spec=var.spec, num_slots=num_docs, num_heads=hv, head_k=k,
-                              head_v=v, window=self.window, mode=var.mode, seed=self.seed, device=dev,
+                              head_v=v, window=var.window or self.window, mode=var.mode, seed=self.seed, device=dev,
                               backend=backend)
                 for var in self.variants]
             self._slots[idx] = torch.arange(num_docs, device=dev, dtype=torch.int64)

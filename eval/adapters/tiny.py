@@ -58,4 +58,30 @@ def tiny_model(arch: str, seed: int = 0, vocab_size: int = 264):
     cfg = tiny_config(arch, vocab_size)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    _mamba2_time_steps(model)
     return model.eval()
+
+
+def _mamba2_time_steps(model) -> None:
+    """Make every Mamba-2 mixer's output depend on its state: dt log-uniform in [0.05, 0.5],
+    A = -1..-H (state memory of a few to tens of tokens), D = 0 (no skip path) and larger
+    in_proj / conv1d weights. With the
+    stock random inits the state is ~1e-6 against a D * x skip of ~0.1 (or dt ~ 5 forgets it at
+    once), so state precision would be invisible in the logits of a tiny random model."""
+    import math
+
+    import torch
+
+    from .families import MAMBA2, family_of
+
+    g = torch.Generator().manual_seed(1234)
+    for m in model.modules():
+        if family_of(m) is MAMBA2:
+            H = m.num_heads
+            dt = torch.exp(torch.rand(H, generator=g) * (math.log(0.5) - math.log(0.05)) + math.log(0.05))
+            with torch.no_grad():
+                m.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))
+                m.A_log.copy_(torch.log(torch.arange(1, H + 1, dtype=torch.float32)))
+                m.D.zero_()
+                m.in_proj.weight.mul_(4.0)   # x, B, C of order 1 (the stock init makes y ~ 1e-8, far
+                m.conv1d.weight.mul_(8.0)    # below the gated RMSNorm's epsilon)
