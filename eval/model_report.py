@@ -109,16 +109,26 @@ def write_report(models_dir: str | Path = DEFAULT_MODELS_DIR, report_dir: str | 
         trows.append({"model": a, "device": meta.get("device"), "steps": meta.get("steps"),
                       "tokens (M)": (meta.get("tokens") or 0) / 1e6, "train s": meta.get("train_seconds"),
                       "mean tok/s": meta.get("mean_tok_per_s"), "batch x seq": f"{st.get('batch_size')} x {st.get('seq_len')}",
-                      "peak lr": st.get("lr"), "task fraction": st.get("task_fraction"), "seed": st.get("seed")})
-    lines += ["## Training", "", _md(pd.DataFrame(trows)), "", "![training curves](training_curves.png)", ""]
+                      "peak lr": st.get("lr"), "task fraction": st.get("task_fraction"), "seed": st.get("seed"),
+                      "shipped step": meta.get("selected_step"), "best val bpb": meta.get("best_val_bpb"),
+                      "final val bpb": meta.get("final_val_bpb")})
+    lines += ["## Training", "",
+              "bf16 autocast, AdamW, warmup + cosine learning rate over the wall-clock budget; the fast chunked "
+              "GDN / SSD paths (eval/models/fast_gdn.py, fast_ssd.py) replace transformers' torch fallbacks during "
+              "training only. Validation = the last 4% of every training book (never trained on); the shipped "
+              "weights are the best-validation checkpoint. The held-out books are only measured.", "",
+              _md(pd.DataFrame(trows)), "", "![training curves](training_curves.png)", ""]
     if logs:
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
         for a, df in logs.items():
             x = df["tokens"] / 1e6
             axes[0].plot(x, df["book_bpb"], label=f"{a} train (books)", alpha=0.8)
-            v = df.dropna(subset=["val_bpb"])
-            if len(v):
-                axes[0].plot(v["tokens"] / 1e6, v["val_bpb"], "o-", label=f"{a} held-out (2K windows)")
+            for col, mark, what in (("val_bpb", "s--", "validation (training-book tails)"),
+                                    ("heldout_bpb", "o-", "held-out books")):
+                if col in df:
+                    v = df.dropna(subset=[col])
+                    if len(v):
+                        axes[0].plot(v["tokens"] / 1e6, v[col], mark, ms=3, label=f"{a} {what}, 2K windows")
             axes[1].plot(x, df["task_loss_nats"], label=a)
         axes[0].axhline(BPB_TARGET, color="k", ls="--", lw=0.8, label=f"target {BPB_TARGET}")
         axes[0].set(xlabel="training tokens (M)", ylabel="bits per byte", title="book text", ylim=(None, 5))

@@ -88,6 +88,22 @@ class BatchSampler:
         return ids, labels, is_task
 
 
+def split_validation(books: list[bytes], fraction: float) -> tuple[list[bytes], list[bytes]]:
+    """Hold back the last ``fraction`` of every training book for validation (model selection).
+
+    Returns ``(train parts, validation parts)``; with ``fraction`` 0 the validation list is empty.
+    """
+    if not 0.0 <= fraction < 0.5:
+        raise ValueError(f"validation fraction must be in [0, 0.5), got {fraction}")
+    train, val = [], []
+    for b in books:
+        cut = len(b) - int(len(b) * fraction)
+        train.append(b[:cut])
+        if cut < len(b):
+            val.append(b[cut:])
+    return train, val
+
+
 def heldout_windows(books: list[bytes], window: int, max_windows: int | None = None) -> torch.Tensor:
     """Non-overlapping ``window``-byte windows of each held-out book (tails dropped): int64 [n, window].
 

@@ -11,6 +11,13 @@ generation_config.json, tokenizer.json, tokenizer_config.json, plus
 train_log.csv (one row per logged step), train_meta.json (settings, sizes, throughput),
 eval.json (held-out bits per byte at each context, task accuracy per length quartile, the
 reference continuation loss checked by the tests) and task_eval.csv (one row per task instance).
+
+Model selection: the last 4% of every training book is validation text (never trained on); the
+shipped weights are the checkpoint with the best validation bits per byte (usually the last step).
+The held-out books are measured alongside for the training curve but never used for a decision.
+torch.compile is optional (``compile=True``): at ~5M parameters and 64K-token batches the eager
+step is dominated by large fp32 tensors that the fast chunked paths already batch, and the compile
+warm-up (several graphs, forward and backward) would come out of the 5-minute budget.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from ..models.tokenizer import EOS_ID, PAD_ID, BOS_ID, build_byte_tokenizer
 from ..models.training_paths import fast_training_paths
 from ..synthetic_tasks import DEFAULT_MAX_LEN, DEFAULT_MIN_LEN, heldout_tasks
 from . import evaluate as ev
-from .data import BatchSampler, heldout_windows
+from .data import BatchSampler, heldout_windows, split_validation
 
 LN2 = math.log(2.0)
 
@@ -55,16 +62,19 @@ class TrainSettings:
     grad_clip: float = 1.0
     task_fraction: float = 0.25
     seed: int = 0
-    compile: bool = True
+    compile: bool = False            # torch.compile the layers (regional); see the module doc
     log_every: int = 10
-    val_every_s: float = 30.0        # held-out bpb on a few 2K windows this often (training curve)
+    val_every_s: float = 20.0        # validation + held-out bpb on 2K windows this often
+    val_fraction: float = 0.04       # last 4% of every training book: validation (model selection)
+    val_windows: int = 48            # 2K windows of validation text per evaluation
+    keep_best: bool = True           # ship the checkpoint with the best validation bpb (not the held-out books)
     ckpt_every_s: float = 90.0       # save the model folder this often while training
     data_dir: str | None = None
     device: str | None = None
     # evaluation after training
     eval_contexts: tuple = (2048, 16384)
     eval_max_windows: int | None = None   # cap on held-out windows per context (None = all)
-    eval_batch_tokens: int = 65536
+    eval_batch_tokens: int = 32768
     eval_tasks: int = 64
     eval_task_max_len: int = DEFAULT_MAX_LEN
     eval_task_batch: int = 16
@@ -177,14 +187,18 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     device = torch.device(s.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     torch.manual_seed(s.seed)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    if device.type == "cuda":  # the fp32 chunked GDN/SSD math stays true fp32 (no TF32)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
 
     train_paths, held_paths = train_books(s.data_dir), heldout_books(s.data_dir)
-    sampler = BatchSampler(read_books(train_paths), s.batch_size, s.seq_len, s.task_fraction, s.seed)
+    train_parts, val_parts = split_validation(read_books(train_paths), s.val_fraction)
+    sampler = BatchSampler(train_parts, s.batch_size, s.seq_len, s.task_fraction, s.seed)
     held = read_books(held_paths)
-    val_windows = heldout_windows(held, min(2048, s.seq_len), max_windows=s.batch_size)
+    win = min(2048, s.seq_len)
+    n_val = s.val_windows if s.size == "default" else min(s.val_windows, 4)
+    val_windows = heldout_windows(val_parts, win, max_windows=n_val) if val_parts else None
+    held_windows = heldout_windows(held, win, max_windows=n_val)
 
     model = build_model(s.arch, s.size, s.seed).to(device)
     n_params = sum(p.numel() for p in model.parameters())
@@ -192,6 +206,11 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
     opt = torch.optim.AdamW(_param_groups(model, s.weight_decay), lr=s.lr, betas=(0.9, 0.95), eps=1e-8,
                             fused=device.type == "cuda")
     if s.compile:
+        from torch import _dynamo
+
+        for name in ("cache_size_limit", "recompile_limit"):  # one graph per layer kind, not per layer
+            if hasattr(_dynamo.config, name):
+                setattr(_dynamo.config, name, max(64, getattr(_dynamo.config, name)))
         for layer in model.model.layers:   # regional compilation: identical layers share the code
             layer.compile()
     amp = dict(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
@@ -205,7 +224,8 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
           flush=True)
 
     log_path = folder / "train_log.csv"
-    fields = ["step", "tokens", "elapsed_s", "tok_per_s", "lr", "loss", "book_bpb", "task_loss_nats", "val_bpb"]
+    fields = ["step", "tokens", "elapsed_s", "tok_per_s", "lr", "loss", "book_bpb", "task_loss_nats", "val_bpb",
+              "heldout_bpb"]
     logf = open(log_path, "w", newline="")
     writer = csv.DictWriter(logf, fieldnames=fields)
     writer.writeheader()
@@ -217,6 +237,25 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
     step = tokens = 0
     acc = {"loss": 0.0, "book": 0.0, "task": 0.0, "n": 0}
     t_log, tok_log = t0, 0
+    best = {"val_bpb": float("inf"), "step": 0, "state": None}
+
+    def measure(windows):
+        model.eval()
+        tot = 0.0
+        with torch.no_grad(), torch.autocast(**amp), _eager():
+            for i in range(0, len(windows), s.batch_size):
+                w = windows[i:i + s.batch_size].to(device)
+                lg = model(input_ids=w, use_cache=False).logits
+                tot += float(F.cross_entropy(lg[:, :-1].float().transpose(1, 2), w[:, 1:], reduction="sum"))
+        model.train()
+        return tot / (windows.shape[0] * (windows.shape[1] - 1)) / LN2
+
+    def validate(step):
+        val = measure(val_windows) if val_windows is not None else float("nan")
+        if s.keep_best and val < best["val_bpb"]:
+            best.update(val_bpb=val, step=step,
+                        state={k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()})
+        return val, measure(held_windows)
     bar = tqdm(total=int(budget) if math.isfinite(budget) else s.max_steps, disable=not progress,
                desc=f"train {s.arch}", unit="s" if math.isfinite(budget) else "step")
     try:
@@ -253,14 +292,9 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
                 acc["task"] += task
                 acc["n"] += 1
                 now = time.time()
-                val_bpb = ""
+                val_bpb = held_bpb = ""
                 if now - last_val >= s.val_every_s:
-                    model.eval()
-                    with torch.no_grad(), torch.autocast(**amp), _eager():
-                        vl = model(input_ids=val_windows.to(device), use_cache=False).logits
-                        vn = F.cross_entropy(vl[:, :-1].float().transpose(1, 2), val_windows[:, 1:].to(device))
-                    model.train()
-                    val_bpb = float(vn) / LN2
+                    val_bpb, held_bpb = validate(step)
                     last_val = time.time()
                 last_step = s.max_steps is not None and step >= s.max_steps
                 if step % s.log_every == 0 or val_bpb != "" or step == 1 or last_step:
@@ -268,14 +302,14 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
                     row = {"step": step, "tokens": tokens, "elapsed_s": round(now - t0, 2),
                            "tok_per_s": round((tokens - tok_log) / max(now - t_log, 1e-9), 1), "lr": lr,
                            "loss": float(acc["loss"]) / n, "book_bpb": float(acc["book"]) / n / LN2,
-                           "task_loss_nats": float(acc["task"]) / n, "val_bpb": val_bpb}
+                           "task_loss_nats": float(acc["task"]) / n, "val_bpb": val_bpb, "heldout_bpb": held_bpb}
                     writer.writerow(row)
                     logf.flush()
                     acc = {"loss": 0.0, "book": 0.0, "task": 0.0, "n": 0}
                     t_log, tok_log = now, tokens
                     msg = (f"step {step} tok {tokens / 1e6:.1f}M {row['tok_per_s'] / 1e3:.0f}k tok/s lr {lr:.2e} "
                            f"loss {row['loss']:.3f} book {row['book_bpb']:.3f} bpb task {row['task_loss_nats']:.4f}"
-                           + (f" val {val_bpb:.3f} bpb" if val_bpb != "" else ""))
+                           + (f" | val {val_bpb:.3f} held-out {held_bpb:.3f} bpb" if val_bpb != "" else ""))
                     if progress:
                         bar.set_postfix_str(msg)
                     if step == 1 or val_bpb != "" or not progress:
@@ -293,8 +327,21 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
         bar.close()
         logf.close()
     train_s = time.time() - t0
+    final_val, final_held = validate(step)
+    writer_row = {"step": step, "tokens": tokens, "elapsed_s": round(train_s, 2), "tok_per_s": "", "lr": "",
+                  "loss": "", "book_bpb": "", "task_loss_nats": "", "val_bpb": final_val, "heldout_bpb": final_held}
+    with open(log_path, "a", newline="") as f:
+        csv.DictWriter(f, fieldnames=fields).writerow(writer_row)
+    selected = step
+    if s.keep_best and best["state"] is not None and best["step"] != step:
+        model.load_state_dict(best["state"])
+        selected = best["step"]
+    print(f"[train-demo] final validation {final_val:.4f} bpb (held-out {final_held:.4f}); best validation "
+          f"{best['val_bpb']:.4f} at step {best['step']}; shipping step {selected}", flush=True)
     meta.update({"steps": step, "tokens": tokens, "train_seconds": round(train_s, 1),
-                 "mean_tok_per_s": round(tokens / max(train_s, 1e-9), 1)})
+                 "mean_tok_per_s": round(tokens / max(train_s, 1e-9), 1), "selected_step": selected,
+                 "best_val_bpb": best["val_bpb"], "final_val_bpb": final_val, "final_heldout_bpb": final_held,
+                 "validation": f"last {s.val_fraction:.0%} of every training book"})
     print(f"[train-demo] trained {step} steps, {tokens / 1e6:.1f}M tokens in {train_s:.0f}s "
           f"({meta['mean_tok_per_s'] / 1e3:.0f}k tok/s); saving {folder}", flush=True)
     save_model_folder(model, folder)
@@ -311,7 +358,7 @@ def evaluate_folder(folder: Path, s: TrainSettings, device=None, progress: bool 
     from transformers import AutoModelForCausalLM
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.type == "cuda":  # true fp32 numbers (training turned TF32 on)
+    if device.type == "cuda":  # true fp32 numbers
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     t0 = time.time()

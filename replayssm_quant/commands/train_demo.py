@@ -33,7 +33,12 @@ def configure(parser):
     t.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
     t.add_argument("--task-fraction", type=float, default=0.25, help="fraction of rows that are task examples")
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--no-compile", action="store_true", help="do not torch.compile the layers")
+    t.add_argument("--compile", dest="compile", action="store_true", default=False,
+                   help="torch.compile every layer (regional); off by default: eager with the fast chunked "
+                        "paths is launch-light at this size and compile warm-up eats the time budget")
+    t.add_argument("--no-compile", dest="compile", action="store_false", help="eager (the default)")
+    t.add_argument("--keep-last", action="store_true",
+                   help="ship the last step instead of the best-validation checkpoint")
     t.add_argument("--device", default=None, help="cuda or cpu (default: cuda if available)")
     t.add_argument("--data-dir", default=None,
                    help=f"Gutenberg books folder (default: ${ENV_VAR} or ../shared/data/gutenberg beside the repo)")
@@ -61,7 +66,7 @@ def _settings(args, arch=None):
     return TrainSettings(
         arch=arch or args.arch, size=args.size, minutes=args.minutes, max_steps=args.steps,
         batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr, task_fraction=args.task_fraction,
-        seed=args.seed, compile=not args.no_compile, data_dir=args.data_dir, device=args.device,
+        seed=args.seed, compile=args.compile, keep_best=not args.keep_last, data_dir=args.data_dir, device=args.device,
         eval_contexts=contexts, eval_max_windows=args.eval_max_windows, eval_tasks=args.eval_tasks,
         eval_task_max_len=args.eval_task_max_len or DEFAULT_MAX_LEN)
 

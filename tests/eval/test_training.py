@@ -240,8 +240,13 @@ def test_train_save_reload_generate_report(tmp_path, monkeypatch):
     import pandas as pd
 
     log = pd.read_csv(folder / "train_log.csv")
-    assert log["step"].iloc[-1] == 6 and np.isfinite(log["loss"]).all()
-    assert log["loss"].iloc[-1] < log["loss"].iloc[0]            # it learns something in 6 steps
+    steps = log.dropna(subset=["loss"])
+    assert steps["step"].iloc[-1] == 6 and np.isfinite(steps["loss"]).all()
+    assert steps["loss"].iloc[-1] < steps["loss"].iloc[0]            # it learns something in 6 steps
+    final = log.iloc[-1]                                               # the closing validation row
+    assert final["step"] == 6 and 0 < final["val_bpb"] < 8.1 and 0 < final["heldout_bpb"] < 8.1
+    meta = json.loads((folder / "train_meta.json").read_text())
+    assert 1 <= meta["selected_step"] <= 6 and meta["best_val_bpb"] <= meta["final_val_bpb"] + 1e-9
     ev = json.loads((folder / "eval.json").read_text())
     assert set(ev["bpb"]) == {"128", "512"} and "bpb_tail" in ev["bpb"]["512"]
     assert 0 < ev["bpb"]["128"]["bpb"] < 8.1 and len(ev["task_accuracy"]["by_quartile"]) == 4
@@ -278,3 +283,14 @@ def test_cli_errors():
 
     assert main(["train-demo", "--arch", "gdn"]) == 2                       # no --out
     assert main(["train-demo", "--out", "/tmp/x", "--eval-contexts", "a,b"]) == 2
+
+
+def test_validation_split_is_disjoint_tail():
+    from replayssm_quant.eval.training.data import split_validation
+
+    books = [b"a" * 100 + b"B" * 4, b"c" * 50]
+    train, val = split_validation(books, 0.04)
+    assert train == [b"a" * 100, b"c" * 48] and val == [b"B" * 4, b"c" * 2]
+    assert [t + v for t, v in zip(train, val)] == books
+    with pytest.raises(ValueError, match="fraction"):
+        split_validation(books, 0.7)
