@@ -25,8 +25,7 @@ STORAGE_DTYPE = {"fp32": torch.float32, "bf16": torch.int16, "fp16": torch.int16
                  "fp8": torch.uint8, "e5m2": torch.uint8}
 
 ELEM_BLOCK = 1024
-NV_BR = 16     # rows per nvfp4 tile
-NV_BC = 128    # columns per nvfp4 tile (a multiple of 16)
+NV_NB = 128    # nvfp4 blocks (of 16 elements) per program
 
 
 @triton.jit
@@ -68,41 +67,41 @@ def _amax_kernel(x_ptr, amax_ptr, per, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _nvfp4_quantize_kernel(x_ptr, amax_ptr, codes_ptr, sb_ptr, senc_ptr, R, C, seed,
-                           SR: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
-    lead = tl.program_id(0).to(tl.int64)
-    r = tl.program_id(1) * BR + tl.arange(0, BR)[:, None]
-    c = tl.program_id(2) * BC + tl.arange(0, BC)[None, :]
-    m = (r < R) & (c < C)
-    idx = lead * R * C + r * C + c
-    x = tl.load(x_ptr + idx, mask=m, other=0.0)
-    amax = tl.load(amax_ptr + lead).to(tl.float32, bitcast=True)
+def _nvfp4_quantize_kernel(x_ptr, amax_ptr, codes_ptr, sb_ptr, senc_ptr, nblocks, per, seed,
+                           SR: tl.constexpr, NB: tl.constexpr):
+    """NB 16-element blocks per program; blocks are contiguous in the flat tensor (C % 16 == 0),
+    block b belongs to the leading index (16 b) // per (per = R * C)."""
+    blk = tl.program_id(0).to(tl.int64) * NB + tl.arange(0, NB)
+    bm = blk < nblocks
+    e = blk[:, None] * 16 + 2 * tl.arange(0, 8)[None, :]          # flat index of the even elements
+    xe = tl.load(x_ptr + e, mask=bm[:, None], other=0.0)
+    xo = tl.load(x_ptr + e + 1, mask=bm[:, None], other=0.0)
+    lead = (blk * 16) // per
+    amax = tl.load(amax_ptr + lead, mask=bm, other=0).to(tl.float32, bitcast=True)
     s_enc = rd.nvfp4_encode_scale(amax)
     if SR:
-        rb = rd.sr_bits(seed, idx, idx >> 32, 0, 0)
+        rb_e = rd.sr_bits(seed, e, e >> 32, 0, 0)
+        rb_o = rd.sr_bits(seed, e + 1, (e + 1) >> 32, 0, 0)
     else:
-        rb = None
-    codes, sbits = rd.nvfp4_encode(x, s_enc, SR, rb)
-    c2 = tl.program_id(2) * (BC // 2) + tl.arange(0, BC // 2)[None, :]
-    tl.store(codes_ptr + lead * R * (C // 2) + r * (C // 2) + c2, codes, mask=(r < R) & (c2 < C // 2))
-    c16 = tl.program_id(2) * (BC // 16) + tl.arange(0, BC // 16)[None, :]
-    tl.store(sb_ptr + lead * R * (C // 16) + r * (C // 16) + c16, sbits, mask=(r < R) & (c16 < C // 16))
-    if (tl.program_id(1) == 0) & (tl.program_id(2) == 0):
-        tl.store(senc_ptr + lead, s_enc)
+        rb_e = None
+        rb_o = None
+    codes, sbits = rd.nvfp4_encode_pairs(xe, xo, s_enc[:, None], SR, rb_e, rb_o)
+    tl.store(codes_ptr + blk[:, None] * 8 + tl.arange(0, 8)[None, :], codes, mask=bm[:, None])
+    tl.store(sb_ptr + blk, sbits, mask=bm)
+    tl.store(senc_ptr + lead, s_enc, mask=bm & ((blk * 16) % per == 0))
 
 
 @triton.jit
-def _nvfp4_dequantize_kernel(codes_ptr, sb_ptr, senc_ptr, out_ptr, R, C, BR: tl.constexpr, BC: tl.constexpr):
-    lead = tl.program_id(0).to(tl.int64)
-    r = tl.program_id(1) * BR + tl.arange(0, BR)[:, None]
-    c2 = tl.program_id(2) * (BC // 2) + tl.arange(0, BC // 2)[None, :]
-    c16 = tl.program_id(2) * (BC // 16) + tl.arange(0, BC // 16)[None, :]
-    codes = tl.load(codes_ptr + lead * R * (C // 2) + r * (C // 2) + c2, mask=(r < R) & (c2 < C // 2), other=0)
-    sbits = tl.load(sb_ptr + lead * R * (C // 16) + r * (C // 16) + c16, mask=(r < R) & (c16 < C // 16), other=0)
-    s_enc = tl.load(senc_ptr + lead)
-    y = rd.nvfp4_decode(codes, sbits, s_enc)
-    c = tl.program_id(2) * BC + tl.arange(0, BC)[None, :]
-    tl.store(out_ptr + lead * R * C + r * C + c, y, mask=(r < R) & (c < C))
+def _nvfp4_dequantize_kernel(codes_ptr, sb_ptr, senc_ptr, out_ptr, nblocks, per, NB: tl.constexpr):
+    blk = tl.program_id(0).to(tl.int64) * NB + tl.arange(0, NB)
+    bm = blk < nblocks
+    codes = tl.load(codes_ptr + blk[:, None] * 8 + tl.arange(0, 8)[None, :], mask=bm[:, None], other=0)
+    sbits = tl.load(sb_ptr + blk, mask=bm, other=0)
+    s_enc = tl.load(senc_ptr + (blk * 16) // per, mask=bm, other=1.0)
+    even, odd = rd.nvfp4_decode_pairs(codes, sbits, s_enc[:, None])
+    e = blk[:, None] * 16 + 2 * tl.arange(0, 8)[None, :]
+    tl.store(out_ptr + e, even, mask=bm[:, None])
+    tl.store(out_ptr + e + 1, odd, mask=bm[:, None])
 
 
 def _check_input(x: torch.Tensor) -> torch.Tensor:
@@ -148,10 +147,6 @@ def dequantize_elem(bits: torch.Tensor, fmt: str, out=None) -> torch.Tensor:
     return out
 
 
-def _nvfp4_grid(lead: int, R: int, C: int):
-    return (lead, triton.cdiv(R, NV_BR), triton.cdiv(C, NV_BC))
-
-
 def nvfp4_quantize(x: torch.Tensor, sr: bool = False, seed: int = 0, out=None):
     """float32 ``x [..., R, C]`` (C % 16 == 0) -> (codes uint8 [..., R, C//2],
     scale_bits uint8 [..., R, C//16], s_enc float32 [...]); ``out`` = optional tuple of the three."""
@@ -172,8 +167,9 @@ def nvfp4_quantize(x: torch.Tensor, sr: bool = False, seed: int = 0, out=None):
     amax = torch.zeros(L, dtype=torch.int32, device=dev)
     per = R * C
     _amax_kernel[(L, triton.cdiv(per, 4096))](x, amax, per, BLOCK=4096)
-    _nvfp4_quantize_kernel[_nvfp4_grid(L, R, C)](x, amax, codes, sbits, s_enc, R, C, seed,
-                                                 SR=bool(sr), BR=NV_BR, BC=NV_BC)
+    nblocks = L * R * C // 16
+    _nvfp4_quantize_kernel[(triton.cdiv(nblocks, NV_NB),)](x, amax, codes, sbits, s_enc, nblocks, per, seed,
+                                                           SR=bool(sr), NB=NV_NB)
     return codes, sbits, s_enc
 
 
@@ -191,6 +187,7 @@ def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch
         L *= d
     out = _check_out(out, (*lead_shape, R, C), torch.float32, codes.device, "nvfp4_dequantize")
     if L and R and C:
-        _nvfp4_dequantize_kernel[_nvfp4_grid(L, R, C)](codes.contiguous(), scale_bits.contiguous(),
-                                                       s_enc.contiguous(), out, R, C, BR=NV_BR, BC=NV_BC)
+        nblocks = L * R * C // 16
+        _nvfp4_dequantize_kernel[(triton.cdiv(nblocks, NV_NB),)](codes.contiguous(), scale_bits.contiguous(),
+                                                                 s_enc.contiguous(), out, nblocks, R * C, NB=NV_NB)
     return out

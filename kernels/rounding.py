@@ -15,12 +15,20 @@ Public (all ``@triton.jit``):
 * ``nvfp4_encode_scale(amax)`` -> s_enc (fp32; 1 when amax is 0).
 * ``nvfp4_encode(x [R, C], s_enc, SR, rbits)`` -> (codes uint8 [R, C//2], scale_bits uint8 [R, C//16]).
 * ``nvfp4_decode(codes, scale_bits, s_enc)`` -> fp32 [R, C].
+* ``nvfp4_encode_pairs`` / ``nvfp4_decode_pairs``: the same on blocks laid out as rows
+  (even and odd elements as two ``[NB, 8]`` tiles; no reshapes, cheaper to compile).
 * ``sr_bits(seed, c0, c1, c2, c3)`` -> uint32 Philox bits (10 rounds).
 
 ``FMT`` is a ``tl.constexpr`` from :data:`FORMAT_CODE`; ``rbits`` is a uint32
 (or int32) tensor shaped like ``x``, only read when ``SR`` is true (pass
-``None`` otherwise). ``s_enc`` is an fp32 scalar or a tensor broadcastable
-against ``[R, C]`` (e.g. ``[R, 1]``).
+``None`` otherwise). For ``nvfp4_encode``/``nvfp4_decode`` ``s_enc`` is one fp32
+scalar per tile; the ``_pairs`` variants also take ``[NB, 1]``.
+
+Division: Triton 3.6 lowers fp32 ``a / b`` to ``div.full.f32`` on NVIDIA GPUs
+(up to 2 ulp off; triton-lang/triton#10661), so every division here is
+``tl.math.div_rn`` (IEEE round-to-nearest, ``div.rn.f32``), which the
+interpreter also computes exactly. Kernels that must match a torch reference
+bit for bit should do the same.
 """
 
 from __future__ import annotations
@@ -158,20 +166,66 @@ def nvfp4_amax(x):
 def nvfp4_encode_scale(amax):
     """Second-level encode scale s_enc = fp32(2688 / amax), capped at FLT_MAX; 1 where amax == 0."""
     safe = tl.where(amax == 0, 1.0, amax)
-    s = tl.minimum(2688.0 / safe, 3.4028234663852886e38)
+    s = tl.minimum(tl.math.div_rn(tl.full(safe.shape, 2688.0, tl.float32), safe), 3.4028234663852886e38)
     return tl.where(amax == 0, 1.0, s)
 
 
 @triton.jit
-def _nvfp4_blocks_to_elems(v, R: tl.constexpr, C: tl.constexpr):
-    """[R, C//16] -> [R, C], each block value repeated over its 16 elements."""
-    v3 = tl.broadcast_to(tl.reshape(v, (R, C // 16, 1)), (R, C // 16, 16))
-    return tl.reshape(v3, (R, C))
+def _nvfp4_prep(x, s_enc):
+    """NaN -> 0 and +-inf -> +-FLT_MAX, then xs = fp32(x * s_enc); returns (xs, isnan)."""
+    x = x.to(tl.float32)
+    nan = x != x
+    xf = tl.where(nan, 0.0, x)
+    xf = tl.minimum(tl.maximum(xf, -3.4028234663852886e38), 3.4028234663852886e38)
+    return xf * s_enc, nan
+
+
+@triton.jit
+def _nvfp4_elem_codes(xs, s_b, SR: tl.constexpr, rbits):
+    """E2M1 bits of fp32(xs / s_b) (RNE or SR); 0 (with the sign of xs) where s_b == 0."""
+    s_full = tl.broadcast_to(s_b, xs.shape)
+    zero_scale = s_full == 0
+    q_in = tl.where(zero_scale, xs * 0.0, tl.math.div_rn(xs, tl.where(zero_scale, 1.0, s_full)))
+    return _encode_ieee(q_in, 4, 1, 1, 0x7, -1, SR, rbits)
+
+
+@triton.jit
+def nvfp4_encode_pairs(x_even, x_odd, s_enc, SR: tl.constexpr, rb_even, rb_odd):
+    """NVFP4-encode NB blocks laid out as rows: ``x_even`` / ``x_odd`` fp32 ``[NB, 8]`` hold
+    elements 0, 2, ..., 14 and 1, 3, ..., 15 of each 16-element block; ``s_enc`` a scalar or
+    ``[NB, 1]``; ``rb_even`` / ``rb_odd`` uint32 ``[NB, 8]`` (SR only).
+
+    Returns ``(codes uint8 [NB, 8], scale_bits uint8 [NB])``: byte i of a block = element 2i
+    (low nibble) | element 2i+1 (high nibble). A block with a NaN gets scale bits 0x7F and
+    zero codes.
+    """
+    xe, ne = _nvfp4_prep(x_even, s_enc)
+    xo, no = _nvfp4_prep(x_odd, s_enc)
+    bmax = tl.maximum(tl.max(tl.abs(xe), axis=1), tl.max(tl.abs(xo), axis=1))
+    sbits = _encode_ieee(tl.math.div_rn(bmax, tl.full(bmax.shape, 6.0, tl.float32)), 8, 3, 7, 0x7E, 0x7F, False, None)
+    s_b = _decode_ieee(sbits, 8, 4, 3, 7, 0x7F, False, 0.001953125)[:, None]
+    bnan = tl.maximum(tl.max(ne.to(tl.int32), axis=1), tl.max(no.to(tl.int32), axis=1)) > 0
+    codes = _nvfp4_elem_codes(xe, s_b, SR, rb_even) | (_nvfp4_elem_codes(xo, s_b, SR, rb_odd) << 4)
+    codes = tl.where(bnan[:, None], 0, codes).to(tl.uint8)
+    sbits = tl.where(bnan, 0x7F, sbits).to(tl.uint8)
+    return codes, sbits
+
+
+@triton.jit
+def nvfp4_decode_pairs(codes, scale_bits, s_enc):
+    """Inverse of :func:`nvfp4_encode_pairs`: ``codes uint8 [NB, 8]``, ``scale_bits uint8 [NB]``,
+    ``s_enc`` scalar or ``[NB, 1]`` -> ``(even, odd)`` fp32 ``[NB, 8]``; value = fp32(fp32(q * s_b) / s_enc)."""
+    c = codes.to(tl.int32) & 0xFF
+    s_b = _decode_ieee(scale_bits.to(tl.int32) & 0xFF, 8, 4, 3, 7, 0x7F, False, 0.001953125)[:, None]
+    ne = _decode_ieee(c & 0xF, 4, 2, 1, 1, -1, False, 0.5) * s_b
+    no = _decode_ieee(c >> 4, 4, 2, 1, 1, -1, False, 0.5) * s_b
+    return tl.math.div_rn(ne, tl.broadcast_to(s_enc, ne.shape)), tl.math.div_rn(no, tl.broadcast_to(s_enc, no.shape))
 
 
 @triton.jit
 def nvfp4_encode(x, s_enc, SR: tl.constexpr, rbits):
-    """NVFP4-encode an fp32 tile ``[R, C]`` (C a multiple of 16) with encode scale ``s_enc``.
+    """NVFP4-encode an fp32 tile ``[R, C]`` (C a multiple of 16) with encode scale ``s_enc``
+    (a scalar for the whole tile).
 
     Returns ``(codes uint8 [R, C//2], scale_bits uint8 [R, C//16])``; element 2i in the
     low nibble. SR applies to the element codes (block scales are RNE). A block with
@@ -180,35 +234,23 @@ def nvfp4_encode(x, s_enc, SR: tl.constexpr, rbits):
     R: tl.constexpr = x.shape[0]
     C: tl.constexpr = x.shape[1]
     tl.static_assert(C % 16 == 0, "nvfp4_encode: C must be a multiple of 16")
-    x = x.to(tl.float32)
-    nan = x != x
-    xf = tl.where(nan, 0.0, x)
-    xf = tl.minimum(tl.maximum(xf, -3.4028234663852886e38), 3.4028234663852886e38)
-    xs = xf * s_enc
-    bmax = tl.max(tl.reshape(tl.abs(xs), (R, C // 16, 16)), axis=2)
-    sbits = _encode_ieee(bmax / 6.0, 8, 3, 7, 0x7E, 0x7F, False, None)
-    s_b = _decode_ieee(sbits, 8, 4, 3, 7, 0x7F, False, 0.001953125)
-    bnan = tl.max(tl.reshape(nan.to(tl.int32), (R, C // 16, 16)), axis=2) > 0
-    s_full = _nvfp4_blocks_to_elems(s_b, R, C)
-    zero_scale = s_full == 0
-    q_in = tl.where(zero_scale, xs * 0.0, xs / tl.where(zero_scale, 1.0, s_full))
-    qb = _encode_ieee(q_in, 4, 1, 1, 0x7, -1, SR, rbits)
-    nan_full = _nvfp4_blocks_to_elems(bnan.to(tl.int32), R, C) != 0
-    qb = tl.where(nan_full, 0, qb)
-    lo, hi = tl.split(tl.reshape(qb, (R, C // 2, 2)))
-    codes = (lo | (hi << 4)).to(tl.uint8)
-    sbits = tl.where(bnan, 0x7F, sbits).to(tl.uint8)
-    return codes, sbits
+    NB: tl.constexpr = R * C // 16
+    xe, xo = tl.split(tl.reshape(x, (NB, 8, 2)))
+    if SR:
+        re, ro = tl.split(tl.reshape(rbits, (NB, 8, 2)))
+    else:
+        re = None
+        ro = None
+    codes, sbits = nvfp4_encode_pairs(xe, xo, s_enc, SR, re, ro)
+    return tl.reshape(codes, (R, C // 2)), tl.reshape(sbits, (R, C // 16))
 
 
 @triton.jit
 def nvfp4_decode(codes, scale_bits, s_enc):
-    """Decode NVFP4 ``codes uint8 [R, C//2]``, ``scale_bits uint8 [R, C//16]`` -> fp32 ``[R, C]``;
-    value = fp32(fp32(q * s_b) / s_enc)."""
+    """Decode NVFP4 ``codes uint8 [R, C//2]``, ``scale_bits uint8 [R, C//16]`` with a scalar
+    ``s_enc`` -> fp32 ``[R, C]``; value = fp32(fp32(q * s_b) / s_enc)."""
     R: tl.constexpr = codes.shape[0]
     C: tl.constexpr = codes.shape[1] * 2
-    c = codes.to(tl.int32) & 0xFF
-    qb = tl.reshape(tl.join(c & 0xF, c >> 4), (R, C))
-    q = _decode_ieee(qb, 4, 2, 1, 1, -1, False, 0.5)
-    s_b = _decode_ieee(scale_bits.to(tl.int32) & 0xFF, 8, 4, 3, 7, 0x7F, False, 0.001953125)
-    return (q * _nvfp4_blocks_to_elems(s_b, R, C)) / s_enc
+    NB: tl.constexpr = R * C // 16
+    even, odd = nvfp4_decode_pairs(tl.reshape(codes, (NB, 8)), tl.reshape(scale_bits, (NB,)), s_enc)
+    return tl.reshape(tl.join(even, odd), (R, C))
