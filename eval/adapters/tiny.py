@@ -59,7 +59,24 @@ def tiny_model(arch: str, seed: int = 0, vocab_size: int = 264):
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     _mamba2_time_steps(model)
+    _visible_state(model)
     return model.eval()
+
+
+def _visible_state(model) -> None:
+    """Peaked output distributions (lm_head x 30: random logits are otherwise ~0.5 wide, so any KL
+    is ~1e-8) and slow GDN decays (A in [0.01, 0.3]; the stock init up to 16 forgets the state within
+    a step), so that state precision shows in the KL of a tiny random model."""
+    import torch
+
+    from .families import GDN, family_of
+
+    g = torch.Generator().manual_seed(4321)
+    with torch.no_grad():
+        model.get_output_embeddings().weight.mul_(30.0)
+        for m in model.modules():
+            if family_of(m) is GDN:
+                m.A_log.copy_(torch.log(torch.rand(m.A_log.shape, generator=g) * 0.29 + 0.01))
 
 
 def _mamba2_time_steps(model) -> None:

@@ -1,0 +1,115 @@
+"""KL harness: batched KL equals per-variant sessions, resume equals an uninterrupted run, report tables."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from replayssm_quant.eval.adapters.tiny import tiny_model
+from replayssm_quant.eval.data import Document
+from replayssm_quant.eval.decode import DecodeSession, parse_variant
+from replayssm_quant.eval.kl import KLSettings, kl_batch, run_kl, with_reference
+from replayssm_quant.eval.report import build_report, load_tables, log2_buckets, quartiles
+from replayssm_quant.eval.results import ResultsStore
+
+P, N = 6, 12
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model("qwen3_5", seed=3)
+
+
+def _docs(n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [Document(f"text{i}#0", torch.randint(0, 256, (P + N + 1,), generator=g)) for i in range(n)]
+
+
+def test_kl_batch_matches_separate_sessions(model):
+    """KL and NLL from one batched session == computed by hand from one session per variant."""
+    docs = _docs(2)
+    tokens = torch.stack([d.tokens for d in docs])
+    variants = with_reference([parse_variant(v) for v in ["nvfp4+sr", "conventional:fp8+sr", "nvfp4/fp8+sr"]])
+    st = KLSettings(prefill=P, tokens=N, window=4, seed=5, backend="torch")
+    kl, nll, secs = kl_batch(model, tokens, variants, st, seed=5)
+    assert kl.shape == (4, 2, N) and nll.shape == (4, 2, N) and secs > 0
+    assert np.all(kl[0] == 0)
+    per = []
+    for v in variants:
+        with DecodeSession(model, [v], window=4, seed=5, backend="torch") as s:
+            s.prefill(tokens[:, :P])
+            per.append(torch.stack([torch.log_softmax(s.step(tokens[:, P + t]), -1) for t in range(N)], 1))
+    ref = per[0]
+    for i in range(1, 4):
+        want = (ref.exp() * (ref - per[i])).sum(-1).numpy()
+        np.testing.assert_allclose(kl[i], want, rtol=1e-3, atol=1e-6)
+        assert kl[i].mean() > 1e-6, f"{variants[i].label}: no KL at all"
+    want_nll = -per[2].gather(2, tokens[:, P + 1:P + N + 1, None])[..., 0].numpy()
+    np.testing.assert_allclose(nll[2], want_nll, rtol=1e-4, atol=1e-5)
+
+
+def test_resume_equals_uninterrupted(model, tmp_path):
+    docs = _docs(3, seed=1)
+    variants = [parse_variant(v) for v in ["fp8+sr", "nvfp4/fp8+sr"]]
+    st = KLSettings(prefill=P, tokens=N, window=4, seed=2, batch_docs=2, backend="torch")
+    cfg = {"model": "tiny", "data": None, "text_field": "text", "prefill": P, "tokens": N, "window": 4, "seed": 2,
+           "batch_docs": 2, "docs": 3, "variants": [v.label for v in with_reference(variants)]}
+    full = ResultsStore(tmp_path / "full")
+    full.open(cfg)
+    run_kl(model, docs, variants, st, full, progress=False)
+    part = ResultsStore(tmp_path / "part")
+    part.open(cfg)
+    s1 = run_kl(model, docs, variants, st, part, progress=False, stop_after_batches=1)  # "interrupted"
+    assert s1["records_written"] == 2 * 3
+    # a half-written record (npz but no json) counts as not done
+    (tmp_path / "part" / "records" / "d0002").mkdir(parents=True)
+    (tmp_path / "part" / "records" / "d0002" / "fp8+sr.npz").write_bytes(b"garbage")
+    s2 = run_kl(model, docs, variants, st, part, progress=False)
+    assert s2["batches"] == 1 and s2["records_written"] == 3
+    assert run_kl(model, docs, variants, st, part, progress=False)["batches"] == 0   # nothing left
+    build_report(tmp_path / "full")
+    build_report(tmp_path / "part")
+    a = (tmp_path / "full" / "results.csv").read_text()
+    assert a == (tmp_path / "part" / "results.csv").read_text()
+    assert (tmp_path / "full" / "buckets.csv").read_text() == (tmp_path / "part" / "buckets.csv").read_text()
+    assert len(pd.read_csv(tmp_path / "full" / "results.csv")) == 9
+    # another setting in the same folder is refused
+    with pytest.raises(ValueError, match="other settings"):
+        part.open(dict(cfg, prefill=P + 1))
+
+
+def test_report_tables(tmp_path):
+    """Report numbers come from the stored arrays: bucket means, quartiles, shared/separate ratio."""
+    store = ResultsStore(tmp_path)
+    labels = ["fp32", "nvfp4+sr", "nvfp4/fp8+sr", "conventional:fp8+sr"]
+    store.open({"model": "m", "prefill": 4, "tokens": 10, "window": 16, "seed": 0, "batch_docs": 2,
+                "variants": labels, "docs": 2})
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for d in range(2):
+        for lab in labels:
+            v = parse_variant(lab)
+            kl = np.zeros(10) if v.is_reference else rng.uniform(0.1, 1.0, 10) * (10 if lab == "nvfp4+sr" else 1)
+            arrays[(d, lab)] = kl
+            store.write_record(d, v.slug, {"doc": f"d{d:04d}", "doc_id": f"x#{d}", "variant": lab,
+                                           "spec": v.spec.text, "mode": v.mode, "batch": 0, "mean_kl": kl.mean(),
+                                           "mean_nll": 1.0}, kl, np.ones(10))
+    store.write_batch(0, {"rows": 8, "decode_steps": 10, "decode_seconds": 2.0, "device": "cpu"})
+    assert log2_buckets(10) == [(1, 1), (2, 3), (4, 7), (8, 10)]
+    assert quartiles(10) == [(1, 2), (3, 5), (6, 8), (9, 10)]
+    t = load_tables(tmp_path)
+    want = np.mean(np.concatenate([arrays[(d, "nvfp4+sr")][7:10] for d in range(2)]))
+    assert t["buckets"].loc["nvfp4+sr", "8-10"] == pytest.approx(want)
+    want_q = np.mean(np.concatenate([arrays[(d, "nvfp4/fp8+sr")][2:5] for d in range(2)]))
+    assert t["quartiles"].loc["nvfp4/fp8+sr", "3-5"] == pytest.approx(want_q)
+    assert list(t["ratios"].index) == ["nvfp4+sr / nvfp4/fp8+sr"]
+    sep = np.mean(np.concatenate([arrays[(d, "nvfp4/fp8+sr")][7:10] for d in range(2)]))
+    assert t["ratios"].loc["nvfp4+sr / nvfp4/fp8+sr", "8-10"] == pytest.approx(want / sep)
+    md = build_report(tmp_path).read_text()
+    assert f"{want / sep:.3g}x" in md and "tokens/s" in md
+    for f in ("results.csv", "buckets.csv", "quartiles.csv", "ratios.csv", "kl_vs_position.png", "ratio_vs_position.png"):
+        assert (tmp_path / f).stat().st_size > 0
+    cfg = json.loads((tmp_path / "run.json").read_text())
+    assert cfg["variants"] == labels
