@@ -131,3 +131,43 @@ def test_formats_check_script_smoke(tmp_path):
     assert df.mismatches_quantize.sum() == 0 and df.mismatches_dequantize.sum() == 0
     rep = (tmp_path / "report.md").read_text()
     assert "all bits equal" in rep and "torch" in rep and "--small" in rep
+
+
+_XCOMPILE = r'''
+import re, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from replayssm_quant.kernels import quantize as kq
+tgt = GPUTarget("cuda", 90, 32)
+jobs = [
+    (kq._quantize_elem_kernel, {"x_ptr": "*fp32", "out_ptr": "*u8", "n": "i32", "seed": "i32", "FMT": "constexpr",
+                                "SR": "constexpr", "BLOCK": "constexpr"}, {"FMT": 3, "SR": True, "BLOCK": 1024}),
+    (kq._nvfp4_quantize_kernel, {"x_ptr": "*fp32", "amax_ptr": "*i32", "codes_ptr": "*u8", "sb_ptr": "*u8",
+                                 "senc_ptr": "*fp32", "nblocks": "i32", "per": "i32", "seed": "i32",
+                                 "SR": "constexpr", "NB": "constexpr"}, {"SR": True, "NB": 128}),
+    (kq._nvfp4_dequantize_kernel, {"codes_ptr": "*u8", "sb_ptr": "*u8", "senc_ptr": "*fp32", "out_ptr": "*fp32",
+                                   "nblocks": "i32", "per": "i32", "NB": "constexpr"}, {"NB": 128}),
+]
+for fn, sig, const in jobs:
+    ptx = triton.compile(ASTSource(fn, sig, const), target=tgt).asm["ptx"]
+    divs = sorted(set(re.findall(r"\bdiv\.[a-z]+\.f32", ptx)))
+    print(fn.__name__, divs, len(re.findall(r"\.ftz\.", ptx)))
+'''
+
+
+def test_kernels_compile_for_sm90_with_ieee_division():
+    """Cross-compile the launch kernels to PTX for an H100/H200 (sm_90) on this machine (no GPU
+    needed): they must compile, and every fp32 division must be IEEE div.rn (Triton's own '/'
+    would give div.full.f32, up to 2 ulp off), with no flush-to-zero instructions."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", _XCOMPILE], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in r.stdout.strip().splitlines())
+    assert set(lines) == {"_quantize_elem_kernel", "_nvfp4_quantize_kernel", "_nvfp4_dequantize_kernel"}
+    for name, rest in lines.items():
+        assert "div.full" not in rest and "div.approx" not in rest and rest.endswith(" 0"), (name, rest)
+    assert "div.rn.f32" in lines["_nvfp4_quantize_kernel"] and "div.rn.f32" in lines["_nvfp4_dequantize_kernel"]
