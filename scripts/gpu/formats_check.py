@@ -299,7 +299,6 @@ def main():
     dev = "cuda" if (torch.cuda.is_available() and not ARGS.small) else "cpu"
     n = ARGS.n or (6000 if ARGS.small else 10 ** 7)
     t0 = time.time()
-    torch.set_num_threads(max(torch.get_num_threads(), 1))
     checks = run_checks(n, dev, ARGS.seed)
     bench = run_bench(ARGS.bench_elems, dev) if dev == "cuda" else pd.DataFrame()
     df = pd.concat([checks, bench], ignore_index=True)
