@@ -58,6 +58,8 @@ def plot_deltas(table, path: Path) -> Path:
             ax.grid(axis="y", alpha=0.3)
             if j == 0:
                 ax.set_ylabel("accuracy change vs fp32 (pp)")
+    lo, hi = axes[0][0].get_ylim()  # shared y: keep at least +-5 pp visible (all-zero panels otherwise collapse)
+    axes[0][0].set_ylim(min(lo, -5.0), max(hi, 5.0))
     handles, labels = axes[0][0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="upper center", ncol=min(6, len(labels)), fontsize=8,

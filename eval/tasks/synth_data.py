@@ -17,7 +17,10 @@ def load(synth_task: str, **_metadata):
 
     Extra keyword arguments (lm-eval passes the run's metadata / model_args) are ignored.
     """
+    import hashlib
+
     import datasets
+    import pyarrow as pa
 
     path = HERE / f"synth_{synth_task}.jsonl"
     if not path.exists():
@@ -26,7 +29,12 @@ def load(synth_task: str, **_metadata):
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     for r in rows:
         r.pop("until", None)  # a list column; the stop string lives in the YAML
-    return datasets.DatasetDict({"test": datasets.Dataset.from_list(rows)})
+    # An explicit fingerprint (hash of the file) spares datasets from hashing the table with dill, which
+    # fails when pyarrow is imported from outside a 'site-packages' folder (pip --target installs):
+    # dill then pickles the pyarrow module by value.
+    fp = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    table = datasets.Dataset(pa.Table.from_pylist(rows), fingerprint=f"replayssm_synth_{synth_task}_{fp}")
+    return datasets.DatasetDict({"test": table})
 
 
 def process_results(doc: dict, results: list[str]) -> dict:
