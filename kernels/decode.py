@@ -116,7 +116,7 @@ def _decode_step_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
     hp0, hp1, hp2, lp0, lp1, lp2,
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr,
-    seed, HV, K, V, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr,
+    seed, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr,
     BK: tl.constexpr, BV: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
 ):
@@ -152,7 +152,7 @@ def _decode_step_kernel(
         if h + 1 >= L:
             # ---- flush: S_hp + ring replayed in registers (corrections recomputed) -> both checkpoints
             S = _load_tile(hp0, hp1, hp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_HP, BK)
-            for j in range(0, L1):  # ring entries 0..h-1 (loop bound kept a plain int for the interpreter)
+            for j in tl.range(0, L1, loop_unroll_factor=1):  # ring entries 0..h-1 (constexpr bound: interpreter)
                 if j < h:
                     e = ring0 + j
                     aj = tl.exp(_load_decay(rg_ptr, e, offs_k, mk, GK, BK))
@@ -267,13 +267,13 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     hp0, hp1, hp2 = cache.hp.tensors()
     lp0, lp1, lp2 = cache.lp.tensors()
     grid = (B, HV, triton.cdiv(V, BV))
-    num_warps = 8 if BV * BK >= 8192 else 4
+    num_warps = max(4, min(16, BV * BK // 1024))   # <= 32 state elements per thread
     _decode_step_kernel[grid](
         q, k, v, g, beta, slot_idx, out,
         hp0, hp1, hp2, lp0, lp1, lp2,
         cache.ring_g, cache.ring_k, cache.ring_v, cache.ring_beta, cache.ring_u,
         cache.ring_count, cache.flush_count,
-        cache.seed, HV, K, V, L=cache.window, L1=cache.ring_k.shape[2], L1P=max(2, triton.next_power_of_2(cache.ring_k.shape[2])),
+        cache.seed, HV, K=K, V=V, L=cache.window, L1=cache.ring_k.shape[2], L1P=max(2, triton.next_power_of_2(cache.ring_k.shape[2])),
         BK=BK, BV=BV, GK=K if cache.per_key else 1, DELTA=cache.delta,
         FMT_HP=FORMAT_CODE[cache.spec.recur.name], FMT_LP=FORMAT_CODE[cache.spec.read.name],
         SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag,
