@@ -26,11 +26,17 @@ HEADLINE = ("nvfp4+sr", "nvfp4/fp8+sr")
 
 
 def log2_buckets(n: int) -> list[tuple[int, int]]:
-    """Inclusive 1-based position ranges ``[1,1], [2,3], [4,7], ...`` covering ``1..n``."""
+    """Inclusive 1-based position ranges ``[1,1], [2,3], [4,7], ...`` covering ``1..n``.
+
+    A last bucket holding a single position (n a power of two) is merged into the one before:
+    ``n = 8`` gives ``[1,1], [2,3], [4,8]``.
+    """
     out, lo = [], 1
     while lo <= n:
         out.append((lo, min(2 * lo - 1, n)))
         lo *= 2
+    if len(out) > 2 and out[-1][0] == out[-1][1]:
+        out[-2:] = [(out[-2][0], out[-1][1])]
     return out
 
 

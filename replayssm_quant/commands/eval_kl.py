@@ -88,8 +88,7 @@ def run(args):
                 "prefill": args.prefill, "tokens": args.tokens, "window": args.window, "seed": args.seed,
                 "batch_docs": args.batch_docs, "docs": len(docs),
                 "variants": [v.label for v in with_reference(variants)],
-                "command": "replayssm-quant " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("replayssm-quant")
-                else shlex.join(sys.argv), "env": _env()})
+                "command": "replayssm-quant " + shlex.join(sys.argv[1:]), "env": _env()})
     summary = run_kl(lm.model, docs, variants, st, store, progress=not args.no_progress)
     tps = summary["row_tokens_per_s"]
     print(f"{summary['records_written']} records written in {summary['batches']} batches"

@@ -98,6 +98,7 @@ def test_report_tables(tmp_path):
                                            "mean_nll": 1.0}, kl, np.ones(10))
     store.write_batch(0, {"rows": 8, "decode_steps": 10, "decode_seconds": 2.0, "device": "cpu"})
     assert log2_buckets(10) == [(1, 1), (2, 3), (4, 7), (8, 10)]
+    assert log2_buckets(8) == [(1, 1), (2, 3), (4, 8)]
     assert quartiles(10) == [(1, 2), (3, 5), (6, 8), (9, 10)]
     t = load_tables(tmp_path)
     want = np.mean(np.concatenate([arrays[(d, "nvfp4+sr")][7:10] for d in range(2)]))

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# KL report (issue 5) of the embedded models on their held-out books, on the GPU, in one go.
+#
+#   bash scripts/gpu/kl.sh --out "$OUT" [--model gdn-demo|mamba2-demo ...] [any other `replayssm-quant eval` option]
+#
+# Per model: prefill 1024 tokens (fp32 model path), then 4096 teacher-forced decode tokens for 32
+# held-out windows (2 batches of 16 documents; 131072 tokens per spec, twice the 65536 asked), with
+# the fp32 reference and the specs fp32 (replay), bf16, fp16, fp8+sr, nvfp4+sr, nvfp4/fp16,
+# nvfp4/fp8+sr, fp8/fp16, conventional:fp16+sr, conventional:fp8+sr side by side (batch rows =
+# (spec, document) pairs, 11 x 16 = 176 rows). Triton state-cache kernels.
+# Estimate (not measured on the H200 yet): ~15-25 ms per decode step (launch-bound: ~6 SSM layers x
+# 11 caches), 2 x 4096 steps -> ~2-4 min per model plus Triton compile. If the 10-minute limit cuts
+# a run, rerun the same command: finished batches are kept and the run resumes.
+# Writes OUT/kl/<model>/ (run.json, records/, report.md, results.csv, buckets.csv, quartiles.csv,
+# ratios.csv, kl_vs_position.png, ratio_vs_position.png) and OUT/kl/<model>.log.
+# Copy OUT/kl/<model>/ to reports/kl/<model>/ to commit it (records/ may be left out: the CSVs hold
+# the tables; `replayssm-quant report DIR` needs records/).
+set -uo pipefail
+OUT_DIR=""
+ARGS=()
+MODELS=(gdn-demo mamba2-demo)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) OUT_DIR="$2"; shift 2 ;;
+    --model) MODELS=(); shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do MODELS+=("$1"); shift; done ;;
+    *) ARGS+=("$1"); shift ;;
+  esac
+done
+if [ -z "$OUT_DIR" ]; then
+  echo "usage: bash scripts/gpu/kl.sh --out DIR [--model M ...] [eval options]" >&2
+  exit 2
+fi
+source scripts/gpu/setup.sh
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
+mkdir -p "$OUT_DIR/kl"
+export TQDM_MININTERVAL=15
+rc=0
+for m in "${MODELS[@]}"; do
+  echo "=== $m ==="
+  ( time python3 -m replayssm_quant eval --model "$m" \
+      --prefill 1024 --tokens 4096 --docs 32 --batch-docs 16 \
+      --state fp32 --state bf16 --state fp16 --state fp8+sr --state nvfp4+sr --state nvfp4/fp16 \
+      --state nvfp4/fp8+sr --state fp8/fp16 --state conventional:fp16+sr --state conventional:fp8+sr \
+      --device cuda --backend triton --out "$OUT_DIR/kl/$m" "${ARGS[@]}" ) 2>&1 \
+    | grep --line-buffered -v "^\[transformers\]" | tee "$OUT_DIR/kl/$m.log"
+  r=${PIPESTATUS[0]}
+  [ "$r" -ne 0 ] && rc=$r
+  [ -f "$OUT_DIR/kl/$m/report.md" ] && sed -n '/## Headline/,/## Mean KL per log2/p' "$OUT_DIR/kl/$m/report.md"
+done
+exit $rc
