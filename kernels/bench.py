@@ -108,8 +108,15 @@ def rotation(bytes_per_slot: int, batch: int, cap: int = 64) -> int:
     return int(min(cap, max(1, math.ceil(4 * L2_BYTES / max(1, bytes_per_slot * batch)))))
 
 
-def bench_kernel(family, spec, mode, batch, shape, window, timer, device, block_v=None):
-    """Time one decode configuration; returns a dict row."""
+def bench_inputs(family, batch, shape, window, device):
+    """``window`` steps of bf16 decode inputs for ``batch`` rows, drawn on the device."""
+    gen = torch.Generator(device=device).manual_seed(batch)
+    return random_decode_inputs(family, window, batch, shape["num_heads"], shape["head_k"], shape["head_v"],
+                                dtype=torch.bfloat16, device=device, generator=gen)
+
+
+def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, block_v=None):
+    """Time one decode configuration on inputs ``x`` (:func:`bench_inputs`); returns a dict row."""
     probe = SSMStateCache(family, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"],
                           window=window, mode=mode, backend="torch")
     ckpt_bytes = probe.hp.bytes_per_slot() + (0 if probe.spec.shared else probe.lp.bytes_per_slot())
@@ -119,9 +126,6 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, block_
     if block_v:
         cache.block_v = block_v
     _fill_states(cache, 7)
-    x = random_decode_inputs(family, window, batch, cache.num_heads, cache.head_k, cache.head_v,
-                             dtype=torch.bfloat16, device=device,
-                             generator=torch.Generator().manual_seed(batch))
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
     out = torch.empty(batch, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
 
@@ -140,7 +144,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, block_
     row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,
                min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9, rotation=R,
                block_v=choose_block_v(cache, batch), finite=bool(torch.isfinite(out).all()))
-    del cache, x, out
+    del cache, out
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return row
@@ -154,8 +158,7 @@ def bench_fla(batch, shape, window, timer, device):
     H = HV // 2
     state_bytes = HV * K * V * 4
     R = rotation(state_bytes, batch)
-    x = random_decode_inputs("gdn", 1, batch, HV, K, V, dtype=torch.bfloat16, device=device,
-                             generator=torch.Generator().manual_seed(batch))
+    x = bench_inputs("gdn", batch, shape, 1, device)
     q = x["q"][:, :, :H].transpose(0, 1).contiguous()       # [B, 1, H, K]
     k = x["k"][:, :, :H].transpose(0, 1).contiguous()
     v = x["v"].transpose(0, 1).contiguous()                 # [B, 1, HV, V]
@@ -387,9 +390,14 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
         notes.append("fla anchor not run (CPU smoke mode)")
 
     rows = []
-    todo = [(f, s, m, b) for f in families for (s, m) in configs(specs) for b in batches]
-    for fam, spec, mode, b in tqdm(todo, desc="bench", disable=None):
-        rows.append(bench_kernel(fam, spec, mode, b, shapes[fam], window, timer, device, block_v))
+    todo = [(f, b, s, m) for f in families for b in batches for (s, m) in configs(specs)]
+    x, key = None, None
+    for fam, b, spec, mode in tqdm(todo, desc="bench", disable=None):
+        if key != (fam, b):
+            x, key = None, (fam, b)
+            x = bench_inputs(fam, b, shapes[fam], window, device)
+        rows.append(bench_kernel(fam, spec, mode, b, shapes[fam], window, timer, device, x, block_v))
+    del x
     if fla_ok:
         for b in tqdm(batches, desc="fla", disable=None):
             try:

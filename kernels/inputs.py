@@ -14,14 +14,15 @@ from .naive import DELTA_RULE, PER_KEY_DECAY, check_family
 
 def random_decode_inputs(family: str, T: int, B: int, HV: int, K: int, V: int, *, dtype=torch.float32,
                          device="cpu", generator: torch.Generator | None = None, decay_scale: float = 0.1):
-    """``T`` steps of inputs for ``B`` rows.
+    """``T`` steps of inputs for ``B`` rows (drawn on the generator's device, then moved to ``device``).
 
     Returns:
         dict with ``q, k [T, B, HV, K]``, ``v [T, B, HV, V]``, ``g [T, B, HV]`` (kda ``[T, B, HV, K]``),
         ``beta [T, B, HV]`` or ``None`` (mamba2), all of ``dtype`` on ``device`` (g and beta float32).
     """
     check_family(family)
-    kw = dict(generator=generator, dtype=torch.float32)
+    gen_device = generator.device if generator is not None else torch.device(device)
+    kw = dict(generator=generator, dtype=torch.float32, device=gen_device)
     q = torch.randn(T, B, HV, K, **kw)
     k = torch.randn(T, B, HV, K, **kw)
     v = torch.randn(T, B, HV, V, **kw)
