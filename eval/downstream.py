@@ -219,7 +219,8 @@ def samples_from_lm_eval(model: str, run: str, lm_samples: dict, generation_log:
             run generate the same tokens, so the lookup by context is exact.
 
     Returns:
-        list of dicts with :data:`SAMPLE_COLUMNS` plus ``response`` and ``target``.
+        list of dicts with :data:`SAMPLE_COLUMNS` plus ``response`` (the filtered generation; the
+        target stays in the task data, keyed by task and doc_id).
     """
     by_ctx: dict[str, int] = {}
     for rec in generation_log:
@@ -238,8 +239,7 @@ def samples_from_lm_eval(model: str, run: str, lm_samples: dict, generation_log:
                 resp = resp[0]
             rows.append({"model": model, "task": task, "doc_id": int(s["doc_id"]), "run": run,
                          "correct": _metric_value(s, metric), "gen_tokens": by_ctx[ctx],
-                         "response": resp if isinstance(resp, str) else str(resp),
-                         "target": str(s.get("target", ""))})
+                         "response": resp if isinstance(resp, str) else str(resp)})
     return rows
 
 

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Downstream accuracy by generation-length quartile (issue 6) on the GPU, in one go.
+#
+#   bash scripts/gpu/downstream.sh --out "$OUT" [--model gdn-demo] [any other `replayssm-quant downstream` option]
+#
+# Runs the embedded models (gdn-demo, mamba2-demo) on the packaged synthetic long-generation tasks
+# (tag replayssm_synth: replayssm_copy + replayssm_upper, 64 held-out instances each, 32..2048
+# generated tokens) through lm-eval with the replayssm plugin: the fp32 reference and the specs
+# nvfp4+sr, nvfp4/fp8+sr, nvfp4/fp16, fp8+sr, conventional:fp8+sr. Writes OUT/downstream/
+# (runs/MODEL/RUN.jsonl per finished run, config.json, README.md, downstream_quartiles.csv,
+# downstream_delta_pp.png). Copy that folder to reports/downstream/ to commit it.
+# Rerunning into the same folder skips finished runs; a run per model also works, the report of
+# a folder holding both is rebuilt with `replayssm-quant downstream --report-only --out DIR`.
+#
+# lm-eval and datasets are not on the GPU image: carry these wheels (cp312 manylinux for the
+# binary ones) in .whl/ (scripts/gpu/setup.sh installs them with pip --no-deps --target):
+#   lm_eval==0.4.13 datasets==5.2.0 pyarrow==26.0.1 dill==0.4.1 multiprocess==0.70.19
+#   xxhash==4.1.0 sacrebleu==2.6.0 portalocker==4.4.2 tabulate==0.10.0 lxml==6.1.3
+#   colorama==0.4.6 requests==2.34.2 urllib3==2.8.0
+# (measured: simple_evaluate on the packaged tasks in an environment holding only the GPU
+# image's packages plus these).
+set -euo pipefail
+OUT_DIR=""
+ARGS=()
+MODELS=(gdn-demo mamba2-demo)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) OUT_DIR="$2"; shift 2 ;;
+    --model) MODELS=(); shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do MODELS+=("$1"); shift; done ;;
+    *) ARGS+=("$1"); shift ;;
+  esac
+done
+if [ -z "$OUT_DIR" ]; then
+  echo "usage: bash scripts/gpu/downstream.sh --out DIR [--model M ...] [downstream options]" >&2
+  exit 2
+fi
+source scripts/gpu/setup.sh
+python3 - <<'EOF'
+import importlib
+need = ["lm_eval", "datasets", "pyarrow", "dill", "multiprocess", "xxhash", "sacrebleu", "portalocker",
+        "tabulate", "lxml", "colorama", "requests", "urllib3"]
+missing = []
+for m in need:
+    try:
+        importlib.import_module(m)
+    except Exception as e:  # noqa: BLE001
+        missing.append(f"{m} ({type(e).__name__}: {e})")
+if missing:
+    raise SystemExit("downstream.sh: missing on this machine (carry their wheels in .whl/): " + "; ".join(missing))
+print("downstream.sh: lm-eval stack present")
+EOF
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
+mkdir -p "$OUT_DIR/downstream"
+time python3 -m replayssm_quant downstream \
+  --model "${MODELS[@]}" \
+  --tasks replayssm_synth \
+  --state nvfp4+sr nvfp4/fp8+sr nvfp4/fp16 fp8+sr conventional:fp8+sr \
+  --batch-size 128 --device cuda --backend triton \
+  --out "$OUT_DIR/downstream" "${ARGS[@]}" 2>&1 | grep -v "^\[transformers\]"
+ls -la "$OUT_DIR/downstream" "$OUT_DIR/downstream/runs"/*
