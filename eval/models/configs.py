@@ -37,7 +37,7 @@ _MAMBA2 = {
 #: full attention every this many GDN layers (Qwen3.5's full_attention_interval)
 GDN_ATTENTION_INTERVAL = 4
 #: RoPE base of the GDN model's attention layers: small, so that every rotary frequency turns
-#: through full periods inside the 4K training context and 16K evaluation sees no new angles
+#: through full periods (longest period ~1.5K) inside the 8K training context, so 16K evaluation sees no new angles
 GDN_ROPE_THETA = 500.0
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..models.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from ..synthetic_tasks import DEFAULT_MIN_LEN, TASKS, generate_tasks, training_text
+from ..synthetic_tasks import DEFAULT_MAX_LEN, DEFAULT_MIN_LEN, TASKS, generate_tasks, training_text
 
 
 class BatchSampler:
@@ -24,7 +24,8 @@ class BatchSampler:
 
     ``task_fraction`` of the rows (rounded, at least one if > 0) are task rows. Task targets
     span ``DEFAULT_MIN_LEN`` .. ``max_task_len`` bytes, where ``max_task_len`` defaults to the
-    longest target whose example fits a row (``(seq_len - 16) // 2``).
+    evaluation maximum ``DEFAULT_MAX_LEN`` or the longest target whose example fits a row
+    (``(seq_len - 16) // 2``), whichever is smaller.
     """
 
     def __init__(self, books: list[bytes], batch_size: int, seq_len: int, task_fraction: float = 0.25,
@@ -38,7 +39,9 @@ class BatchSampler:
             raise ValueError(f"training text ({len(self.stream)} bytes) is shorter than one window ({seq_len + 1})")
         self.batch_size, self.seq_len = batch_size, seq_len
         self.n_task = 0 if task_fraction == 0 else max(1, round(batch_size * task_fraction))
-        self.max_task_len = max_task_len or (seq_len - 16) // 2
+        if task_fraction < 1.0 and batch_size > 1:
+            self.n_task = min(self.n_task, batch_size - 1)   # keep at least one book row
+        self.max_task_len = max_task_len or min(DEFAULT_MAX_LEN, (seq_len - 16) // 2)
         if self.max_task_len < DEFAULT_MIN_LEN:
             raise ValueError(f"seq_len {seq_len} too short for tasks of at least {DEFAULT_MIN_LEN} bytes")
         self.rng = np.random.default_rng(seed)
