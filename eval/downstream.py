@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 REFERENCE = "fp32"
@@ -38,58 +37,27 @@ SAMPLE_COLUMNS = ("model", "task", "doc_id", "run", "correct", "gen_tokens")
 # --------------------------------------------------------------------------- run names
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    """One decode configuration: a state spec in a decode mode.
+def parse_run(text: str, default_mode: str = "replay"):
+    """Parse a run name ``[MODE:]SPEC`` into a :class:`~.decode.Variant` (the KL harness's syntax).
 
-    Attributes:
-        name: the canonical run name (``nvfp4/fp8+sr``, ``conventional:fp8+sr``).
-        spec: the canonical state spec text (``nvfp4/fp8+sr``).
-        mode: ``replay`` or ``conventional``.
-    """
-
-    name: str
-    spec: str
-    mode: str
-
-    @property
-    def file_stem(self) -> str:
-        """A file-name-safe spelling of :attr:`name` (``conventional-fp8_sr``)."""
-        return self.name.replace(":", "-").replace("/", "_").replace("+", "_")
-
-
-def parse_run(text: str) -> RunSpec:
-    """Parse a run name: ``SPEC`` (replay) or ``MODE:SPEC`` with MODE in replay|conventional.
+    The variant's ``label`` (``nvfp4/fp8+sr``, ``conventional:fp8+sr``) names the run in tables;
+    its ``slug`` names its files.
 
     Raises:
         ValueError: naming the bad part (bad mode, bad spec, separate spec in
             conventional mode) and the valid forms.
     """
-    from replayssm_quant.quant.spec import DECODE_MODES, parse_state_spec
+    from .decode import parse_variant
 
-    raw = text
-    text = text.strip()
-    mode = "replay"
-    if ":" in text:
-        mode, _, text = text.partition(":")
-        mode = mode.strip().lower()
-        if mode not in DECODE_MODES:
-            raise ValueError(
-                f"bad decode mode {mode!r} in run {raw!r}; valid forms: SPEC (replay mode) or "
-                f"MODE:SPEC with MODE in {{{', '.join(DECODE_MODES)}}}, e.g. conventional:fp8+sr"
-            )
-    spec = parse_state_spec(text)
-    spec.step_bytes_per_element(mode)  # raises for separate specs in conventional mode
-    name = spec.text if mode == "replay" else f"{mode}:{spec.text}"
-    return RunSpec(name=name, spec=spec.text, mode=mode)
+    return parse_variant(text, default_mode)
 
 
-def plan_runs(texts: list[str]) -> list[RunSpec]:
-    """The fp32 reference followed by the parsed ``texts`` (duplicates dropped, order kept)."""
+def plan_runs(texts: list[str], default_mode: str = "replay") -> list:
+    """The fp32 replay reference followed by the parsed ``texts`` (duplicates dropped, order kept)."""
     runs = [parse_run(REFERENCE)]
     for t in texts:
-        r = parse_run(t)
-        if r.name not in [x.name for x in runs]:
+        r = parse_run(t, default_mode)
+        if r.label not in [x.label for x in runs]:
             runs.append(r)
     return runs
 
@@ -299,9 +267,9 @@ def model_label(pretrained: str) -> str:
     return _SAFE.sub("_", base)
 
 
-def run_file(out: Path, model: str, run: RunSpec) -> Path:
-    """Where a finished run's samples live: ``OUT/runs/MODEL/RUN.jsonl``."""
-    return Path(out) / "runs" / model / f"{run.file_stem}.jsonl"
+def run_file(out: Path, model: str, run) -> Path:
+    """Where a finished run's (a :class:`~.decode.Variant`) samples live: ``OUT/runs/MODEL/SLUG.jsonl``."""
+    return Path(out) / "runs" / model / f"{run.slug}.jsonl"
 
 
 def write_rows_atomic(path: Path, rows: list[dict]) -> None:
@@ -381,11 +349,11 @@ def select_filter(lm_samples: dict, filter_name: str | None) -> tuple[dict, dict
     return out, chosen
 
 
-def run_downstream(out: Path, models: list[str], runs: list[RunSpec], tasks: list[str], *, limit=None,
+def run_downstream(out: Path, models: list[str], runs: list, tasks: list[str], *, limit=None,
                    batch_size: int = 64, device: str | None = None, window: int = 16, seed: int = 0,
                    backend: str | None = None, gen_kwargs: str | None = None, num_fewshot: int | None = None,
                    metric: str = "exact_match", filter_name: str | None = None,
-                   include_path: list[str] | None = None) -> list[Path]:
+                   include_path: list[str] | None = None, device_map: str | None = None) -> list[Path]:
     """Run every (model, run) through lm-eval with the ``replayssm`` plugin; save samples per run.
 
     Each finished run is written to :func:`run_file` (JSON lines of the samples
@@ -399,7 +367,7 @@ def run_downstream(out: Path, models: list[str], runs: list[RunSpec], tasks: lis
     """
     from tqdm import tqdm
 
-    if not runs or runs[0].name != REFERENCE:
+    if not runs or runs[0].label != REFERENCE:
         raise ValueError(f"the first run must be the {REFERENCE!r} reference (use plan_runs)")
     out = Path(out)
     config = run_config(tasks, limit, window, seed, batch_size, gen_kwargs, num_fewshot, metric, filter_name)
@@ -411,13 +379,13 @@ def run_downstream(out: Path, models: list[str], runs: list[RunSpec], tasks: lis
     pbar = tqdm(total=len(todo), desc="downstream runs", unit="run")
     loaded: tuple[str, object, object] | None = None
     for model_name, run in todo:
-        pbar.set_postfix_str(f"{model_name} {run.name}")
+        pbar.set_postfix_str(f"{model_name} {run.label}")
         if loaded is None or loaded[0] != model_name:
             import torch
 
             from .lm_eval_plugin import load_model_and_tokenizer
             dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-            loaded = (model_name, *load_model_and_tokenizer(model_name, dev, torch.float32))
+            loaded = (model_name, *load_model_and_tokenizer(model_name, dev, torch.float32, device_map))
         rows, results = evaluate_run(loaded[1], loaded[2], model_name, run, tasks, limit=limit,
                                      batch_size=batch_size, device=device, window=window, seed=seed,
                                      backend=backend, gen_kwargs=gen_kwargs, num_fewshot=num_fewshot,
@@ -431,7 +399,7 @@ def run_downstream(out: Path, models: list[str], runs: list[RunSpec], tasks: lis
     return [run_file(out, model_label(m), r) for m in models for r in runs]
 
 
-def evaluate_run(model, tokenizer, model_name: str, run: RunSpec, tasks: list[str], *, limit=None,
+def evaluate_run(model, tokenizer, model_name: str, run, tasks: list[str], *, limit=None,
                  batch_size: int = 64, device: str | None = None, window: int = 16, seed: int = 0,
                  backend: str | None = None, gen_kwargs: str | None = None, num_fewshot: int | None = None,
                  metric: str = "exact_match", filter_name: str | None = None,
@@ -445,7 +413,7 @@ def evaluate_run(model, tokenizer, model_name: str, run: RunSpec, tasks: list[st
 
     from .lm_eval_plugin import ReplaySSMLM
 
-    lm = ReplaySSMLM(pretrained=model_name, model=model, tokenizer=tokenizer, state=run.spec, mode=run.mode,
+    lm = ReplaySSMLM(pretrained=model_name, model=model, tokenizer=tokenizer, state=run.spec.text, mode=run.mode,
                      window=window, seed=seed, batch_size=batch_size, device=device, backend=backend)
     try:
         res = simple_evaluate(model=lm, tasks=list(tasks), limit=limit, num_fewshot=num_fewshot,
@@ -454,5 +422,5 @@ def evaluate_run(model, tokenizer, model_name: str, run: RunSpec, tasks: list[st
     finally:
         lm.session.close()
     samples, chosen = select_filter(res["samples"], filter_name)
-    rows = samples_from_lm_eval(model_label(model_name), run.name, samples, lm.generation_log, metric)
-    return rows, {"results": res.get("results", {}), "filters": chosen, "run": run.name, "model": model_name}
+    rows = samples_from_lm_eval(model_label(model_name), run.label, samples, lm.generation_log, metric)
+    return rows, {"results": res.get("results", {}), "filters": chosen, "run": run.label, "model": model_name}

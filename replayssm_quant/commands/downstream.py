@@ -6,16 +6,19 @@ DEFAULT_RUNS = ["nvfp4+sr", "nvfp4/fp8+sr", "nvfp4/fp16", "fp8+sr", "conventiona
 
 
 def configure(parser):
-    parser.add_argument("--model", nargs="+", default=["gdn-demo"], metavar="MODEL",
-                        help="one or more models: gdn-demo, mamba2-demo, tiny-ARCH, a folder or a hub id "
-                             "(default: gdn-demo)")
+    parser.add_argument("--model", nargs="+", action="extend", default=None, metavar="MODEL",
+                        help="one or more models (repeatable): gdn-demo, mamba2-demo, tiny-ARCH, a folder or a "
+                             "hub id (default: gdn-demo)")
     parser.add_argument("--tasks", nargs="+", default=["replayssm_synth"], metavar="TASK",
                         help="lm-eval tasks (generate_until); the packaged synthetic tasks are replayssm_copy, "
                              "replayssm_upper (tag replayssm_synth, the default); real tasks such as gsm8k "
                              "work by name where their datasets can be fetched")
-    parser.add_argument("--state", nargs="+", default=DEFAULT_RUNS, metavar="RUN",
-                        help="runs besides the fp32 reference: SPEC (replay mode) or conventional:SPEC, e.g. "
-                             "nvfp4/fp8+sr conventional:fp8+sr (default: " + " ".join(DEFAULT_RUNS) + ")")
+    parser.add_argument("--state", nargs="+", action="extend", default=None, metavar="[MODE:]SPEC",
+                        help="runs besides the fp32 reference (repeatable, as in `eval`): SPEC optionally prefixed "
+                             "by replay: or conventional:, e.g. nvfp4/fp8+sr conventional:fp8+sr "
+                             "(default: " + " ".join(DEFAULT_RUNS) + ")")
+    parser.add_argument("--mode", default="replay", choices=["replay", "conventional"],
+                        help="decode mode of --state values without a MODE: prefix (default replay)")
     parser.add_argument("--out", default="reports/downstream",
                         help="results folder: samples per run, config, report (default reports/downstream); "
                              "a rerun into it skips finished runs")
@@ -28,6 +31,7 @@ def configure(parser):
     parser.add_argument("--window", type=int, default=16, help="replay window L (default 16)")
     parser.add_argument("--seed", type=int, default=0, help="stochastic-rounding seed (default 0)")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    parser.add_argument("--device-map", default=None, help="e.g. auto: spread a large model over GPUs (accelerate)")
     parser.add_argument("--backend", default=None, choices=["triton", "torch"],
                         help="state-cache kernels (default: triton on CUDA, torch on CPU)")
     parser.add_argument("--metric", default="exact_match", help="per-sample metric to score (default exact_match)")
@@ -61,12 +65,12 @@ def run(args):
                 raise ValueError(f"{name} must be >= 1, got {v}")
         if args.max_gen_toks is not None and args.max_gen_toks < 1:
             raise ValueError(f"--max-gen-toks must be >= 1, got {args.max_gen_toks}")
-        runs = plan_runs(args.state)
+        runs = plan_runs(args.state or DEFAULT_RUNS, args.mode)
         gen_kwargs = None if args.max_gen_toks is None else f"max_gen_toks={args.max_gen_toks}"
-        run_downstream(out, args.model, runs, args.tasks, limit=_limit(args.limit), batch_size=args.batch_size,
+        run_downstream(out, args.model or ["gdn-demo"], runs, args.tasks, limit=_limit(args.limit), batch_size=args.batch_size,
                        device=args.device, window=args.window, seed=args.seed, backend=args.backend,
                        gen_kwargs=gen_kwargs, num_fewshot=args.num_fewshot, metric=args.metric,
-                       filter_name=args.filter, include_path=args.include_path)
+                       filter_name=args.filter, include_path=args.include_path, device_map=args.device_map)
     md = write_report(out)
     print(f"report: {md}")
     return 0

@@ -82,17 +82,18 @@ def test_quartile_table_rejects_mismatched_samples():
 
 def test_parse_run_and_plan():
     r = ds.parse_run("conventional:FP8+SR")
-    assert (r.name, r.spec, r.mode, r.file_stem) == ("conventional:fp8+sr", "fp8+sr", "conventional",
-                                                     "conventional-fp8_sr")
+    assert (r.label, r.spec.text, r.mode, r.slug) == ("conventional:fp8+sr", "fp8+sr", "conventional",
+                                                      "conventional-fp8+sr")
     assert ds.parse_run("nvfp4/fp8+sr").mode == "replay"
-    assert ds.parse_run("replay:nvfp4/fp16").name == "nvfp4/fp16"
-    with pytest.raises(ValueError, match="bad decode mode 'fast'"):
+    assert ds.parse_run("replay:nvfp4/fp16").label == "nvfp4/fp16"
+    assert ds.parse_run("fp8+sr", default_mode="conventional").label == "conventional:fp8+sr"
+    with pytest.raises(ValueError, match="unknown decode mode 'fast'"):
         ds.parse_run("fast:fp8")
-    with pytest.raises(ValueError, match="only\\s+the replay mode"):
+    with pytest.raises(ValueError, match="shared spec"):
         ds.parse_run("conventional:nvfp4/fp8")
     with pytest.raises(ValueError, match="valid forms"):
         ds.parse_run("fp7")
-    names = [r.name for r in ds.plan_runs(["nvfp4+sr", "fp32", "nvfp4+sr", "conventional:fp8+sr"])]
+    names = [r.label for r in ds.plan_runs(["nvfp4+sr", "fp32", "nvfp4+sr", "conventional:fp8+sr"])]
     assert names == ["fp32", "nvfp4+sr", "conventional:fp8+sr"]
 
 
@@ -124,3 +125,39 @@ def test_results_folder_roundtrip_and_config_check(tmp_path):
     assert json.loads((tmp_path / "config.json").read_text()) == {"limit": 2, "tasks": ["a"]}
     with pytest.raises(FileNotFoundError, match="no finished runs"):
         ds.load_samples(tmp_path / "empty")
+
+
+def test_downstream_command_end_to_end_with_resume(tmp_path, capsys):
+    """`replayssm-quant downstream` on a tiny random model: runs, report files, resume, config check."""
+    pytest.importorskip("lm_eval")
+    from replayssm_quant.cli import main
+
+    out = tmp_path / "ds"
+    base = ["downstream", "--model", "tiny-qwen3_5", "--tasks", "replayssm_upper", "--limit", "4",
+            "--max-gen-toks", "3", "--batch-size", "4", "--device", "cpu", "--out", str(out)]
+    assert main(base + ["--state", "nvfp4+sr"]) == 0
+    runs = out / "runs" / "tiny-qwen3_5"
+    assert sorted(p.name for p in runs.glob("*.jsonl")) == ["fp32.jsonl", "nvfp4+sr.jsonl"]
+    first = {p.name: p.stat().st_mtime_ns for p in runs.glob("*.jsonl")}
+    samples = ds.load_samples(out)
+    assert len(samples) == 8 and set(samples.run) == {"fp32", "nvfp4+sr"}
+    assert samples.gen_tokens.between(1, 3).all()  # tokens generated, from the plugin's log
+    assert set(samples.correct) <= {0.0, 1.0}
+    # resume: the finished runs are skipped, only the new one is evaluated
+    assert main(base + ["--state", "nvfp4+sr", "--state", "conventional:fp8+sr"]) == 0
+    assert "2 run(s) already in" in capsys.readouterr().out
+    assert {p.name: p.stat().st_mtime_ns for p in runs.glob("fp32.jsonl")} == {"fp32.jsonl": first["fp32.jsonl"]}
+    assert (runs / "conventional-fp8+sr.jsonl").exists()
+    table = pd.read_csv(out / "downstream_quartiles.csv")
+    assert set(table.run) == {"fp32", "nvfp4+sr", "conventional:fp8+sr"}
+    assert set(table.quartile) == {"Q1", "Q2", "Q3", "Q4", "all"}
+    assert (table[table.run == "fp32"].delta_pp == 0).all()
+    md = (out / "README.md").read_text()
+    assert "conventional:fp8+sr" in md and "downstream_delta_pp.png" in md
+    assert (out / "downstream_delta_pp.png").stat().st_size > 10_000
+    # a different configuration into the same folder is refused, naming what differs
+    assert main(base[:-2] + ["--out", str(out), "--limit", "3"]) == 2
+    assert "limit: 4 -> 3" in capsys.readouterr().err
+    # bad run names are one-line errors
+    assert main(base + ["--state", "conventional:nvfp4/fp8"]) == 2
+    assert "shared spec" in capsys.readouterr().err
