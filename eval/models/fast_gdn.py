@@ -22,6 +22,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .fast_ssd import segsum_exp
+
 
 def _l2norm(x, eps=1e-6):
     return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)
@@ -78,9 +80,7 @@ def chunk_gated_delta_rule(query, key, value, g, beta, chunk_size: int = 64, ini
         b, gg = b.reshape(Bsz, H, N, C), gg.reshape(Bsz, H, N, C)
 
         c = gg.cumsum(-1)                                          # [B,H,N,C]
-        diff = c.unsqueeze(-1) - c.unsqueeze(-2)                   # c_t - c_j
-        lower_incl = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()
-        Dm = torch.where(lower_incl, diff, torch.full_like(diff, float("-inf"))).exp()   # [B,H,N,C,C]
+        Dm = segsum_exp(gg)                                        # [B,H,N,C,C]: G_t / G_j, j <= t
         kk = k @ k.transpose(-1, -2)
         A = (b.unsqueeze(-1) * kk * Dm).tril(-1)
         eye = torch.eye(C, dtype=q.dtype, device=q.device)

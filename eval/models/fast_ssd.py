@@ -13,13 +13,19 @@ import torch
 import torch.nn.functional as F
 
 
-def _segsum_exp(a: torch.Tensor) -> torch.Tensor:
-    """exp(sum_{k=j+1..i} a_k) for j <= i else 0, over the last dim: [..., L] -> [..., L, L]."""
+def segsum_exp(a: torch.Tensor) -> torch.Tensor:
+    """exp(sum_{k=j+1..i} a_k) for j <= i else 0, over the last dim: [..., L] -> [..., L, L].
+
+    The sums are formed by a masked cumulative sum (not as differences of prefix sums), so
+    long, strongly decaying chunks lose no precision.
+    """
     L = a.shape[-1]
-    cs = a.cumsum(-1)
-    diff = cs.unsqueeze(-1) - cs.unsqueeze(-2)
-    mask = torch.ones(L, L, dtype=torch.bool, device=a.device).tril()
-    return torch.where(mask, diff, torch.full_like(diff, float("-inf"))).exp()
+    x = a.unsqueeze(-1).expand(*a.shape, L)                       # x[..., k, j] = a_k
+    strict = torch.ones(L, L, dtype=torch.bool, device=a.device).tril(-1)
+    x = x.masked_fill(~strict, 0.0)
+    ss = x.cumsum(-2)                                             # ss[..., i, j] = sum_{j<k<=i} a_k
+    incl = torch.ones(L, L, dtype=torch.bool, device=a.device).tril()
+    return ss.masked_fill(~incl, float("-inf")).exp()
 
 
 def mamba2_chunk_scan(hidden_states, dt, A, B, C, chunk_size: int, D=None, dt_bias=None, initial_states=None,
@@ -60,7 +66,7 @@ def mamba2_chunk_scan(hidden_states, dt, A, B, C, chunk_size: int, D=None, dt_bi
         acs = a.cumsum(-1)
 
         # 1. intra-chunk (diagonal blocks)
-        Lm = _segsum_exp(a)                                         # [b, h, c, L, L]
+        Lm = segsum_exp(a)                                         # [b, h, c, L, L]
         scores = torch.einsum("bclhn,bcshn->bhcls", Ch, Bh) * Lm
         y = torch.einsum("bhcls,bcshp->bclhp", scores, xd)
         # 2. state at the end of each chunk from that chunk's inputs
@@ -72,7 +78,7 @@ def mamba2_chunk_scan(hidden_states, dt, A, B, C, chunk_size: int, D=None, dt_bi
         else:
             init = initial_states.float().unsqueeze(1)
         states = torch.cat([init, states], dim=1)                   # [b, c+1, h, p, n]
-        decay_chunk = _segsum_exp(F.pad(acs[..., -1], (1, 0)))      # [b, h, c+1, c+1]
+        decay_chunk = segsum_exp(F.pad(acs[..., -1], (1, 0)))      # [b, h, c+1, c+1]
         new_states = torch.einsum("bhzc,bchpn->bzhpn", decay_chunk, states)
         states, final_state = new_states[:, :-1], new_states[:, -1]
         # 4. state -> output

@@ -33,7 +33,10 @@ mkdir -p "$out"
 source scripts/gpu/setup.sh
 work=/tmp/train_demo_$arch
 rm -rf "$work"
-python3 -m replayssm_quant train-demo --arch "$arch" --out "$work" --no-progress "${args[@]}" 2>&1 \
+# hard stop well inside the 10-minute device limit, so the packing below always runs (a cut-off
+# evaluation leaves the trained model packed; rerun it with `train-demo --evaluate FOLDER`)
+timeout --signal=INT --kill-after=20 "${TRAIN_DEMO_TIMEOUT:-540}" \
+  python3 -m replayssm_quant train-demo --arch "$arch" --out "$work" --no-progress "${args[@]}" 2>&1 \
   | grep --line-buffered -v "Loading weights\|Writing model shards" | tee "$out/${arch}_train.log"
 rc=${PIPESTATUS[0]}
 if [ -d "$work/$arch" ]; then

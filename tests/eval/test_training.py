@@ -71,6 +71,26 @@ def test_fast_gdn_matches_float64_reference(T, chunk):
             torch.testing.assert_close(s.double(), ref_s, atol=2e-5, rtol=1e-4)
 
 
+def test_fast_paths_stable_under_strong_decay():
+    """Per-token log decays near -12 (decay spans e^-700 inside a chunk): no NaN, still exact."""
+    gen = torch.Generator().manual_seed(11)
+    B, T, H, K, V = 1, 128, 2, 16, 16
+    q, k, v = (torch.randn(B, T, H, d, generator=gen) for d in (K, K, V))
+    g = -12 * torch.rand(B, T, H, generator=gen)
+    beta = torch.rand(B, T, H, generator=gen)
+    o, s = fast_gdn.chunk_gated_delta_rule(q, k, v, g, beta, chunk_size=64, output_final_state=True,
+                                           use_qk_l2norm_in_kernel=True)
+    ro, rs = gdn_reference(q, k, v, g, beta, torch.zeros(B, H, K, V))
+    assert torch.isfinite(o).all() and torch.isfinite(s).all()
+    torch.testing.assert_close(o.double(), ro, atol=2e-5, rtol=1e-4)
+    x, dt, Bm, Cm = (torch.randn(B, T, *sh, generator=gen) for sh in ((4, 8), (4,), (2, 8), (2, 8)))
+    A = -torch.full((4,), 30.0)
+    y = fast_ssd.mamba2_chunk_scan(x, dt + 3, A, Bm, Cm, chunk_size=64, dt_softplus=True)
+    ry, _ = ssd_reference(x, dt + 3, A, Bm, Cm, torch.zeros(4), torch.zeros(4), torch.zeros(B, 4, 8, 8), 0.0)
+    assert torch.isfinite(y).all()
+    torch.testing.assert_close(y.double(), ry, atol=1e-4, rtol=1e-4)
+
+
 def test_fast_gdn_matches_transformers_and_gradients():
     """Against the model's own torch_chunk_gated_delta_rule: outputs and input gradients."""
     gen = torch.Generator().manual_seed(1)
