@@ -80,15 +80,16 @@ def kl_batch(model, tokens: torch.Tensor, variants: list[Variant], st: KLSetting
     if tokens.shape[1] < P + N + 1:
         raise ValueError(f"documents need {P + N + 1} tokens, got {tokens.shape[1]}")
     with DecodeSession(model, variants, window=st.window, seed=seed, backend=st.backend) as s:
-        s.prefill(tokens[:, :P])
-        dev = model.get_input_embeddings().weight.device
+        logits = s.prefill(tokens[:, :P])
+        dev = logits.device                       # the lm_head's device (differs from the input's with device_map)
+        toks_in = tokens.to(model.get_input_embeddings().weight.device)
         toks = tokens.to(dev)
         kl = torch.zeros(n, D, N, device=dev)
         nll = torch.zeros(n, D, N, device=dev)
         _sync(dev)
         t0 = time.perf_counter()
         for t in range(N):
-            logits = s.step(toks[:, P + t])                       # [n*D, vocab]
+            logits = s.step(toks_in[:, P + t])                    # [n*D, vocab]
             lp = torch.log_softmax(logits, -1).view(n, D, -1)
             ref = lp[0]
             kl[:, :, t] = (ref.exp()[None] * (ref[None] - lp)).sum(-1)
