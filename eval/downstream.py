@@ -289,8 +289,16 @@ def load_samples(out: Path):
     files = sorted((Path(out) / "runs").glob("*/*.jsonl"))
     if not files:
         raise FileNotFoundError(f"no finished runs under {Path(out) / 'runs'} (run `replayssm-quant downstream` first)")
-    return pd.concat([pd.read_json(f, lines=True, dtype={"run": str, "task": str, "model": str})
-                      for f in files], ignore_index=True)
+    frames = []
+    for f in files:
+        df = pd.read_json(f, lines=True, dtype={"run": str, "task": str, "model": str})
+        for run in df["run"].unique():
+            slug = parse_run(run).slug
+            if slug != f.stem:
+                raise ValueError(f"{f} holds run {run!r}, whose file is {slug}.jsonl: a stale or renamed "
+                                 "file; remove it (or rename it) and rerun")
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
 
 
 def check_config(out: Path, config: dict) -> None:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Downstream accuracy by generation-length quartile (issue 6) on the GPU, in one go.
 #
-#   bash scripts/gpu/downstream.sh --out "$OUT" [--model gdn-demo] [any other `replayssm-quant downstream` option]
+#   bash scripts/gpu/downstream.sh --out "$OUT" [--model gdn-demo] [--resume-from DIR]
+#                                  [any other `replayssm-quant downstream` option]
 #
 # Runs the embedded models (gdn-demo, mamba2-demo) on the packaged synthetic long-generation tasks
 # (tag replayssm_synth: replayssm_copy + replayssm_upper, 64 held-out instances each, 32..2048
@@ -11,6 +12,9 @@
 # downstream_delta_pp.png). Copy that folder to reports/downstream/ to commit it.
 # Rerunning into the same folder skips finished runs; a run per model also works, the report of
 # a folder holding both is rebuilt with `replayssm-quant downstream --report-only --out DIR`.
+# If a call runs out of time, the finished runs still come back under OUT/downstream: commit or
+# carry that folder and pass it as --resume-from DIR on the next call (it is copied into
+# OUT/downstream first, so only the missing runs are evaluated).
 #
 # lm-eval and datasets are not on the GPU image: carry these wheels (cp312 manylinux for the
 # binary ones) in .whl/ (scripts/gpu/setup.sh installs them with pip --no-deps --target):
@@ -23,9 +27,11 @@ set -euo pipefail
 OUT_DIR=""
 ARGS=()
 MODELS=(gdn-demo mamba2-demo)
+RESUME=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT_DIR="$2"; shift 2 ;;
+    --resume-from) RESUME="$2"; shift 2 ;;
     --model) MODELS=(); shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do MODELS+=("$1"); shift; done ;;
     *) ARGS+=("$1"); shift ;;
   esac
@@ -51,6 +57,11 @@ print("downstream.sh: lm-eval stack present")
 EOF
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
 mkdir -p "$OUT_DIR/downstream"
+if [ -n "$RESUME" ]; then
+  [ -d "$RESUME/runs" ] || { echo "downstream.sh: --resume-from $RESUME has no runs/ folder" >&2; exit 2; }
+  cp -r "$RESUME"/config.json "$RESUME"/runs "$OUT_DIR/downstream/"
+  echo "downstream.sh: resuming from $RESUME ($(ls "$RESUME"/runs/*/*.jsonl | wc -l) finished runs)"
+fi
 time python3 -m replayssm_quant downstream \
   --model "${MODELS[@]}" \
   --tasks replayssm_synth \
