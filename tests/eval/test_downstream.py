@@ -125,6 +125,16 @@ def test_results_folder_roundtrip_and_config_check(tmp_path):
     assert json.loads((tmp_path / "config.json").read_text()) == {"limit": 2, "tasks": ["a"]}
     with pytest.raises(FileNotFoundError, match="no finished runs"):
         ds.load_samples(tmp_path / "empty")
+    from replayssm_quant.eval.downstream_report import write_report
+
+    md = write_report(tmp_path).read_text()
+    assert "| nvfp4+sr | +0.0 | -50.0 | -50.0 | -100.0 | -50.0 |" in md  # task A's hand-made deltas
+    assert "`nvfp4+sr`: 33.3% (-33.3 pp)" in md  # pooled longest quartile
+    assert (tmp_path / "downstream_delta_pp.png").stat().st_size > 10_000
+    # a file whose name does not match its run is refused (stale / renamed results)
+    (tmp_path / "runs" / "m" / "fp32.jsonl").rename(tmp_path / "runs" / "m" / "old_name.jsonl")
+    with pytest.raises(ValueError, match="stale or renamed"):
+        ds.load_samples(tmp_path)
 
 
 def test_downstream_command_end_to_end_with_resume(tmp_path, capsys):
