@@ -46,7 +46,7 @@ def _load(folder):
 
 
 def test_loads_offline_as_the_stock_architecture(model_dir, monkeypatch):
-    arch, folder, _ = model_dir
+    arch, folder, shipped = model_dir
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     cfg = json.loads((folder / "config.json").read_text())
@@ -57,6 +57,17 @@ def test_loads_offline_as_the_stock_architecture(model_dir, monkeypatch):
     assert model.config.vocab_size == MODEL_VOCAB_SIZE
     assert (tok.pad_token_id, tok.bos_token_id, tok.eos_token_id) == (PAD_ID, BOS_ID, EOS_ID)
     assert tok("Hello é", add_special_tokens=False)["input_ids"] == list("Hello é".encode())
+    # exactly the intended configuration (eval/models/configs.py)
+    from replayssm_quant.eval.models.configs import build_config
+
+    want = build_config(arch, "default" if shipped else "tiny")
+    keys = ["hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
+            "intermediate_size"]
+    keys += (["layer_types", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+              "linear_value_head_dim", "linear_conv_kernel_dim"] if arch == "gdn" else
+             ["layers_block_type", "mamba_num_heads", "mamba_head_dim", "n_groups", "ssm_state_size", "conv_kernel"])
+    for key in keys:
+        assert getattr(model.config, key) == getattr(want, key), key
     kinds = layer_kinds(model.config)
     mixers = [k for k in kinds if k in ("ssm", "attention")]
     assert mixers.count("ssm") >= 2 * mixers.count("attention") >= 2   # mostly SSM, some attention
@@ -73,6 +84,27 @@ def test_loads_offline_as_the_stock_architecture(model_dir, monkeypatch):
             run = 0 if k == "attention" else run + 1
             assert run <= 3
         assert type(model.model.layers[0].mixer).__name__ == "NemotronHMamba2Mixer"
+
+
+def test_loads_in_a_fresh_offline_process(model_dir):
+    """HF_HUB_OFFLINE=1 set before transformers is imported: AutoTokenizer + AutoModelForCausalLM + generate."""
+    import subprocess
+    import sys
+
+    arch, folder, _ = model_dir
+    code = (
+        "import sys, torch\n"
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        "tok = AutoTokenizer.from_pretrained(sys.argv[1])\n"
+        "m = AutoModelForCausalLM.from_pretrained(sys.argv[1])\n"
+        "ids = tok('copy 1:ab\\n', return_tensors='pt').input_ids\n"
+        "out = m.generate(ids, max_new_tokens=3, do_sample=False, pad_token_id=tok.pad_token_id)\n"
+        "print(type(m).__name__, out.shape[1] - ids.shape[1])\n")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    r = subprocess.run([sys.executable, "-c", code, str(folder)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    name, n_new = r.stdout.split()[-2:]
+    assert name == EXPECTED[arch][1] and 1 <= int(n_new) <= 3
 
 
 def test_weights_bf16_and_size(model_dir):
