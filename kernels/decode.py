@@ -59,9 +59,10 @@ def _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, 
 
 
 @triton.jit
-def _store_tile(S, p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, seed, c1, c2,
+def _store_tile(S, p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, seed, c1, c2, s_enc,
                 FMT: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr, BK: tl.constexpr):
-    """Round the fp32 tile S [BV, BK] into format FMT (SR with Philox(seed, v*K+k, c1, c2, TAG))."""
+    """Round the fp32 tile S [BV, BK] into format FMT (SR with Philox(seed, v*K+k, c1, c2, TAG)).
+    nvfp4: ``s_enc`` is the head's encode scale (stored by the caller)."""
     m = mv[:, None] & mk[None, :]
     if SR:
         c0 = offs_v[:, None] * K + offs_k[None, :]
@@ -75,13 +76,11 @@ def _store_tile(S, p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, seed, c1, c2,
         K16 = K // 16
         o2 = tl.arange(0, BK // 2)
         o16 = tl.arange(0, BK // 16)
-        s_enc = nvfp4_encode_scale(nvfp4_amax(S))
         codes, sb = nvfp4_encode(S, s_enc, SR, rbits)
         tl.store(p0 + sh * V * K2 + offs_v[:, None] * K2 + o2[None, :], codes,
                  mask=mv[:, None] & (o2 < K2)[None, :])
         tl.store(p1 + sh * V * K16 + offs_v[:, None] * K16 + o16[None, :], sb,
                  mask=mv[:, None] & (o16 < K16)[None, :])
-        tl.store(p2 + sh, s_enc)
     else:
         bits = encode_bits(S, FMT, SR, rbits)
         ptrs = p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :]
@@ -112,12 +111,33 @@ def _seq_step(S, a, kv, vv, beta, DELTA: tl.constexpr):
 
 
 @triton.jit
+def _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
+                offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr, L1: tl.constexpr,
+                GK: tl.constexpr, DELTA: tl.constexpr, FMT_HP: tl.constexpr, BK: tl.constexpr):
+    """fp32 S_L of rows ``offs_f``: recurrence checkpoint + ring entries 0..h-1 + the current input,
+    replayed sequentially (corrections recomputed from S_hp)."""
+    vf = tl.load(v_ptr + bh * V + offs_f, mask=mf, other=0.0).to(tl.float32)
+    S = _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
+    for j in tl.range(0, L1, loop_unroll_factor=1):  # ring entries 0..h-1 (constexpr bound)
+        if j < h:
+            e = ring0 + j
+            aj = tl.exp(_load_decay(rg_ptr, e, offs_k, mk, GK, BK))
+            kj = tl.load(rk_ptr + e * K + offs_k, mask=mk, other=0.0)
+            vj = tl.load(rv_ptr + e * V + offs_f, mask=mf, other=0.0)
+            bj = tl.load(rb_ptr + e)
+            S, uj = _seq_step(S, aj, kj, vj, bj, DELTA)
+    S, ut = _seq_step(S, at, kt, vf, beta, DELTA)
+    return S
+
+
+@triton.jit
 def _decode_step_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
     hp0, hp1, hp2, lp0, lp1, lp2,
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr,
     seed, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr,
-    BK: tl.constexpr, BV: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
+    BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr, NV4: tl.constexpr,
+    GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
 ):
     b = tl.program_id(0)
@@ -150,25 +170,50 @@ def _decode_step_kernel(
             beta = 0.0
         ring0 = sh * L1
         if h + 1 >= L:
-            # ---- flush: S_hp + ring replayed in registers (corrections recomputed) -> both checkpoints
-            S = _load_tile(hp0, hp1, hp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_HP, BK)
-            for j in tl.range(0, L1, loop_unroll_factor=1):  # ring entries 0..h-1 (constexpr bound: interpreter)
-                if j < h:
-                    e = ring0 + j
-                    aj = tl.exp(_load_decay(rg_ptr, e, offs_k, mk, GK, BK))
-                    kj = tl.load(rk_ptr + e * K + offs_k, mask=mk, other=0.0)
-                    vj = tl.load(rv_ptr + e * V + offs_v, mask=mv, other=0.0)
-                    bj = tl.load(rb_ptr + e)
-                    S, uj = _seq_step(S, aj, kj, vj, bj, DELTA)
-            S, ut = _seq_step(S, at, kt, vt, beta, DELTA)
-            o = tl.sum(S * q[None, :], 1)
-            tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
+            # ---- flush: S_hp + ring replayed in registers (corrections recomputed) -> both checkpoints.
+            # Rows are independent: tiles are processed in sub-blocks of BVF rows (fewer registers).
             fc = tl.load(fcnt_ptr + slot)
-            _store_tile(S, hp0, hp1, hp2, sh, offs_v, offs_k, mv, mk, K, V, seed, sh, fc,
-                        FMT_HP, SR, TAG, BK)
-            if not SHARED:
-                _store_tile(S, lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, seed, sh, fc,
-                            FMT_LP, False, TAG, BK)
+            if NV4:
+                # nvfp4 needs the amax of the whole (slot, head) state: the pv == 0 program flushes the
+                # whole head in two passes (amax, then encode), recomputing S_L (deterministic).
+                if pv == 0:
+                    amax = 0.0
+                    for r in tl.range(0, NVF, loop_unroll_factor=1):
+                        offs_f = r * BVF + tl.arange(0, BVF)
+                        mf = offs_f < V
+                        S = _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h,
+                                        at, kt, beta, offs_f, mf, offs_k, mk, K, V, L1, GK, DELTA, FMT_HP, BK)
+                        amax = tl.maximum(amax, nvfp4_amax(S))
+                    s_enc = nvfp4_encode_scale(amax)
+                    for r in tl.range(0, NVF, loop_unroll_factor=1):
+                        offs_f = r * BVF + tl.arange(0, BVF)
+                        mf = offs_f < V
+                        S = _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h,
+                                        at, kt, beta, offs_f, mf, offs_k, mk, K, V, L1, GK, DELTA, FMT_HP, BK)
+                        o = tl.sum(S * q[None, :], 1)
+                        tl.store(out_ptr + bh * V + offs_f, o, mask=mf)
+                        _store_tile(S, hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, s_enc,
+                                    FMT_HP, SR, TAG, BK)
+                        if not SHARED:
+                            _store_tile(S, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, s_enc,
+                                        FMT_LP, False, TAG, BK)
+                    if FMT_HP == 5:
+                        tl.store(hp2 + sh, s_enc)
+                    if FMT_LP == 5:
+                        tl.store(lp2 + sh, s_enc)
+            else:
+                for r in tl.range(0, BV // BVF, loop_unroll_factor=1):
+                    offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
+                    mf = offs_f < V
+                    S = _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h,
+                                    at, kt, beta, offs_f, mf, offs_k, mk, K, V, L1, GK, DELTA, FMT_HP, BK)
+                    o = tl.sum(S * q[None, :], 1)
+                    tl.store(out_ptr + bh * V + offs_f, o, mask=mf)
+                    _store_tile(S, hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, 1.0,
+                                FMT_HP, SR, TAG, BK)
+                    if not SHARED:
+                        _store_tile(S, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, 1.0,
+                                    FMT_LP, False, TAG, BK)
         elif L > 1:
             # ---- non-flush: output from the read copy + ring; append the current input.
             # Ring entries j < h as [L1P, BK] / [L1P, BV] tiles; decay from entry j to now:
@@ -226,13 +271,13 @@ def _num_sms(device) -> int:
 
 
 def choose_block_v(cache, batch: int) -> int:
-    """V-block size: the whole head for nvfp4 formats or on CPU; on GPU split V until the grid
+    """V-block size: the whole head on CPU; on GPU split V until the grid
     has >= 4 programs per SM (min 8 rows), capped so a [BV, BK] fp32 tile stays <= 8192 elements."""
     V = cache.head_v
     full = triton.next_power_of_2(V)
     if getattr(cache, "block_v", None):
         return cache.block_v
-    if "nvfp4" in (cache.spec.read.name, cache.spec.recur.name) or cache.device.type != "cuda":
+    if cache.device.type != "cuda":
         return full
     bk = block_k(cache.head_k)
     bv = min(full, max(8, 8192 // bk))
@@ -262,8 +307,10 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     BK = block_k(K)
     BV = choose_block_v(cache, B)
     nvfp4 = "nvfp4" in (cache.spec.read.name, cache.spec.recur.name)
-    if nvfp4 and BV < V:
-        raise ValueError(f"nvfp4 formats need one program per (row, head): block_v={BV} < V={V}")
+    BVF = getattr(cache, "flush_block_v", None) or 16
+    BVF = min(BVF, triton.next_power_of_2(V)) if nvfp4 else min(BV, BVF)
+    if not nvfp4 and BV % BVF:
+        raise ValueError(f"flush_block_v={BVF} must divide block_v={BV}")
     hp0, hp1, hp2 = cache.hp.tensors()
     lp0, lp1, lp2 = cache.lp.tensors()
     grid = (B, HV, triton.cdiv(V, BV))
@@ -274,7 +321,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         cache.ring_g, cache.ring_k, cache.ring_v, cache.ring_beta, cache.ring_u,
         cache.ring_count, cache.flush_count,
         cache.seed, HV, K=K, V=V, L=cache.window, L1=cache.ring_k.shape[2], L1P=max(2, triton.next_power_of_2(cache.ring_k.shape[2])),
-        BK=BK, BV=BV, GK=K if cache.per_key else 1, DELTA=cache.delta,
+        BK=BK, BV=BV, BVF=BVF, NVF=triton.cdiv(V, BVF), NV4=nvfp4, GK=K if cache.per_key else 1, DELTA=cache.delta,
         FMT_HP=FORMAT_CODE[cache.spec.recur.name], FMT_LP=FORMAT_CODE[cache.spec.read.name],
         SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag,
         num_warps=num_warps,
