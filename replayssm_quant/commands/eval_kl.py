@@ -70,15 +70,20 @@ def run(args):
     import torch
 
     from replayssm_quant.eval.adapters.loading import load_model
-    from replayssm_quant.eval.data import load_documents
+    from replayssm_quant.cli import UsageError
+    from replayssm_quant.eval.data import iter_texts, make_documents
     from replayssm_quant.eval.kl import KLSettings, run_kl, with_reference
     from replayssm_quant.eval.report import build_report
     from replayssm_quant.eval.results import ResultsStore
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    texts, num_texts = iter_texts(args.data, args.text_field)   # bad --data fails here, before the model loads
     lm = load_model(args.model, device=device, device_map=args.device_map)
     length = args.prefill + args.tokens + 1
-    docs = load_documents(args.data, lm.tokenizer, length, args.docs, text_field=args.text_field)
+    docs = make_documents(texts, lm.tokenizer, length, args.docs, num_texts=num_texts)
+    if not docs:
+        raise UsageError(f"no text in {args.data or 'the embedded held-out books'} has {length} tokens "
+                         "(prefill + tokens + 1); use a smaller --prefill/--tokens or longer texts")
     if len(docs) < args.docs:
         print(f"note: only {len(docs)} documents of {length} tokens available (asked for {args.docs})", file=sys.stderr)
     store = ResultsStore(args.out)

@@ -28,6 +28,7 @@ def _err(capsys):
     (["--model", "no-such-model"], "unknown model 'no-such-model'"),
     (["--model", "tiny-gpt2"], "unknown tiny model 'tiny-gpt2'"),
     (["--model", "tiny-mamba2", "--data", "/no/such/path"], "--data '/no/such/path': no such file or folder"),
+    (["--model", "no-such-model", "--data", "/no/such/path"], "--data '/no/such/path': no such file or folder"),
     (["--tokens", "0"], "--tokens must be >= 1"),
 ])
 def test_bad_values_exit_2_with_one_line(argv, match, capsys, tmp_path):
@@ -83,3 +84,16 @@ def test_interrupted_run_resumes_to_same_results(text_file, tmp_path, monkeypatc
 def test_report_on_non_results_folder(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "not a KL results folder" in _err(capsys)
+
+
+def test_default_model_and_data(tmp_path, capsys):
+    """No --model, no --data: the embedded gdn-demo on its held-out books (runs once the model is installed)."""
+    from replayssm_quant.eval.adapters.loading import default_models_dir
+    from replayssm_quant.eval.gutenberg import heldout_books
+
+    if not (default_models_dir() / "gdn" / "config.json").is_file():
+        pytest.skip("embedded gdn-demo model not installed in eval/default_models/gdn")
+    heldout_books()  # FileNotFoundError (a failure) if the books are missing
+    assert main(["eval", "--prefill", "16", "--tokens", "8", "--docs", "1", "--state", "nvfp4+sr",
+                 "--no-progress", "--out", str(tmp_path / "o")]) == 0
+    assert "gdn-demo" in (tmp_path / "o" / "report.md").read_text()
