@@ -171,3 +171,39 @@ def test_downstream_command_end_to_end_with_resume(tmp_path, capsys):
     # bad run names are one-line errors
     assert main(base + ["--state", "conventional:nvfp4/fp8"]) == 2
     assert "shared spec" in capsys.readouterr().err
+
+
+def test_select_filter_for_multi_filter_tasks():
+    s = {"gsm8k": [{"doc_id": 0, "filter": "strict-match", "exact_match": 0.0},
+                   {"doc_id": 0, "filter": "flexible-extract", "exact_match": 1.0}],
+         "replayssm_copy": [{"doc_id": 0, "filter": "none", "exact_match": 1.0}]}
+    out, chosen = ds.select_filter(s, None)
+    assert chosen == {"gsm8k": "strict-match", "replayssm_copy": "none"}
+    assert [x["exact_match"] for x in out["gsm8k"]] == [0.0]
+    with pytest.raises(ValueError, match="has no filter 'flexible-extract'; its filters: \\['none'\\]"):
+        ds.select_filter(s, "flexible-extract")
+
+
+def test_task_manager_knows_packaged_and_builtin_tasks():
+    pytest.importorskip("lm_eval")
+    tm = ds.task_manager()
+    names = set(tm.all_tasks)
+    assert {"replayssm_copy", "replayssm_upper", ds.SYNTH_TAG, "gsm8k"} <= names
+
+
+def test_packaged_task_data_is_the_heldout_set(tmp_path):
+    """The shipped jsonl equal a fresh write from synthetic_tasks (held-out seed), and the task's
+    process_results scores a target right and a damaged target wrong."""
+    import importlib.util
+
+    written = ds.write_synthetic_task_files(tmp_path)
+    for p in written:
+        assert p.read_bytes() == (ds.TASKS_DIR / p.name).read_bytes(), f"{p.name} is stale: regenerate it"
+    spec = importlib.util.spec_from_file_location("synth_data", ds.TASKS_DIR / "synth_data.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    doc = json.loads((ds.TASKS_DIR / "synth_upper.jsonl").read_text().splitlines()[0])
+    assert mod.process_results(doc, [doc["target"]]) == {"exact_match": 1.0}
+    assert mod.process_results(doc, [doc["target"][:-1]]) == {"exact_match": 0.0}
+    with pytest.raises(FileNotFoundError, match="available: \\['copy', 'upper'\\]"):
+        mod.load("reverse")
