@@ -5,7 +5,7 @@
 #                                  [any other `replayssm-quant downstream` option]
 #
 # Runs the embedded models (gdn-demo, mamba2-demo) on the packaged synthetic long-generation tasks
-# (tag replayssm_synth: replayssm_copy + replayssm_upper, 64 held-out instances each, 32..2048
+# (tag replayssm_synth: replayssm_copy + replayssm_upper, 64 held-out instances each, 32..2000
 # generated tokens) through lm-eval with the replayssm plugin: the fp32 reference and the specs
 # nvfp4+sr, nvfp4/fp8+sr, nvfp4/fp16, fp8+sr, conventional:fp8+sr. Writes OUT/downstream/
 # (runs/MODEL/RUN.jsonl per finished run, config.json, README.md, downstream_quartiles.csv,
