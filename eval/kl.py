@@ -10,7 +10,8 @@ the ``t``-th decode step, the state has absorbed ``t`` tokens since prefill)::
 
     KL_t = sum_v p_fp32(v) (log p_fp32(v) - log p_spec(v))     (nats, full vocabulary)
 
-and the teacher-forced NLL of the true next token. Both accumulate on the
+(in float64 from the fp32 logits) and the teacher-forced NLL of the true next token. Both
+accumulate on the
 device (no host sync inside the loop); each batch ends with one copy to the
 host and one record per (document, variant) in the :class:`ResultsStore`.
 """
@@ -84,13 +85,15 @@ def kl_batch(model, tokens: torch.Tensor, variants: list[Variant], st: KLSetting
         dev = logits.device                       # the lm_head's device (differs from the input's with device_map)
         toks_in = tokens.to(model.get_input_embeddings().weight.device)
         toks = tokens.to(dev)
-        kl = torch.zeros(n, D, N, device=dev)
-        nll = torch.zeros(n, D, N, device=dev)
+        kl = torch.zeros(n, D, N, device=dev, dtype=torch.float64)
+        nll = torch.zeros(n, D, N, device=dev, dtype=torch.float64)
         _sync(dev)
         t0 = time.perf_counter()
         for t in range(N):
             logits = s.step(toks_in[:, P + t])                    # [n*D, vocab]
-            lp = torch.log_softmax(logits, -1).view(n, D, -1)
+            # float64 for the divergence: with fp32 the cancellation in sum p (log p - log q) leaves
+            # noise of ~1e-8 nats (negative KLs) that would swamp the small KLs of 16-bit states
+            lp = torch.log_softmax(logits.double(), -1).view(n, D, -1)
             ref = lp[0]
             kl[:, :, t] = (ref.exp()[None] * (ref[None] - lp)).sum(-1)
             nll[:, :, t] = -lp.gather(2, toks[:, P + t + 1].view(1, D, 1).expand(n, D, 1))[..., 0]
@@ -98,7 +101,7 @@ def kl_batch(model, tokens: torch.Tensor, variants: list[Variant], st: KLSetting
                 progress.update(1)
         _sync(dev)
         secs = time.perf_counter() - t0
-    return kl.cpu().numpy(), nll.cpu().numpy(), secs
+    return kl.float().cpu().numpy(), nll.float().cpu().numpy(), secs
 
 
 def run_kl(model, docs: list[Document], variants: list[Variant], st: KLSettings, store: ResultsStore,
