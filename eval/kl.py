@@ -10,10 +10,10 @@ the ``t``-th decode step, the state has absorbed ``t`` tokens since prefill)::
 
     KL_t = sum_v p_fp32(v) (log p_fp32(v) - log p_spec(v))     (nats, full vocabulary)
 
-(in float64 from the fp32 logits) and the teacher-forced NLL of the true next token. Both
-accumulate on the
-device (no host sync inside the loop); each batch ends with one copy to the
-host and one record per (document, variant) in the :class:`ResultsStore`.
+(in float64 from the fp32 logits) and the teacher-forced NLL of the true next
+token. Both accumulate on the device (no host sync inside the loop); each batch
+ends with one copy to the host and one record per (document, variant) in the
+:class:`ResultsStore`.
 """
 
 from __future__ import annotations
