@@ -46,6 +46,8 @@ def configure(parser):
     e = parser.add_argument_group("evaluation")
     e.add_argument("--eval-contexts", default="2048,16384", help="held-out bpb context lengths (default 2048,16384)")
     e.add_argument("--eval-max-windows", type=int, default=None, help="cap held-out windows per context")
+    e.add_argument("--eval-batch-tokens", type=int, default=32768,
+                   help="tokens per held-out bpb batch (default 32768; lower it if the stock Mamba-2 fallback runs out of memory)")
     e.add_argument("--eval-tasks", type=int, default=64, help="held-out task instances (default 64)")
     e.add_argument("--eval-task-max-len", type=int, default=None, help="longest task target (default 2000)")
     r = parser.add_argument_group("report")
@@ -68,6 +70,7 @@ def _settings(args, arch=None):
         batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr, task_fraction=args.task_fraction,
         seed=args.seed, compile=args.compile, keep_best=not args.keep_last, data_dir=args.data_dir, device=args.device,
         eval_contexts=contexts, eval_max_windows=args.eval_max_windows, eval_tasks=args.eval_tasks,
+        eval_batch_tokens=args.eval_batch_tokens,
         eval_task_max_len=args.eval_task_max_len or DEFAULT_MAX_LEN)
 
 
