@@ -12,6 +12,10 @@ train_log.csv (one row per logged step), train_meta.json (settings, sizes, throu
 eval.json (held-out bits per byte at each context, task accuracy per length quartile, the
 reference continuation loss checked by the tests) and task_eval.csv (one row per task instance).
 
+Reproducibility: initialisation, data order and task instances follow ``seed``; the learning-rate
+schedule follows the wall clock, so two runs match step for step only with a step budget
+(``max_steps`` and ``minutes=0``).
+
 Model selection: the last 4% of every training book is validation text (never trained on); the
 shipped weights are the checkpoint with the best validation bits per byte (usually the last step).
 The held-out books are measured alongside for the training curve but never used for a decision.
