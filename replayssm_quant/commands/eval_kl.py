@@ -1,8 +1,9 @@
 """``replayssm-quant eval``: the KL evaluation (DESIGN.md sec. 6).
 
-Each ``--state`` is ``[MODE:]SPEC``: a state spec (``nvfp4/fp8+sr``) optionally
-prefixed by its decode mode (``conventional:fp8+sr``); specs without a prefix use
-``--mode`` (default replay). The fp32 replay reference is always run.
+Each ``--state`` is ``[MODE[@L]:]SPEC``: a state spec (``nvfp4/fp8+sr``) optionally
+prefixed by its decode mode (``conventional:fp8+sr``) and, for replay, its own window
+(``replay@4:nvfp4+sr``); specs without a prefix use ``--mode`` (default replay) and
+``--window``. The fp32 replay reference is always run.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ DEFAULT_STATES = ["bf16", "fp16", "fp8+sr", "nvfp4+sr", "nvfp4/fp16", "nvfp4/fp8
 def configure(parser):
     parser.add_argument("--model", default=None,
                         help="gdn-demo (default, embedded), mamba2-demo, tiny-ARCH, a local folder or a hub id")
-    parser.add_argument("--state", action="append", default=None, metavar="[MODE:]SPEC",
+    parser.add_argument("--state", action="append", default=None, metavar="[MODE[@L]:]SPEC",
                         help="state variant, repeatable: SPEC (fp32, FMT[+sr], READ/RECUR[+sr]) optionally "
-                             "prefixed by replay: or conventional: (default list: " + " ".join(DEFAULT_STATES) + ")")
+                             "prefixed by replay:, replay@L: (own window L) or conventional: (default list: "
+                             + " ".join(DEFAULT_STATES) + "); the fp32 replay reference always runs")
     parser.add_argument("--mode", default="replay", choices=["replay", "conventional"],
                         help="decode mode of --state values without a MODE: prefix (default replay)")
     parser.add_argument("--window", type=int, default=16, help="replay window L (default 16)")
