@@ -127,14 +127,16 @@ class DecodeSession:
             :data:`~replayssm_quant.eval.adapters.SUPPORTED_MODELS`), in fp32 for
             reference-exact results, in eval mode. It may be spread over GPUs
             (``device_map="auto"``): each layer's caches live on that layer's device.
-        variants: one or several ``[MODE:]SPEC`` strings / :class:`Variant` (or a
-            single string). Rows of the batch are ``variant-major``.
+        variants: one or several ``[MODE[@L]:]SPEC`` strings / :class:`Variant` (or a
+            single string). Rows of the batch are variant-major.
         window: replay window L.
         seed: stochastic-rounding seed (each cache gets ``seed``; slots differ by their index).
         backend: ``"triton"``, ``"torch"`` or ``None`` (triton on CUDA, torch on CPU).
         default_mode: the mode of variants written without a ``MODE:`` prefix.
 
     The session hooks the model when created; :meth:`close` (or ``with``) unhooks it.
+    Several sessions may be attached to one model; only the one inside :meth:`step`
+    routes the SSM layers (one at a time).
     """
 
     def __init__(self, model, variants: str | Variant | Sequence[str | Variant], window: int = DEFAULT_WINDOW,

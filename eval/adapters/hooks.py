@@ -51,10 +51,12 @@ def attach(layer: torch.nn.Module, fam: Family, run: RunStep, active: Callable[[
     tokens: list = []
 
     def pre(_mod, _args):
-        tokens.append(_ROUTE.set(run if active() else None))
+        # only the session that is decoding routes; an attached idle session leaves the route alone
+        tokens.append(_ROUTE.set(run) if active() else None)
 
     def post(_mod, _args, _out):
-        if tokens:
-            _ROUTE.reset(tokens.pop())
+        tok = tokens.pop() if tokens else None
+        if tok is not None:
+            _ROUTE.reset(tok)
 
     return [layer.register_forward_pre_hook(pre), layer.register_forward_hook(post, always_call=True)]

@@ -93,6 +93,10 @@ def test_prefill_logits_and_unhook():
     got = session_decode(s, ids, P)
     assert torch.allclose(got[0], ref[0], atol=1e-6)
     assert not torch.allclose(got[1:], ref[1:], atol=1e-5)
+    # a second session attached to the same model does not disturb the first one
+    s2 = DecodeSession(model, "fp32", window=4, backend="torch")
+    assert torch.equal(session_decode(s, ids, P), got)
+    s2.close()
     s.close()
     again, _ = hf_decode(model, ids, P)
     assert torch.equal(again, ref)
