@@ -12,14 +12,18 @@ operation order is :mod:`.reference`; the flush semantics are written there.
 Grid ``(B, HV, cdiv(V, BV))``: one program per (row, head, V-block) reads its
 ``[BV, K]`` tile of the checkpoint once. Every row of the state is independent
 (the delta-rule correction of row i only needs row i of S), so V can be split
-freely, except for NVFP4, whose second-level scale needs the amax of the whole
-(slot, head) state at a flush: formats with nvfp4 use ``BV >= V`` (one program
-per head). Heads are expanded by the caller (inputs arrive ``[B, HV, ...]``).
+freely. NVFP4's second-level scale needs the amax of the whole (slot, head)
+state at a flush: on a flush row the ``pv == 0`` program flushes the whole head
+in two passes (amax, then encode; S_L is rebuilt deterministically twice) and
+the row's other V-block programs do nothing. Flushes work on sub-blocks of
+``BVF`` rows to keep registers low. Heads are expanded by the caller (inputs
+arrive ``[B, HV, ...]``).
 
 Per program, non-flush step (ring holds ``h`` entries, ``h + 1 < L``):
 reads the read copy tile once and computes ``S_lp (gamma_{1:t} * q)`` and, for the
-delta rule, ``S_lp (gamma_{1:t} * k)`` in the same pass; the ring terms are
-small vectors. Flush step: reads the recurrence tile, replays the ring in
+delta rule, ``S_lp (gamma_{1:t} * k)`` in the same pass; the ring terms come from
+``[L-1, K]`` / ``[L-1, BV]`` tiles (decays from an exclusive reverse cumsum of the
+log decays). Flush step: reads the recurrence tile, replays the ring in
 registers, writes the recurrence tile (and the read tile when separate).
 All arithmetic in fp32; activations may be bf16/fp16 (converted after load).
 """
