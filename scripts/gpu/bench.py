@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
 try:
     from replayssm_quant.commands import bench
 except ImportError:
