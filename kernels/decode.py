@@ -180,7 +180,25 @@ def _decode_step_kernel(
             if NV4:
                 # nvfp4 needs the amax of the whole (slot, head) state: the pv == 0 program flushes the
                 # whole head in two passes (amax, then encode), recomputing S_L (deterministic).
-                if pv == 0:
+                if NVF == 1 and pv == 0:
+                    # the whole head fits one sub-block: one pass, S_L stays in registers
+                    offs_f = tl.arange(0, BVF)
+                    mf = offs_f < V
+                    S = _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h,
+                                    at, kt, beta, offs_f, mf, offs_k, mk, K, V, L1, GK, DELTA, FMT_HP, BK)
+                    s_enc = nvfp4_encode_scale(nvfp4_amax(S))
+                    o = tl.sum(S * q[None, :], 1)
+                    tl.store(out_ptr + bh * V + offs_f, o, mask=mf)
+                    _store_tile(S, hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, s_enc,
+                                FMT_HP, SR, TAG, BK)
+                    if not SHARED:
+                        _store_tile(S, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, s_enc,
+                                    FMT_LP, False, TAG, BK)
+                    if FMT_HP == 5:
+                        tl.store(hp2 + sh, s_enc)
+                    if FMT_LP == 5:
+                        tl.store(lp2 + sh, s_enc)
+                elif pv == 0:
                     amax = 0.0
                     for r in tl.range(0, NVF, loop_unroll_factor=1):
                         offs_f = r * BVF + tl.arange(0, BVF)
@@ -312,13 +330,15 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     BV = choose_block_v(cache, B)
     nvfp4 = "nvfp4" in (cache.spec.read.name, cache.spec.recur.name)
     BVF = getattr(cache, "flush_block_v", None) or 16
+    if nvfp4 and cache.window == 1 and not getattr(cache, "flush_block_v", None):
+        BV = BVF = triton.next_power_of_2(V)   # conventional nvfp4: one program and one pass per head
     BVF = min(BVF, triton.next_power_of_2(V)) if nvfp4 else min(BV, BVF)
     if not nvfp4 and BV % BVF:
         raise ValueError(f"flush_block_v={BVF} must divide block_v={BV}")
     hp0, hp1, hp2 = cache.hp.tensors()
     lp0, lp1, lp2 = cache.lp.tensors()
     grid = (B, HV, triton.cdiv(V, BV))
-    num_warps = max(4, min(16, BV * BK // 1024))   # <= 32 state elements per thread
+    num_warps = max(4, min(16, max(BV, BVF) * BK // 1024))   # <= 32 state elements per thread
     _decode_step_kernel[grid](
         q, k, v, g, beta, slot_idx, out,
         hp0, hp1, hp2, lp0, lp1, lp2,

@@ -130,6 +130,8 @@ CASES = [  # (family, spec, mode, block_v)
     ("kda", "fp16", "conventional", None), ("kda", "nvfp4+sr", "conventional", 8),
     ("mamba2", "fp32", "replay", 8), ("mamba2", "fp8+sr", "replay", None),
     ("mamba2", "nvfp4/fp16", "replay", 8), ("mamba2", "nvfp4+sr", "replay", 16), ("mamba2", "bf16+sr", "conventional", 8),
+    # default flush sub-block (16 >= V): nvfp4 flushes the whole head in one pass
+    ("gdn", "nvfp4+sr", "conventional", "default"), ("kda", "nvfp4/fp16", "replay", "default"),
 ]
 
 
@@ -139,8 +141,8 @@ def test_triton_bit_exact_vs_torch(family, spec, mode, block_v):
     x = random_decode_inputs(family, 9, 4, HV, K, V, generator=_gen(hash((family, spec, mode)) % 1000),
                              device=DEV)
     S0 = torch.randn(3, HV, V, K, generator=_gen(7)).to(DEV)
-    cs = [_cache(family, spec, HV, K, V, b, mode=mode, L=L, seed=11, block_v=block_v)
-          for b in ("torch", "triton")]
+    kw = dict(flush_block_v=None) if block_v == "default" else dict(block_v=block_v)
+    cs = [_cache(family, spec, HV, K, V, b, mode=mode, L=L, seed=11, **kw) for b in ("torch", "triton")]
     for c in cs:
         c.load_state(torch.tensor([4, 0]), S0[:2])
     # slots at different ring positions in one launch; rows permuted; one padded row
