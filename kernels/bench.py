@@ -115,7 +115,7 @@ def bench_inputs(family, batch, shape, window, device):
                                 dtype=torch.bfloat16, device=device, generator=gen)
 
 
-def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, block_v=None):
+def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, block_v=None, flush_block_v=None):
     """Time one decode configuration on inputs ``x`` (:func:`bench_inputs`); returns a dict row."""
     probe = SSMStateCache(family, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"],
                           window=window, mode=mode, backend="torch")
@@ -125,6 +125,8 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
                           window=window, mode=mode, device=device, backend="triton", seed=1234)
     if block_v:
         cache.block_v = block_v
+    if flush_block_v:
+        cache.flush_block_v = flush_block_v
     _fill_states(cache, 7)
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
     out = torch.empty(batch, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
@@ -143,7 +145,8 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
     from .decode import choose_block_v
     row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,
                min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9, rotation=R,
-               block_v=choose_block_v(cache, batch), finite=bool(torch.isfinite(out).all()))
+               block_v=choose_block_v(cache, batch), flush_block_v=flush_block_v or "default",
+               finite=bool(torch.isfinite(out).all()))
     del cache, out
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -177,7 +180,7 @@ def bench_fla(batch, shape, window, timer, device):
     min_bytes = 8.0 * batch * HV * K * V
     return dict(family="gdn", spec="fla fp32", mode="fla fused_recurrent", batch=batch, time_us=t_us,
                 min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9, rotation=R, block_v=None,
-                finite=True)
+                flush_block_v=None, finite=True)
 
 
 # ------------------------------------------------------------------------------- correctness
@@ -347,7 +350,7 @@ def write_report(out, df, mem, corr, meta, notes):
 
 # ------------------------------------------------------------------------------- driver
 def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40, cpu_smoke=False,
-              command=None, block_v=None):
+              command=None, block_v=None, flush_block_v=None):
     """Run the whole benchmark and write the report; returns the results DataFrame."""
     import pandas as pd
     from tqdm import tqdm
@@ -396,7 +399,8 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
         if key != (fam, b):
             x, key = None, (fam, b)
             x = bench_inputs(fam, b, shapes[fam], window, device)
-        rows.append(bench_kernel(fam, spec, mode, b, shapes[fam], window, timer, device, x, block_v))
+        rows.append(bench_kernel(fam, spec, mode, b, shapes[fam], window, timer, device, x, block_v,
+                                 flush_block_v))
     del x
     if fla_ok:
         for b in tqdm(batches, desc="fla", disable=None):

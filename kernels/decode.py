@@ -293,8 +293,8 @@ def _num_sms(device) -> int:
 
 
 def choose_block_v(cache, batch: int) -> int:
-    """V-block size: the whole head on CPU; on GPU split V until the grid
-    has >= 4 programs per SM (min 8 rows), capped so a [BV, BK] fp32 tile stays <= 8192 elements."""
+    """V-block size: the whole head on CPU; on GPU start from a [BV, BK] tile of 16384 fp32 elements
+    (8192 for conventional) and halve BV (min 8) until the grid has >= 4 programs per SM."""
     V = cache.head_v
     full = triton.next_power_of_2(V)
     if getattr(cache, "block_v", None):
@@ -302,7 +302,8 @@ def choose_block_v(cache, batch: int) -> int:
     if cache.device.type != "cuda":
         return full
     bk = block_k(cache.head_k)
-    bv = min(full, max(8, 8192 // bk))
+    # replay: one program per head (V <= 128) reads the ring's k tile once; conventional: smaller tiles
+    bv = min(full, max(8, (8192 if cache.window == 1 else 16384) // bk))
     target = 4 * _num_sms(cache.device)
     while bv > 8 and batch * cache.num_heads * triton.cdiv(V, bv) < target:
         bv //= 2
@@ -329,7 +330,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     BK = block_k(K)
     BV = choose_block_v(cache, B)
     nvfp4 = "nvfp4" in (cache.spec.read.name, cache.spec.recur.name)
-    BVF = getattr(cache, "flush_block_v", None) or 16
+    BVF = getattr(cache, "flush_block_v", None) or (32 if cache.window == 1 else 16)
     if nvfp4 and cache.window == 1 and not getattr(cache, "flush_block_v", None):
         BV = BVF = triton.next_power_of_2(V)   # conventional nvfp4: one program and one pass per head
     BVF = min(BVF, triton.next_power_of_2(V)) if nvfp4 else min(BV, BVF)

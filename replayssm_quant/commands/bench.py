@@ -23,6 +23,8 @@ def configure(parser):
     parser.add_argument("--window", type=int, default=16, help="replay window L (default 16)")
     parser.add_argument("--rep-ms", type=int, default=40, help="do_bench rep time per measurement, ms (default 40)")
     parser.add_argument("--block-v", type=int, default=None, help="force the kernel's V block (default: heuristic)")
+    parser.add_argument("--flush-block-v", type=int, default=None,
+                        help="force the rows per flush sub-block (power of two; default 16 replay, 32 conventional)")
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="tiny shapes in the Triton CPU interpreter (tests only; times are meaningless)")
 
@@ -40,10 +42,15 @@ def run(args):
             raise ValueError(f"--batches must be integers, got {','.join(args.batches)}") from None
         if min(batches) < 1:
             raise ValueError("--batches must be positive")
+    for name in ("block_v", "flush_block_v"):
+        x = getattr(args, name)
+        if x is not None and (x < 1 or x & (x - 1)):
+            raise ValueError(f"--{name.replace('_', '-')} must be a power of two, got {x}")
     if args.window < 1:
         raise ValueError(f"--window must be >= 1, got {args.window}")
     df = run_bench(args.out, families=args.families, specs=args.specs, batches=batches, window=args.window,
                    rep_ms=args.rep_ms, cpu_smoke=args.cpu_smoke, block_v=args.block_v,
+                   flush_block_v=args.flush_block_v,
                    command="replayssm-quant bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"]
                    else " ".join(sys.argv))
     print(f"wrote {args.out}/results.csv, report.md, bench.png ({len(df)} measurements)")
