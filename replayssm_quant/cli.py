@@ -22,6 +22,7 @@ COMMANDS = {
     "eval": "eval_kl",
     "report": "report",
     "downstream": "downstream",
+    "state-stats": "state_stats",
 }
 
 
