@@ -190,6 +190,15 @@ def _nvfp4_elem_codes(xs, s_b, SR: tl.constexpr, rbits):
 
 
 @triton.jit
+def _canonical_nan(v):
+    """Every NaN of the fp32 tensor ``v`` -> 0x7FC00000 (done on the bits: GPU arithmetic returns
+    0x7FFFFFFF for a NaN result, x86 / the interpreter propagate the operand's NaN)."""
+    b = v.to(tl.int32, bitcast=True)
+    b = tl.where((b & 0x7FFFFFFF) > 0x7F800000, 0x7FC00000, b)
+    return b.to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def nvfp4_encode_pairs(x_even, x_odd, s_enc, SR: tl.constexpr, rb_even, rb_odd):
     """NVFP4-encode NB blocks laid out as rows: ``x_even`` / ``x_odd`` fp32 ``[NB, 8]`` hold
     elements 0, 2, ..., 14 and 1, 3, ..., 15 of each 16-element block; ``s_enc`` a scalar or
@@ -219,7 +228,9 @@ def nvfp4_decode_pairs(codes, scale_bits, s_enc):
     s_b = _decode_ieee(scale_bits.to(tl.int32) & 0xFF, 8, 4, 3, 7, 0x7F, False, 0.001953125)[:, None]
     ne = _decode_ieee(c & 0xF, 4, 2, 1, 1, -1, False, 0.5) * s_b
     no = _decode_ieee(c >> 4, 4, 2, 1, 1, -1, False, 0.5) * s_b
-    return tl.math.div_rn(ne, tl.broadcast_to(s_enc, ne.shape)), tl.math.div_rn(no, tl.broadcast_to(s_enc, no.shape))
+    ne = tl.math.div_rn(ne, tl.broadcast_to(s_enc, ne.shape))
+    no = tl.math.div_rn(no, tl.broadcast_to(s_enc, no.shape))
+    return _canonical_nan(ne), _canonical_nan(no)
 
 
 @triton.jit

@@ -37,7 +37,10 @@ NVFP4 (DESIGN.md sec. 4) over the last two dims ``[..., R, C]``, C % 16 == 0:
   rounding is monotone).
 * code q = E2M1(fp32(xs / s_b)) (RNE or SR, saturating at +-6); if s_b == 0
   the block's codes are 0 (+0 or -0 by the sign of x).
-* value = fp32(fp32(q * s_b) / s_enc) (``q * s_b`` is exact).
+* value = fp32(fp32(q * s_b) / s_enc) (``q * s_b`` is exact); every NaN value
+  (a NaN block, or a NaN from a bad user-supplied s_enc) is stored as the
+  canonical quiet NaN 0x7FC00000 (:func:`canonical_nan`), because the NaN bits
+  that float arithmetic returns differ between CPUs and GPUs.
 * storage: codes uint8 ``[..., R, C/2]`` (element 2i low nibble, 2i+1 high),
   scale_bits uint8 ``[..., R, C/16]`` (E4M3 bits), s_enc float32 ``[...]``.
 """
@@ -287,7 +290,19 @@ def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch
     q = decode_bits(torch.stack((c & 0xF, c >> 4), dim=-1).reshape(*lead, R, C), "e2m1")
     s_b = decode_bits(scale_bits, "fp8")
     s_b = s_b[..., None].expand(*lead, R, C // NVFP4_BLOCK, NVFP4_BLOCK).reshape(*lead, R, C)
-    return (q * s_b) / s_enc.to(torch.float32)[..., None, None]
+    return canonical_nan((q * s_b) / s_enc.to(torch.float32)[..., None, None])
+
+
+def canonical_nan(v: torch.Tensor) -> torch.Tensor:
+    """float32 -> float32 with every NaN replaced by the canonical quiet NaN 0x7FC00000.
+
+    Arithmetic on a NaN returns a device-dependent NaN (x86 keeps the operand's
+    payload and sign, NVIDIA GPUs return 0x7FFFFFFF), so NaN results are made
+    canonical on the bits wherever a kernel must match this reference bit for bit.
+    """
+    b = v.contiguous().view(torch.int32)
+    b = torch.where((b & 0x7FFFFFFF) > 0x7F800000, torch.tensor(0x7FC00000, dtype=torch.int32, device=v.device), b)
+    return b.view(torch.float32)
 
 
 def round_to_format(x: torch.Tensor, fmt, rounding: str = "rne", rbits: torch.Tensor | None = None) -> torch.Tensor:

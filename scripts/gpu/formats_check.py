@@ -174,8 +174,29 @@ def check_elem(fmt, rounding, x_cpu, dev, seed):
         i = bad.nonzero()[0, 0].item()
         ex = f"x={x_cpu[i].item()!r} got={got[i].item():#x} want={want[i].item():#x}"
     back = kq.dequantize_elem(bits.to(dev), fmt).cpu()
-    dq_bad = int((back.view(torch.int32) != ref.decode_bits(want, fmt).view(torch.int32)).sum())
-    return int(bad.sum()), dq_bad, ex
+    want_back = ref.decode_bits(want, fmt)
+    dq = back.view(torch.int32) != want_back.view(torch.int32)
+    if dq.any() and not ex:
+        i = dq.nonzero()[0, 0].item()
+        ex = (f"dequantize: x={x_cpu[i].item()!r} bits={want[i].item():#x} got={_hex32(back[i])} "
+              f"want={_hex32(want_back[i])}")
+    return int(bad.sum()), int(dq.sum()), ex
+
+
+def _hex32(v: torch.Tensor) -> str:
+    """fp32 scalar tensor -> its bit pattern as 0x%08x."""
+    return f"{v.reshape(1).view(torch.int32).item() & 0xFFFFFFFF:#010x}"
+
+
+def nvfp4_example(x, codes, sbits, s_enc, want, got) -> str:
+    """First element where the dequantized ``got`` [L, R, C] differs from ``want`` in bits: its index,
+    input value, code byte, scale bits, s_enc and both outputs as hex."""
+    i = (got.view(torch.int32) != want.view(torch.int32)).nonzero()[0].tolist()
+    r, c = i[-2], i[-1]
+    lead = tuple(i[:-2])
+    return (f"dequantize at {i}: x={x[tuple(i)].item()!r} code_byte={codes[(*lead, r, c // 2)].item():#04x} "
+            f"scale_bits={sbits[(*lead, r, c // 16)].item():#04x} s_enc={_hex32(s_enc[lead])} "
+            f"want={_hex32(want[tuple(i)])} got={_hex32(got[tuple(i)])}")
 
 
 def check_nvfp4(rounding, x_cpu, dev, seed):
@@ -189,7 +210,10 @@ def check_nvfp4(rounding, x_cpu, dev, seed):
         i = (c != wc).nonzero()
         ex = f"first code mismatch at {i[0].tolist()}" if i.numel() else "scale/s_enc mismatch"
     y = kq.nvfp4_dequantize(wc.to(dev), ws.to(dev), we.to(dev)).cpu()
-    dq_bad = int((y.view(torch.int32) != ref.nvfp4_dequantize(wc, ws, we).view(torch.int32)).sum())
+    want_y = ref.nvfp4_dequantize(wc, ws, we)
+    dq_bad = int((y.view(torch.int32) != want_y.view(torch.int32)).sum())
+    if dq_bad:
+        ex = (ex + "; " if ex else "") + nvfp4_example(x_cpu, wc, ws, we, want_y, y)
     return bad, dq_bad, ex
 
 

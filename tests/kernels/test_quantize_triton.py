@@ -88,6 +88,33 @@ def test_nvfp4_kernels_match_reference(rounding, shape):
     assert torch.equal(y.view(torch.int32), ref.nvfp4_dequantize(wc, ws, we).view(torch.int32))
 
 
+def test_nvfp4_dequantize_nan_bits_are_canonical():
+    """Every NaN that nvfp4 dequantize returns is 0x7FC00000, in the reference and the kernel.
+
+    Pins the GPU fix: NaN blocks (scale bits 0x7F / 0xFF) used to decode through fp32 arithmetic on
+    the NaN scale, which keeps the operand's NaN bits on x86 (0x7FC00000 / 0xFFC00000) but returns
+    0x7FFFFFFF on NVIDIA GPUs (880 mismatches = the 55 NaN blocks of formats_check's edge set).
+    Also NaNs from a bad s_enc (0/0, a NaN with payload) and every code in a NaN block."""
+    L, R, C = 4, 3, 32
+    g = torch.Generator().manual_seed(11)
+    codes = torch.randint(0, 256, (L, R, C // 2), generator=g, dtype=torch.uint8)
+    sbits = torch.randint(0, 0x7F, (L, R, C // 16), generator=g, dtype=torch.uint8)
+    sbits[0, 0, 0], sbits[0, 1, 1], sbits[1, 2, 0] = 0x7F, 0xFF, 0xFF        # NaN scales, +- sign
+    codes[0, 0, :8] = torch.arange(0, 256, 32, dtype=torch.uint8) | 0x88     # negative codes in a NaN block
+    codes[2, 0, :8] = 0                                                      # zero codes with s_enc 0: 0/0
+    s_enc = torch.tensor([1.5, 7.0, 0.0, 0.0])
+    s_enc.view(torch.int32)[3] = 0x7FA00001                                  # NaN with a payload
+    want = ref.nvfp4_dequantize(codes, sbits, s_enc)
+    wb = want.view(torch.int32)
+    nan = torch.isnan(want)
+    assert nan[0, 0, :16].all() and nan[0, 1, 16:].all() and nan[1, 2, :16].all() and nan[3].all()
+    assert nan[2, 0, :16].all() and not nan[0, 2].any()
+    assert (wb[nan] == 0x7FC00000).all()
+    y = torch.full((L, R, C), 12345.0, device=DEV)
+    kq.nvfp4_dequantize(codes.to(DEV), sbits.to(DEV), s_enc.to(DEV), out=y)
+    assert torch.equal(y.cpu().view(torch.int32), wb)
+
+
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_api_backends_agree(fmt):
     x = torch.randn(3, 4, 32, device=DEV) * 10
