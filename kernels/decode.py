@@ -34,7 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .reference import block_k
+from .reference import block_k, flush_entries, replay_flush_rows
 from .rounding import (FORMAT_CODE, decode_bits, encode_bits, nvfp4_amax, nvfp4_decode, nvfp4_encode,
                        nvfp4_encode_scale, sr_bits)
 
@@ -135,12 +135,110 @@ def _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ri
 
 
 @triton.jit
+def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
+                K: tl.constexpr, L: tl.constexpr, LP: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
+                BK: tl.constexpr):
+    """Per-(row, head) terms of the chunked flush over the L inputs (ring entries 0..L-2, the current
+    input as entry L-1; padded with zeros to LP >= 16 entries). With Gc_j the inclusive cumsum of the
+    log decays (d_{i+1:j} = exp(Gc_j - Gc_i)):
+
+    Kd [LP, BK] = k_j * d_{1:j}; Kd2 [LP, BK] = k_j * d_{j+1:L}; dL [BK] = d_{1:L};
+    (delta rule) br [LP] betas and T = (I + M diag(br))^{-1} [LP, LP] with M[i, j] = sum_k k_i k_j d_{i+1:j}
+    for i < j (else 0), so that the corrections of a row are U = ((v - P) * br) T with P = S_hp Kd^T.
+    """
+    offs_j = tl.arange(0, LP)
+    mring = offs_j < L - 1
+    cur = offs_j == L - 1
+    ej = ring0 + offs_j
+    Kr = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mring[:, None] & mk[None, :], other=0.0)
+    Kr = tl.where(cur[:, None], kt[None, :], Kr)
+    if GK == 1:
+        gr = tl.load(rg_ptr + ej, mask=mring, other=0.0)
+        gr = tl.where(cur, gts, gr)
+        Gc = tl.cumsum(gr, 0)                                                   # [LP]
+        gtot = tl.sum(tl.where(cur, Gc, 0.0), 0)
+        Kd = Kr * tl.exp(Gc)[:, None]
+        Kd2 = Kr * tl.exp(gtot - Gc)[:, None]
+        dL = tl.exp(gtot + tl.zeros([BK], dtype=tl.float32))
+    else:
+        Gr = tl.load(rg_ptr + ej[:, None] * GK + offs_k[None, :], mask=mring[:, None] & mk[None, :], other=0.0)
+        Gr = tl.where(cur[:, None], gt[None, :], Gr)
+        Gc = tl.cumsum(Gr, 0)                                                   # [LP, BK]
+        gtot = tl.sum(tl.where(cur[:, None], Gc, 0.0), 0)                       # [BK]
+        Kd = Kr * tl.exp(Gc)
+        Kd2 = Kr * tl.exp(gtot[None, :] - Gc)
+        dL = tl.exp(gtot)
+    T = tl.zeros([LP, LP], dtype=tl.float32)
+    br = tl.zeros([LP], dtype=tl.float32)
+    if DELTA:
+        br = tl.load(rb_ptr + ej, mask=mring, other=0.0)
+        br = tl.where(cur, beta, br)
+        M = tl.zeros([LP, LP], dtype=tl.float32)
+        for i in tl.range(0, L, loop_unroll_factor=1):
+            seli = offs_j == i
+            ki = tl.sum(tl.where(seli[:, None], Kr, 0.0), 0)                    # k_i [BK]
+            if GK == 1:
+                gci = tl.sum(tl.where(seli, Gc, 0.0), 0)
+                row = tl.sum(Kr * ki[None, :], 1) * tl.exp(tl.minimum(Gc - gci, 0.0))
+            else:
+                gci = tl.sum(tl.where(seli[:, None], Gc, 0.0), 0)               # [BK]
+                row = tl.sum(Kr * tl.exp(tl.minimum(Gc - gci[None, :], 0.0)) * ki[None, :], 1)
+            M = tl.where(seli[:, None] & (offs_j > i)[None, :], row[None, :], M)
+        # T = (I + M diag(beta))^{-1} (unit upper triangular), column by column: T_j = e_j - T N_j
+        N = M * br[None, :]
+        for j in tl.range(0, L, loop_unroll_factor=1):
+            selj = offs_j == j
+            nj = tl.sum(tl.where(selj[None, :], N, 0.0), 1)                     # N[:, j]
+            t = selj.to(tl.float32) - tl.sum(T * nj[None, :], 1)
+            T = tl.where(selj[None, :], t[:, None], T)
+    return Kd, Kd2, dL, T, br
+
+
+@triton.jit
+def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk,
+                 K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, LP: tl.constexpr, DELTA: tl.constexpr,
+                 FMT_HP: tl.constexpr, BK: tl.constexpr):
+    """fp32 S_L of rows ``offs_f`` ([BVF, BK]) from the recurrence checkpoint, chunked form (three fp32
+    IEEE dots, one pass over the tile): P = S_hp Kd^T; corrections U = ((V - P) * beta) T, i.e.
+    u_j = beta_j (v_j - P_j - sum_{i<j} M_ij u_i) = beta_j (v_j - a_j S_{j-1} k_j); S_L = S_hp * d_{1:L} + U Kd2."""
+    offs_j = tl.arange(0, LP)
+    mring = offs_j < L - 1
+    vf = tl.load(v_ptr + bh * V + offs_f, mask=mf, other=0.0).to(tl.float32)
+    Vr = tl.load(rv_ptr + (ring0 + offs_j)[None, :] * V + offs_f[:, None], mask=mf[:, None] & mring[None, :],
+                 other=0.0)
+    Vr = tl.where((offs_j == L - 1)[None, :], vf[:, None], Vr)                  # [BVF, LP]
+    S0 = _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
+    if DELTA:
+        P = tl.dot(S0, tl.trans(Kd), input_precision="ieee")                     # [BVF, LP]
+        U = tl.dot((Vr - P) * br[None, :], T, input_precision="ieee")          # [BVF, LP]
+    else:
+        U = Vr
+    S = S0 * dL[None, :] + tl.dot(U, Kd2, input_precision="ieee")
+    return S
+
+
+@triton.jit
+def _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
+             Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr,
+             L1: tl.constexpr, LP: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_HP: tl.constexpr,
+             BK: tl.constexpr):
+    """S_L of rows ``offs_f``: conventional (L = 1) one sequential step, replay the chunked form."""
+    if L == 1:
+        S = _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
+                        offs_f, mf, offs_k, mk, K, V, L1, GK, DELTA, FMT_HP, BK)
+    else:
+        S = _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk,
+                         K, V, L, LP, DELTA, FMT_HP, BK)
+    return S
+
+
+@triton.jit
 def _decode_step_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
     hp0, hp1, hp2, lp0, lp1, lp2,
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr,
     seed, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr,
-    BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr, NV4: tl.constexpr,
+    LP: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr, NV4: tl.constexpr,
     GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
 ):
@@ -177,6 +275,15 @@ def _decode_step_kernel(
             # ---- flush: S_hp + ring replayed in registers (corrections recomputed) -> both checkpoints.
             # Rows are independent: tiles are processed in sub-blocks of BVF rows (fewer registers).
             fc = tl.load(fcnt_ptr + slot)
+            if L > 1:   # per-(row, head) terms of the chunked flush, shared by the sub-blocks
+                Kd, Kd2, dL, T, br = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
+                                                 K, L, LP, GK, DELTA, BK)
+            else:
+                Kd = kt
+                Kd2 = kt
+                T = kt
+                dL = at
+                br = at
             if NV4:
                 # nvfp4 needs the amax of the whole (slot, head) state: the pv == 0 program flushes the
                 # whole head in two passes (amax, then encode), recomputing S_L (deterministic).
@@ -184,8 +291,8 @@ def _decode_step_kernel(
                     # the whole head fits one sub-block: one pass, S_L stays in registers
                     offs_f = tl.arange(0, BVF)
                     mf = offs_f < V
-                    S = _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h,
-                                    at, kt, beta, offs_f, mf, offs_k, mk, K, V, L1, GK, DELTA, FMT_HP, BK)
+                    S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
+                                 Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1, LP, GK, DELTA, FMT_HP, BK)
                     s_enc = nvfp4_encode_scale(nvfp4_amax(S))
                     o = tl.sum(S * q[None, :], 1)
                     tl.store(out_ptr + bh * V + offs_f, o, mask=mf)
@@ -203,15 +310,17 @@ def _decode_step_kernel(
                     for r in tl.range(0, NVF, loop_unroll_factor=1):
                         offs_f = r * BVF + tl.arange(0, BVF)
                         mf = offs_f < V
-                        S = _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h,
-                                        at, kt, beta, offs_f, mf, offs_k, mk, K, V, L1, GK, DELTA, FMT_HP, BK)
+                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
+                                     Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1, LP, GK, DELTA,
+                                     FMT_HP, BK)
                         amax = tl.maximum(amax, nvfp4_amax(S))
                     s_enc = nvfp4_encode_scale(amax)
                     for r in tl.range(0, NVF, loop_unroll_factor=1):
                         offs_f = r * BVF + tl.arange(0, BVF)
                         mf = offs_f < V
-                        S = _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h,
-                                        at, kt, beta, offs_f, mf, offs_k, mk, K, V, L1, GK, DELTA, FMT_HP, BK)
+                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
+                                     Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1, LP, GK, DELTA,
+                                     FMT_HP, BK)
                         o = tl.sum(S * q[None, :], 1)
                         tl.store(out_ptr + bh * V + offs_f, o, mask=mf)
                         _store_tile(S, hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, s_enc,
@@ -227,8 +336,8 @@ def _decode_step_kernel(
                 for r in tl.range(0, BV // BVF, loop_unroll_factor=1):
                     offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
                     mf = offs_f < V
-                    S = _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h,
-                                    at, kt, beta, offs_f, mf, offs_k, mk, K, V, L1, GK, DELTA, FMT_HP, BK)
+                    S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
+                                 Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1, LP, GK, DELTA, FMT_HP, BK)
                     o = tl.sum(S * q[None, :], 1)
                     tl.store(out_ptr + bh * V + offs_f, o, mask=mf)
                     _store_tile(S, hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, 1.0,
@@ -334,6 +443,9 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     if nvfp4 and cache.window == 1 and not getattr(cache, "flush_block_v", None):
         BV = BVF = triton.next_power_of_2(V)   # conventional nvfp4: one program and one pass per head
     BVF = min(BVF, triton.next_power_of_2(V)) if nvfp4 else min(BV, BVF)
+    if cache.window > 1:   # the chunked flush: fp32 tl.dot (dims >= 16), row sub-blocks as the reference
+        BVF = replay_flush_rows(cache)
+        BV = max(BV, BVF)
     if not nvfp4 and BV % BVF:
         raise ValueError(f"flush_block_v={BVF} must divide block_v={BV}")
     hp0, hp1, hp2 = cache.hp.tensors()
@@ -346,7 +458,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         cache.ring_g, cache.ring_k, cache.ring_v, cache.ring_beta, cache.ring_u,
         cache.ring_count, cache.flush_count,
         cache.seed, HV, K=K, V=V, L=cache.window, L1=cache.ring_k.shape[2], L1P=max(2, triton.next_power_of_2(cache.ring_k.shape[2])),
-        BK=BK, BV=BV, BVF=BVF, NVF=triton.cdiv(V, BVF), NV4=nvfp4, GK=K if cache.per_key else 1, DELTA=cache.delta,
+        LP=flush_entries(cache.window), BK=BK, BV=BV, BVF=BVF, NVF=triton.cdiv(V, BVF), NV4=nvfp4, GK=K if cache.per_key else 1, DELTA=cache.delta,
         FMT_HP=FORMAT_CODE[cache.spec.recur.name], FMT_LP=FORMAT_CODE[cache.spec.read.name],
         SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag,
         num_warps=num_warps,

@@ -92,11 +92,129 @@ def replay_ring(cache, S, slots, h: int):
     return S
 
 
+def flush_entries(L: int) -> int:
+    """Entries of the chunked flush (the L inputs zero-padded): next power of two >= L, min 16."""
+    return max(16, 1 << (int(L) - 1).bit_length())
+
+
+def replay_flush_rows(cache) -> int:
+    """Rows per flush sub-block of the replay kernel (>= 16 for tl.dot; the ``flush_block_v`` knob)."""
+    return max(16, getattr(cache, "flush_block_v", None) or 16)
+
+
+def _np(x: torch.Tensor, bk: int) -> np.ndarray:
+    """float32 numpy copy of ``x [..., K]`` zero-padded to ``[..., bk]`` (C-contiguous)."""
+    K = x.shape[-1]
+    if bk != K:
+        x = F.pad(x, (0, bk - K))
+    return np.ascontiguousarray(x.detach().cpu().numpy().astype(np.float32))
+
+
+def _npsum(x: np.ndarray) -> np.ndarray:
+    """numpy sum over the last dim (what ``tl.sum`` over a row is under the interpreter)."""
+    return np.sum(np.ascontiguousarray(x), axis=-1)
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """fp32 matmul as ``tl.dot(a, b)`` under the interpreter (numpy matmul plus a zero accumulator)."""
+    return np.matmul(a, b, dtype=np.float32) + np.float32(0.0)
+
+
+def chunked_flush_state(cache, S0, slots, k, v, g, beta):
+    """S_L after the L - 1 ring entries of ``slots`` and the current input, chunked form (kernel op order).
+
+    With ``Gc_j`` the inclusive cumsum of the log decays over the L entries (d_{i+1:j} = exp(Gc_j - Gc_i)),
+    ``Kd_j = k_j d_{1:j}``, ``Kd2_j = k_j d_{j+1:L}``:
+
+    * delta rule: ``P = S0 Kd^T`` ([V, L], one pass over the state), ``M_ij = sum_k k_i k_j d_{i+1:j}``
+      (i < j), ``T = (I + M diag(beta))^{-1}`` (column by column, ``T_j = e_j - T N_j``, N = M diag(beta))
+      and ``U = ((V - P) * beta) T``, i.e. ``u_j = beta_j (v_j - P_j - sum_{i<j} M_ij u_i)``
+      (= beta_j (v_j - a_j S_{j-1} k_j): corrections recomputed from S0);
+    * mamba2: ``u_j = v_j``;
+    * ``S_L = S0 * d_{1:L} + U Kd2`` with ``U = [u_0 .. u_{L-1}]`` as columns ([V, L]).
+
+    Entries are zero-padded to :func:`flush_entries`, keys to :func:`block_k` and rows to sub-blocks of
+    :func:`replay_flush_rows` like the kernel (the fp32 products are numpy matmuls on the same shapes,
+    which is what ``tl.dot`` is under the interpreter).
+
+    Args:
+        S0: float32 ``[n, HV, V, K]`` the decoded recurrence checkpoint; slots: int64 ``[n]``;
+        k: ``[n, HV, K]``; v: ``[n, HV, V]``; g: ``[n, HV, GK]``; beta: ``[n, HV]``.
+
+    Returns:
+        float32 ``[n, HV, V, K]``.
+    """
+    L, K = cache.window, cache.head_k
+    BK, LP = block_k(K), flush_entries(L)
+    n, HV, V = v.shape
+    dev = S0.device
+    Kr = np.zeros((n, HV, LP, BK), np.float32)
+    Kr[:, :, :L - 1] = _np(cache.ring_k[slots], BK)
+    Kr[:, :, L - 1] = _np(k, BK)
+    if cache.per_key:
+        Gr = np.zeros((n, HV, LP, BK), np.float32)
+        Gr[:, :, :L - 1] = _np(cache.ring_g[slots], BK)
+        Gr[:, :, L - 1] = _np(g, BK)
+        Gc = np.cumsum(Gr, axis=-2)
+        gtot = np.ascontiguousarray(Gc[:, :, L - 1])                          # [n, HV, BK]
+        Kd = Kr * np.exp(Gc)
+        Kd2 = Kr * np.exp(gtot[:, :, None, :] - Gc)
+        dL = np.exp(gtot)
+    else:
+        gr = np.zeros((n, HV, LP), np.float32)
+        gr[:, :, :L - 1] = cache.ring_g[slots][..., 0].cpu().numpy()
+        gr[:, :, L - 1] = g[..., 0].cpu().numpy()
+        Gc = np.cumsum(gr, axis=-1)
+        gtot = np.ascontiguousarray(Gc[:, :, L - 1])                          # [n, HV]
+        Kd = Kr * np.exp(Gc)[..., None]
+        Kd2 = Kr * np.exp(gtot[..., None] - Gc)[..., None]
+        dL = np.exp(gtot[..., None] + np.zeros(BK, np.float32))
+    Vr = np.zeros((n, HV, V, LP), np.float32)
+    Vr[..., :L - 1] = np.swapaxes(cache.ring_v[slots].cpu().numpy(), -1, -2)
+    Vr[..., L - 1] = v.cpu().numpy()
+    # rows in sub-blocks of R (the kernel's flush tile; matmul rounding depends on the row count)
+    R = replay_flush_rows(cache)
+    nb = -(-V // R)
+    S0n = np.zeros((n, HV, nb * R, BK), np.float32)
+    S0n[:, :, :V] = _np(S0, BK)
+    S0n = S0n.reshape(n, HV, nb, R, BK)
+    Vp = np.zeros((n, HV, nb * R, LP), np.float32)
+    Vp[:, :, :V] = Vr
+    Vr = Vp.reshape(n, HV, nb, R, LP)
+    if cache.delta:
+        br = np.zeros((n, HV, LP), np.float32)
+        br[:, :, :L - 1] = cache.ring_beta[slots].cpu().numpy()
+        br[:, :, L - 1] = beta.cpu().numpy()
+        M = np.zeros((n, HV, LP, LP), np.float32)
+        for i in range(L):
+            ki = Kr[:, :, i][:, :, None, :]
+            if cache.per_key:
+                e = np.exp(np.minimum(Gc - Gc[:, :, i][:, :, None, :], np.float32(0.0)))
+                row = _npsum(Kr * e * ki)
+            else:
+                row = _npsum(Kr * ki) * np.exp(np.minimum(Gc - Gc[:, :, i][..., None], np.float32(0.0)))
+            M[:, :, i, i + 1:] = row[:, :, i + 1:]
+        N = M * br[:, :, None, :]
+        T = np.zeros((n, HV, LP, LP), np.float32)
+        for j in range(L):
+            ej = (np.arange(LP) == j).astype(np.float32)
+            T[..., j] = ej - _npsum(T * N[..., :, j][:, :, None, :])
+        P = _dot(S0n, np.swapaxes(Kd, -1, -2)[:, :, None])                     # [n, HV, nb, R, LP]
+        U = _dot((Vr - P) * br[:, :, None, None, :], T[:, :, None])
+    else:
+        U = Vr
+    S = S0n * dL[:, :, None, None, :] + _dot(U, Kd2[:, :, None])
+    S = S.reshape(n, HV, nb * R, BK)[:, :, :V]
+    return torch.from_numpy(np.ascontiguousarray(S[..., :K])).to(dev)
+
+
 def _flush(cache, slots, h, q, k, v, g, beta):
     a = exp32(g)
     S = cache.hp.decode(slots)
-    S = replay_ring(cache, S, slots, h)
-    S, _ = seq_step(S, a, k, v, beta, cache.delta)
+    if cache.window == 1:
+        S, _ = seq_step(S, a, k, v, beta, cache.delta)
+    else:
+        S = chunked_flush_state(cache, S, slots, k, v, g, beta)
     o = rowsum(S * q.unsqueeze(-2))
     rb = None
     if cache.spec.sr:
