@@ -92,16 +92,16 @@ def _nvfp4_quantize_kernel(x_ptr, amax_ptr, codes_ptr, sb_ptr, senc_ptr, nblocks
 
 
 @triton.jit
-def _nvfp4_dequantize_kernel(codes_ptr, sb_ptr, senc_ptr, out_ptr, nblocks, per, NB: tl.constexpr):
-    blk = tl.program_id(0).to(tl.int64) * NB + tl.arange(0, NB)
+def _nvfp4_dequantize_kernel(codes_ptr, sb_ptr, senc_ptr, out_ptr, nblocks, bper, NB: tl.constexpr):
+    """NB blocks per program (int32 block indices, int64 addresses); bper = blocks per leading index."""
+    blk = tl.program_id(0) * NB + tl.arange(0, NB)
     bm = blk < nblocks
-    codes = tl.load(codes_ptr + blk[:, None] * 8 + tl.arange(0, 8)[None, :], mask=bm[:, None], other=0)
-    sbits = tl.load(sb_ptr + blk, mask=bm, other=0)
-    s_enc = tl.load(senc_ptr + (blk * 16) // per, mask=bm, other=1.0)
-    even, odd = rd.nvfp4_decode_pairs(codes, sbits, s_enc[:, None])
-    e = blk[:, None] * 16 + 2 * tl.arange(0, 8)[None, :]
-    tl.store(out_ptr + e, even, mask=bm[:, None])
-    tl.store(out_ptr + e + 1, odd, mask=bm[:, None])
+    b64 = blk.to(tl.int64)
+    codes = tl.load(codes_ptr + b64[:, None] * 8 + tl.arange(0, 8)[None, :], mask=bm[:, None], other=0)
+    sbits = tl.load(sb_ptr + b64, mask=bm, other=0)
+    s_enc = tl.load(senc_ptr + blk // bper, mask=bm, other=1.0)
+    y = rd.nvfp4_decode_blocks(codes, sbits, s_enc[:, None])
+    tl.store(out_ptr + b64[:, None] * 16 + tl.arange(0, 16)[None, :], y, mask=bm[:, None])
 
 
 def _check_input(x: torch.Tensor) -> torch.Tensor:
@@ -188,6 +188,9 @@ def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch
     out = _check_out(out, (*lead_shape, R, C), torch.float32, codes.device, "nvfp4_dequantize")
     if L and R and C:
         nblocks = L * R * C // 16
+        if nblocks >= 2 ** 31 - NV_NB:
+            raise ValueError(f"nvfp4_dequantize: at most 2**31 - {NV_NB} blocks of 16 elements, got {nblocks}")
         _nvfp4_dequantize_kernel[(triton.cdiv(nblocks, NV_NB),)](codes.contiguous(), scale_bits.contiguous(),
-                                                                 s_enc.contiguous(), out, nblocks, R * C, NB=NV_NB)
+                                                                 s_enc.contiguous(), out, nblocks, R * C // 16,
+                                                                 NB=NV_NB)
     return out

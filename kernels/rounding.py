@@ -14,9 +14,17 @@ Public (all ``@triton.jit``):
 * ``nvfp4_amax(x)``: NaN-ignoring, inf-as-FLT_MAX max |x| of a tile -> fp32 scalar.
 * ``nvfp4_encode_scale(amax)`` -> s_enc (fp32; 1 when amax is 0).
 * ``nvfp4_encode(x [R, C], s_enc, SR, rbits)`` -> (codes uint8 [R, C//2], scale_bits uint8 [R, C//16]).
-* ``nvfp4_decode(codes, scale_bits, s_enc)`` -> fp32 [R, C].
+* ``nvfp4_decode(codes, scale_bits, s_enc)`` -> fp32 [R, C]; value = fp32(q * fp32(s_b / s_enc)),
+  any NaN as 0x7FC00000 (see the reference's docstring).
 * ``nvfp4_encode_pairs`` / ``nvfp4_decode_pairs``: the same on blocks laid out as rows
   (even and odd elements as two ``[NB, 8]`` tiles; no reshapes, cheaper to compile).
+* ``nvfp4_decode_blocks(codes [NB, 8], scale_bits [NB], s_enc)`` -> fp32 [NB, 16] (contiguous rows).
+* ``nvfp4_block_factor(scale_bits, s_enc)`` -> the per-block decode factor fp32(s_b / s_enc).
+
+NVFP4 decode cost: one IEEE division per 16-element block, and per element a shift/mask,
+a 4-bit-to-fp32 bit formula (no float table, no conversion), one multiply and an integer NaN
+canonicalisation (GPU arithmetic returns NaN as 0x7FFFFFFF, x86 keeps the operand's NaN; the
+integer select also keeps ``q * d`` from being contracted into an fma with a caller's add).
 * ``sr_bits(seed, c0, c1, c2, c3)`` -> uint32 Philox bits (10 rounds).
 
 ``FMT`` is a ``tl.constexpr`` from :data:`FORMAT_CODE`; ``rbits`` is a uint32
@@ -221,16 +229,42 @@ def nvfp4_encode_pairs(x_even, x_odd, s_enc, SR: tl.constexpr, rb_even, rb_odd):
 
 
 @triton.jit
+def _e2m1_value(n):
+    """E2M1 code (int32, low 4 bits: sign bit 3, magnitude 0..7) -> its fp32 value, exactly.
+
+    Magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6: 0 and 0.5 are m * 0x3F000000, the rest are
+    (m + 252) << 22 (exponent 127 + (m >> 1) - 1, mantissa bit 22 = m & 1); no table, no floats."""
+    m = n & 7
+    mag = tl.where(m < 2, m * 0x3F000000, (m + 252) << 22)
+    return (mag | ((n & 8) << 28)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def nvfp4_block_factor(scale_bits, s_enc):
+    """Per-block decode factor d = fp32(s_b / s_enc) (IEEE division): ``scale_bits`` uint8/int32
+    E4M3 bits (any shape), ``s_enc`` fp32 broadcastable to it -> fp32 of the broadcast shape.
+    An element decodes to fp32(q * d)."""
+    s_b = _decode_ieee(scale_bits.to(tl.int32) & 0xFF, 8, 4, 3, 7, 0x7F, False, 0.001953125)
+    return tl.math.div_rn(s_b, tl.broadcast_to(s_enc, s_b.shape))
+
+
+@triton.jit
 def nvfp4_decode_pairs(codes, scale_bits, s_enc):
     """Inverse of :func:`nvfp4_encode_pairs`: ``codes uint8 [NB, 8]``, ``scale_bits uint8 [NB]``,
-    ``s_enc`` scalar or ``[NB, 1]`` -> ``(even, odd)`` fp32 ``[NB, 8]``; value = fp32(fp32(q * s_b) / s_enc)."""
-    c = codes.to(tl.int32) & 0xFF
-    s_b = _decode_ieee(scale_bits.to(tl.int32) & 0xFF, 8, 4, 3, 7, 0x7F, False, 0.001953125)[:, None]
-    ne = _decode_ieee(c & 0xF, 4, 2, 1, 1, -1, False, 0.5) * s_b
-    no = _decode_ieee(c >> 4, 4, 2, 1, 1, -1, False, 0.5) * s_b
-    ne = tl.math.div_rn(ne, tl.broadcast_to(s_enc, ne.shape))
-    no = tl.math.div_rn(no, tl.broadcast_to(s_enc, no.shape))
-    return _canonical_nan(ne), _canonical_nan(no)
+    ``s_enc`` scalar or ``[NB, 1]`` -> ``(even, odd)`` fp32 ``[NB, 8]``; value = fp32(q * fp32(s_b / s_enc)),
+    NaN stored as 0x7FC00000."""
+    c = codes.to(tl.int32)
+    d = nvfp4_block_factor(scale_bits[:, None], s_enc)
+    return _canonical_nan(_e2m1_value(c & 0xF) * d), _canonical_nan(_e2m1_value(c >> 4) * d)
+
+
+@triton.jit
+def nvfp4_decode_blocks(codes, scale_bits, s_enc):
+    """NB blocks as rows: ``codes uint8 [NB, 8]``, ``scale_bits uint8 [NB]``, ``s_enc`` scalar or
+    ``[NB, 1]`` -> fp32 ``[NB, 16]`` (element j of each block in column j; contiguous rows, so
+    a kernel can store them with wide vector stores)."""
+    even, odd = nvfp4_decode_pairs(codes, scale_bits, s_enc)
+    return tl.reshape(tl.join(even, odd), (codes.shape[0], 16))
 
 
 @triton.jit
@@ -259,9 +293,17 @@ def nvfp4_encode(x, s_enc, SR: tl.constexpr, rbits):
 @triton.jit
 def nvfp4_decode(codes, scale_bits, s_enc):
     """Decode NVFP4 ``codes uint8 [R, C//2]``, ``scale_bits uint8 [R, C//16]`` with a scalar
-    ``s_enc`` -> fp32 ``[R, C]``; value = fp32(fp32(q * s_b) / s_enc)."""
+    ``s_enc`` -> fp32 ``[R, C]``; value = fp32(q * fp32(s_b / s_enc)), NaN stored as 0x7FC00000.
+
+    One division per 16-element block; per element a nibble-to-fp32 bit formula and one multiply.
+    The nibbles are interleaved with ``join`` + ``reshape`` (in registers when a thread holds whole
+    code bytes), the factors broadcast over the 16 elements of their block."""
     R: tl.constexpr = codes.shape[0]
-    C: tl.constexpr = codes.shape[1] * 2
-    NB: tl.constexpr = R * C // 16
-    even, odd = nvfp4_decode_pairs(tl.reshape(codes, (NB, 8)), tl.reshape(scale_bits, (NB,)), s_enc)
-    return tl.reshape(tl.join(even, odd), (R, C))
+    C2: tl.constexpr = codes.shape[1]
+    NBR: tl.constexpr = C2 // 8
+    d = nvfp4_block_factor(scale_bits, s_enc)                                     # [R, C//16]
+    d2 = tl.reshape(tl.broadcast_to(d[:, :, None], (R, NBR, 8)), (R, C2))          # per code byte
+    c = codes.to(tl.int32)
+    lo = _canonical_nan(_e2m1_value(c & 0xF) * d2)
+    hi = _canonical_nan(_e2m1_value(c >> 4) * d2)
+    return tl.reshape(tl.join(lo, hi), (R, 2 * C2))

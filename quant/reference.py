@@ -37,10 +37,15 @@ NVFP4 (DESIGN.md sec. 4) over the last two dims ``[..., R, C]``, C % 16 == 0:
   rounding is monotone).
 * code q = E2M1(fp32(xs / s_b)) (RNE or SR, saturating at +-6); if s_b == 0
   the block's codes are 0 (+0 or -0 by the sign of x).
-* value = fp32(fp32(q * s_b) / s_enc) (``q * s_b`` is exact); every NaN value
-  (a NaN block, or a NaN from a bad user-supplied s_enc) is stored as the
-  canonical quiet NaN 0x7FC00000 (:func:`canonical_nan`), because the NaN bits
-  that float arithmetic returns differ between CPUs and GPUs.
+* value = fp32(q * d) with the per-block decode factor d = fp32(s_b / s_enc)
+  (DESIGN.md's q * s_b / s_enc, rounded in this order: one IEEE division per
+  16-element block and one multiply per element, so the kernels decode with a
+  4-bit-to-fp32 bit formula and a multiply; ``q * d`` is exact for q in
+  {0, 0.5, 1, 2, 4} unless the result is an fp32 subnormal, and within 1 ulp of
+  the once-rounded q * s_b / s_enc otherwise). Every NaN value (a NaN block, or
+  a NaN from a bad user-supplied s_enc) is stored as the canonical quiet NaN
+  0x7FC00000 (:func:`canonical_nan`), because the NaN bits that float arithmetic
+  returns differ between CPUs and GPUs.
 * storage: codes uint8 ``[..., R, C/2]`` (element 2i low nibble, 2i+1 high),
   scale_bits uint8 ``[..., R, C/16]`` (E4M3 bits), s_enc float32 ``[...]``.
 """
@@ -277,7 +282,7 @@ def nvfp4_quantize(x: torch.Tensor, rounding: str = "rne", rbits: torch.Tensor |
 
 def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch.Tensor) -> torch.Tensor:
     """Inverse of :func:`nvfp4_quantize`: uint8 ``[..., R, C//2]``, uint8 ``[..., R, C//16]``,
-    float32 ``[...]`` -> float32 ``[..., R, C]`` with value = fp32(fp32(q * s_b) / s_enc)."""
+    float32 ``[...]`` -> float32 ``[..., R, C]`` with value = fp32(q * fp32(s_b / s_enc)) (NaN: 0x7FC00000)."""
     if codes.dtype != torch.uint8 or scale_bits.dtype != torch.uint8:
         raise ValueError(f"codes and scale_bits must be uint8, got {codes.dtype}, {scale_bits.dtype}")
     *lead, R, C2 = codes.shape
@@ -288,9 +293,9 @@ def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch
         raise ValueError(f"s_enc shape {tuple(s_enc.shape)} must be the leading dims {tuple(lead)}")
     c = codes.to(torch.int64)
     q = decode_bits(torch.stack((c & 0xF, c >> 4), dim=-1).reshape(*lead, R, C), "e2m1")
-    s_b = decode_bits(scale_bits, "fp8")
-    s_b = s_b[..., None].expand(*lead, R, C // NVFP4_BLOCK, NVFP4_BLOCK).reshape(*lead, R, C)
-    return canonical_nan((q * s_b) / s_enc.to(torch.float32)[..., None, None])
+    d = decode_bits(scale_bits, "fp8") / s_enc.to(torch.float32)[..., None, None]     # fp32(s_b / s_enc)
+    d = d[..., None].expand(*lead, R, C // NVFP4_BLOCK, NVFP4_BLOCK).reshape(*lead, R, C)
+    return canonical_nan(q * d)
 
 
 def canonical_nan(v: torch.Tensor) -> torch.Tensor:

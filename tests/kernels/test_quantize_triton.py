@@ -174,27 +174,38 @@ jobs = [
                                  "senc_ptr": "*fp32", "nblocks": "i32", "per": "i32", "seed": "i32",
                                  "SR": "constexpr", "NB": "constexpr"}, {"SR": True, "NB": 128}),
     (kq._nvfp4_dequantize_kernel, {"codes_ptr": "*u8", "sb_ptr": "*u8", "senc_ptr": "*fp32", "out_ptr": "*fp32",
-                                   "nblocks": "i32", "per": "i32", "NB": "constexpr"}, {"NB": 128}),
+                                   "nblocks": "i32", "bper": "i32", "NB": "constexpr"}, {"NB": 128}),
 ]
 for fn, sig, const in jobs:
-    ptx = triton.compile(ASTSource(fn, sig, const), target=tgt).asm["ptx"]
+    # pointers 16-byte aligned, as the launcher's torch tensors are (the runtime specializes on it)
+    attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t.startswith("*")}
+    ptx = triton.compile(ASTSource(fn, sig, const, attrs), target=tgt).asm["ptx"]
     divs = sorted(set(re.findall(r"\bdiv\.[a-z]+\.f32", ptx)))
-    print(fn.__name__, divs, len(re.findall(r"\.ftz\.", ptx)))
+    print(fn.__name__, "|".join(divs) or "-", len(re.findall(r"\bdiv\.rn\.f32", ptx)),
+          len(re.findall(r"\bst\.global\.v4\.b32", ptx)), len(re.findall(r"\bst\.global\.b32", ptx)),
+          ptx.count("2143289344"), len(re.findall(r"\bfma\.", ptx)), len(re.findall(r"\.ftz\.", ptx)))
 '''
 
 
 def test_kernels_compile_for_sm90_with_ieee_division():
     """Cross-compile the launch kernels to PTX for an H100/H200 (sm_90) on this machine (no GPU
-    needed): they must compile, and every fp32 division must be IEEE div.rn (Triton's own '/'
-    would give div.full.f32, up to 2 ulp off), with no flush-to-zero instructions."""
+    needed): they must compile, every fp32 division must be IEEE div.rn (Triton's own '/'
+    would give div.full.f32, up to 2 ulp off), with no flush-to-zero instructions and no fma
+    (fp-fusion would contract a*b+c; the interpreter never does). The nvfp4 dequantize kernel:
+    one division per block (16 elements per thread: one div.rn in the PTX), 128-bit stores
+    (no scalar fp32 stores), and the NaN canonicalisation (0x7FC00000 = 2143289344) present."""
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     r = subprocess.run([sys.executable, "-c", _XCOMPILE], capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    lines = dict(line.split(" ", 1) for line in r.stdout.strip().splitlines())
-    assert set(lines) == {"_quantize_elem_kernel", "_nvfp4_quantize_kernel", "_nvfp4_dequantize_kernel"}
-    for name, rest in lines.items():
-        assert "div.full" not in rest and "div.approx" not in rest and rest.endswith(" 0"), (name, rest)
-    assert "div.rn.f32" in lines["_nvfp4_quantize_kernel"] and "div.rn.f32" in lines["_nvfp4_dequantize_kernel"]
+    rows = {line.split()[0]: line.split()[1:] for line in r.stdout.strip().splitlines()}
+    assert set(rows) == {"_quantize_elem_kernel", "_nvfp4_quantize_kernel", "_nvfp4_dequantize_kernel"}
+    for name, (divs, n_div, n_v4, n_st, n_nan, n_fma, n_ftz) in rows.items():
+        assert "div.full" not in divs and "div.approx" not in divs, (name, divs)
+        assert n_ftz == "0" and n_fma == "0", (name, n_ftz, n_fma)
+    assert "div.rn.f32" in rows["_nvfp4_quantize_kernel"][0]
+    divs, n_div, n_v4, n_st, n_nan, n_fma, n_ftz = rows["_nvfp4_dequantize_kernel"]
+    assert divs == "div.rn.f32" and n_div == "1", rows
+    assert int(n_v4) >= 4 and n_st == "0" and int(n_nan) >= 16, rows

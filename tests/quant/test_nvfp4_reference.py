@@ -61,7 +61,7 @@ def second_reference(x, rbits=None):
     idx = e2m1_index(q_in, rbits)
     idx = torch.where(s_full == 0, 0, idx)
     sign = torch.signbit(xs)
-    value = f32(f32(E2M1[idx] * s_full) / s_enc[:, None, None])
+    value = f32(E2M1[idx] * f32(s_full / s_enc[:, None, None]))       # q * d, d = fp32(s_b / s_enc) per block
     value = torch.where(sign, -value, value)
     nan_block = nan.reshape(L, R, C // 16, 16).any(-1)
     return dict(codes=idx | (sign.to(torch.int64) << 3), scale_bits=scale_bits, s_enc=s_enc.float(),
