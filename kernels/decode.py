@@ -174,16 +174,20 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
         br = tl.load(rb_ptr + ej, mask=mring, other=0.0)
         br = tl.where(cur, beta, br)
         M = tl.zeros([LP, LP], dtype=tl.float32)
-        for i in tl.range(0, L, loop_unroll_factor=1):
-            seli = offs_j == i
-            ki = tl.sum(tl.where(seli[:, None], Kr, 0.0), 0)                    # k_i [BK]
-            if GK == 1:
-                gci = tl.sum(tl.where(seli, Gc, 0.0), 0)
-                row = tl.sum(Kr * ki[None, :], 1) * tl.exp(tl.minimum(Gc - gci, 0.0))
-            else:
+        upper = offs_j[:, None] < offs_j[None, :]
+        if GK == 1:
+            # M = (Kr Kr^T) * exp(Gc_j - Gc_i): one small fp32 dot
+            Dm = tl.exp(tl.minimum(Gc[None, :] - Gc[:, None], 0.0))
+            M = tl.where(upper, tl.dot(Kr, tl.trans(Kr), input_precision="ieee") * Dm, 0.0)
+        else:
+            # per-key decays: row i of M = sum_k k_i[k] k_j[k] exp(Gc_j[k] - Gc_i[k]) (no exp(+-Gc) factoring:
+            # that could overflow)
+            for i in tl.range(0, L, loop_unroll_factor=1):
+                seli = offs_j == i
+                ki = tl.sum(tl.where(seli[:, None], Kr, 0.0), 0)                # k_i [BK]
                 gci = tl.sum(tl.where(seli[:, None], Gc, 0.0), 0)               # [BK]
                 row = tl.sum(Kr * tl.exp(tl.minimum(Gc - gci[None, :], 0.0)) * ki[None, :], 1)
-            M = tl.where(seli[:, None] & (offs_j > i)[None, :], row[None, :], M)
+                M = tl.where(seli[:, None] & (offs_j > i)[None, :], row[None, :], M)
         # T = (I + M diag(beta))^{-1} (unit upper triangular), column by column: T_j = e_j - T N_j
         N = M * br[None, :]
         for j in tl.range(0, L, loop_unroll_factor=1):
@@ -349,6 +353,7 @@ def _decode_step_kernel(
             # ---- non-flush: output from the read copy + ring; append the current input.
             # Ring entries j < h as [L1P, BK] / [L1P, BV] tiles; decay from entry j to now:
             # exp(sum_{l>j} g_l + g_t) via an exclusive reverse cumsum of the log decays.
+            S = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)   # issued first
             offs_j = tl.arange(0, L1P)
             mj = offs_j < h
             ej = ring0 + offs_j
@@ -372,7 +377,6 @@ def _decode_step_kernel(
                 ck = tl.sum(Kr * dec * kt[None, :], 1)
                 gam = tl.exp(tl.sum(Gr, 0) + gt)
             acc_q = tl.sum(Ur * cq[:, None], 0)                                     # [BV]
-            S = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)
             acc_q = acc_q + tl.sum(S * (gam * q)[None, :], 1)
             eh = ring0 + h
             if DELTA:
@@ -403,7 +407,7 @@ def _num_sms(device) -> int:
 
 def choose_block_v(cache, batch: int) -> int:
     """V-block size: the whole head on CPU; on GPU start from a [BV, BK] tile of 16384 fp32 elements
-    (8192 for conventional) and halve BV (min 8) until the grid has >= 4 programs per SM."""
+    (8192 for conventional) and halve BV (min 8; replay 16) until the grid has >= 4 programs per SM."""
     V = cache.head_v
     full = triton.next_power_of_2(V)
     if getattr(cache, "block_v", None):
@@ -414,7 +418,8 @@ def choose_block_v(cache, batch: int) -> int:
     # replay: one program per head (V <= 128) reads the ring's k tile once; conventional: smaller tiles
     bv = min(full, max(8, (8192 if cache.window == 1 else 16384) // bk))
     target = 4 * _num_sms(cache.device)
-    while bv > 8 and batch * cache.num_heads * triton.cdiv(V, bv) < target:
+    low = 8 if cache.window == 1 else 16   # replay: the flush's tl.dot needs >= 16 rows
+    while bv > low and batch * cache.num_heads * triton.cdiv(V, bv) < target:
         bv //= 2
     return bv
 
@@ -444,8 +449,12 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         BV = BVF = triton.next_power_of_2(V)   # conventional nvfp4: one program and one pass per head
     BVF = min(BVF, triton.next_power_of_2(V)) if nvfp4 else min(BV, BVF)
     if cache.window > 1:   # the chunked flush: fp32 tl.dot (dims >= 16), row sub-blocks as the reference
+        BV = max(BV, 16)
         BVF = replay_flush_rows(cache)
-        BV = max(BV, BVF)
+        if nvfp4:
+            BVF = min(BVF, triton.next_power_of_2(V))
+        else:
+            BVF = min(BVF, BV)
     if not nvfp4 and BV % BVF:
         raise ValueError(f"flush_block_v={BVF} must divide block_v={BV}")
     hp0, hp1, hp2 = cache.hp.tensors()

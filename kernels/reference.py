@@ -98,8 +98,15 @@ def flush_entries(L: int) -> int:
 
 
 def replay_flush_rows(cache) -> int:
-    """Rows per flush sub-block of the replay kernel (>= 16 for tl.dot; the ``flush_block_v`` knob)."""
-    return max(16, getattr(cache, "flush_block_v", None) or 16)
+    """Rows per flush sub-block of the replay kernel: the ``flush_block_v`` knob (default 64 for the
+    delta rule, 32 for mamba2: fewer registers, no spills on sm_90 at 8 warps), at most
+    the (power-of-two) head and the ``block_v`` knob, at least 16 (tl.dot). On the GPU the launcher may
+    split V further at small batches (its fp32 dots do not round like numpy's anyway)."""
+    V = max(16, 1 << (int(cache.head_v) - 1).bit_length())
+    rows = min(getattr(cache, "flush_block_v", None) or (64 if cache.delta else 32), V)
+    if getattr(cache, "block_v", None):
+        rows = min(rows, cache.block_v)
+    return max(16, rows)
 
 
 def _np(x: torch.Tensor, bk: int) -> np.ndarray:
@@ -185,15 +192,17 @@ def chunked_flush_state(cache, S0, slots, k, v, g, beta):
         br = np.zeros((n, HV, LP), np.float32)
         br[:, :, :L - 1] = cache.ring_beta[slots].cpu().numpy()
         br[:, :, L - 1] = beta.cpu().numpy()
-        M = np.zeros((n, HV, LP, LP), np.float32)
-        for i in range(L):
-            ki = Kr[:, :, i][:, :, None, :]
-            if cache.per_key:
+        upper = np.arange(LP)[:, None] < np.arange(LP)[None, :]
+        if cache.per_key:
+            M = np.zeros((n, HV, LP, LP), np.float32)
+            for i in range(L):
+                ki = Kr[:, :, i][:, :, None, :]
                 e = np.exp(np.minimum(Gc - Gc[:, :, i][:, :, None, :], np.float32(0.0)))
                 row = _npsum(Kr * e * ki)
-            else:
-                row = _npsum(Kr * ki) * np.exp(np.minimum(Gc - Gc[:, :, i][..., None], np.float32(0.0)))
-            M[:, :, i, i + 1:] = row[:, :, i + 1:]
+                M[:, :, i, i + 1:] = row[:, :, i + 1:]
+        else:
+            Dm = np.exp(np.minimum(Gc[..., None, :] - Gc[..., :, None], np.float32(0.0)))
+            M = np.where(upper, _dot(Kr, np.swapaxes(Kr, -1, -2)) * Dm, np.float32(0.0)).astype(np.float32)
         N = M * br[:, :, None, :]
         T = np.zeros((n, HV, LP, LP), np.float32)
         for j in range(L):
