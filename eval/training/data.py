@@ -1,11 +1,20 @@
 """Training batches: random windows of the training books mixed with packed task examples.
 
-A batch is ``(input_ids int64 [B, T], labels int64 [B, T], is_task bool [B])``; labels are the
-next-token targets already aligned for Hugging Face's causal-LM loss (which shifts by one), with
--100 where no loss is taken. Book rows are ``T`` consecutive bytes of the concatenated training
-books (labels = inputs). Task rows pack whole examples ``[<bos>] prompt target "\\n" <eos>``
-(the <bos> kept with probability 1/2, so the model works with and without it); only the
-``target "\\n" <eos>`` part is trained on; the unused tail is <pad> with no loss.
+A batch is ``(input_ids int64 [B, T], labels int64 [B, T], position_ids int64 [B, T], is_task bool [B])``;
+labels are the next-token targets already aligned for Hugging Face's causal-LM loss (which shifts
+by one), with -100 where no loss is taken. Book rows are ``T`` consecutive bytes of the
+concatenated training books (labels = inputs, positions 0..T-1). Task rows pack whole examples
+``[<bos>] prompt target "\\n" <eos>`` (the <bos> kept with probability 1/2, so the model works with
+and without it); only the ``target "\\n" <eos>`` part is trained on; the unused tail is <pad> with
+no loss.
+
+Task rows restart ``position_ids`` at 0 for every example (and for the pad tail). Passed to the
+model, this makes transformers build a block-diagonal ("packed sequence") causal mask for the
+attention layers, so an example's attention sees only its own prompt -- as at evaluation, where
+each prompt is alone and starts at position 0 -- and RoPE positions match evaluation. Without
+it, every earlier example in the row offers the same item numbers (``1:``, ``2:``, ...) to the
+attention and the copy lookup is ambiguous. (The recurrent GDN / Mamba-2 layers still carry
+state across the examples of a row; they see ``<eos>``/``<bos>`` between them.)
 """
 
 from __future__ import annotations
@@ -58,6 +67,7 @@ class BatchSampler:
     def _task_row(self):
         ids = np.full(self.seq_len, PAD_ID, dtype=np.int64)
         labels = np.full(self.seq_len, -100, dtype=np.int64)
+        positions = np.zeros(self.seq_len, dtype=np.int64)
         pos = 0
         while True:
             task = self._next_task()
@@ -72,23 +82,26 @@ class BatchSampler:
             ids[pos:pos + len(ex)] = ex
             # HF shifts labels left by one inside the loss: label at i is the target of position i-1
             labels[pos + start_ans:pos + len(ex)] = ex[start_ans:]
+            positions[pos:pos + len(ex)] = np.arange(len(ex))
             pos += len(ex)
-        return ids, labels
+        positions[pos:] = np.arange(self.seq_len - pos)   # the pad tail: a segment of its own
+        return ids, labels, positions
 
     def _book_row(self):
         start = int(self.rng.integers(0, len(self.stream) - self.seq_len))
         ids = self.stream[start:start + self.seq_len].astype(np.int64)
-        return ids, ids.copy()
+        return ids, ids.copy(), np.arange(self.seq_len, dtype=np.int64)
 
     def next_batch(self):
-        """``(input_ids [B, T], labels [B, T], is_task [B])`` as CPU tensors."""
+        """``(input_ids [B, T], labels [B, T], position_ids [B, T], is_task [B])`` as CPU tensors (int64, bool)."""
         rows = [self._task_row() for _ in range(self.n_task)]
         rows += [self._book_row() for _ in range(self.batch_size - self.n_task)]
         ids = torch.from_numpy(np.stack([r[0] for r in rows]))
         labels = torch.from_numpy(np.stack([r[1] for r in rows]))
+        positions = torch.from_numpy(np.stack([r[2] for r in rows]))
         is_task = torch.zeros(self.batch_size, dtype=torch.bool)
         is_task[: self.n_task] = True
-        return ids, labels, is_task
+        return ids, labels, positions, is_task
 
 
 def split_validation(books: list[bytes], fraction: float) -> tuple[list[bytes], list[bytes]]:

@@ -136,24 +136,51 @@ class _Prefetcher:
         self.stop = True
 
 
-def _loss_parts(logits, labels, is_task):
-    """(mean loss over all trained positions, book nats/byte, task nats/byte) from logits [B,T,V]."""
+#: running sums of the training loop, in the order :func:`_loss_parts` returns them
+_ACC_KEYS = ("loss", "book", "task", "tok_acc", "exact")
+
+
+def _loss_parts(logits, labels, is_task, position_ids=None):
+    """Loss and monitoring numbers from logits [B, T, V] and HF-aligned labels [B, T].
+
+    Returns ``(loss, book, task, task_tok_acc, task_exact)``: the mean loss over all trained
+    positions (the tensor to backpropagate), book nats/byte, task nats/byte (answer bytes), the
+    teacher-forced top-1 accuracy of the answer bytes, and the fraction of task examples whose
+    every answer byte is the top-1 prediction (teacher-forced exact match; examples are the
+    segments where ``position_ids`` [B, T] restarts at 0; without it, NaN). All but ``loss`` are
+    detached scalars.
+    """
     tgt = labels[:, 1:]
-    nll = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), tgt, ignore_index=-100, reduction="none")
+    lg = logits[:, :-1].float()
+    nll = F.cross_entropy(lg.transpose(1, 2), tgt, ignore_index=-100, reduction="none")
     valid = (tgt != -100).float()
     loss = (nll * valid).sum() / valid.sum().clamp(min=1)
     row_sum, row_n = (nll * valid).sum(1), valid.sum(1)
     book = (row_sum[~is_task].sum() / row_n[~is_task].sum().clamp(min=1)).detach()
     task = (row_sum[is_task].sum() / row_n[is_task].sum().clamp(min=1)).detach()
-    return loss, book, task
+    with torch.no_grad():
+        t_valid = valid[is_task] > 0
+        hit = (lg[is_task].argmax(-1) == tgt[is_task]) & t_valid
+        tok_acc = hit.sum() / t_valid.sum().clamp(min=1)
+        exact = torch.tensor(float("nan"), device=logits.device)
+        if position_ids is not None:   # no host sync: fixed-size segment table
+            seg = (position_ids[is_task] == 0).long().cumsum(1)[:, 1:]          # example id per target position
+            seg = seg + torch.arange(seg.shape[0], device=seg.device)[:, None] * (seg.shape[1] + 1)
+            n_seg = seg.shape[0] * (seg.shape[1] + 1)
+            idx = seg[t_valid]
+            miss = torch.zeros(n_seg, device=seg.device).index_add_(0, idx, (~hit[t_valid]).float())
+            has = torch.zeros(n_seg, device=seg.device).index_add_(0, idx, torch.ones(idx.shape, device=seg.device))
+            trained = has > 0
+            exact = ((miss == 0) & trained).sum() / trained.sum().clamp(min=1)
+    return loss, book, task, tok_acc, exact
 
 
-def _train_forward_backward(model, ids, labels, is_task, amp):
+def _train_forward_backward(model, ids, labels, positions, is_task, amp):
     with torch.autocast(**amp):
-        logits = model(input_ids=ids, use_cache=False).logits
-    loss, book, task = _loss_parts(logits, labels, is_task)
-    loss.backward()
-    return loss, book, task
+        logits = model(input_ids=ids, position_ids=positions, use_cache=False).logits
+    parts = _loss_parts(logits, labels, is_task, positions)
+    parts[0].backward()
+    return parts
 
 
 def _uncompile(model):
@@ -228,8 +255,8 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
           flush=True)
 
     log_path = folder / "train_log.csv"
-    fields = ["step", "tokens", "elapsed_s", "tok_per_s", "lr", "loss", "book_bpb", "task_loss_nats", "val_bpb",
-              "heldout_bpb"]
+    fields = ["step", "tokens", "elapsed_s", "tok_per_s", "lr", "loss", "book_bpb", "task_loss_nats", "task_tok_acc",
+              "task_exact_tf", "val_bpb", "heldout_bpb"]
     logf = open(log_path, "w", newline="")
     writer = csv.DictWriter(logf, fieldnames=fields)
     writer.writeheader()
@@ -239,7 +266,7 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
     t0 = time.time()
     last_val = last_ckpt = last_print = t0
     step = tokens = 0
-    acc = {"loss": 0.0, "book": 0.0, "task": 0.0, "n": 0}
+    acc = dict.fromkeys(_ACC_KEYS + ("n",), 0.0)
     t_log, tok_log = t0, 0
     best = {"val_bpb": float("inf"), "step": 0, "state": None}
 
@@ -276,11 +303,10 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
                 lr = _lr_at(progress_frac, s)
                 for grp in opt.param_groups:
                     grp["lr"] = lr
-                ids, labels, is_task = prefetch.get()
-                ids, labels, is_task = (x.to(device, non_blocking=True) for x in (ids, labels, is_task))
+                batch = [x.to(device, non_blocking=True) for x in prefetch.get()]   # ids, labels, positions, is_task
                 opt.zero_grad(set_to_none=True)
                 try:
-                    loss, book, task = _train_forward_backward(model, ids, labels, is_task, amp)
+                    parts = _train_forward_backward(model, *batch, amp)
                 except Exception as e:  # a torch.compile failure must not lose the run: go eager
                     if step > 0 or not s.compile or isinstance(e, torch.OutOfMemoryError):
                         raise
@@ -288,14 +314,13 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
                           f"training without compile", flush=True)
                     _uncompile(model)
                     opt.zero_grad(set_to_none=True)
-                    loss, book, task = _train_forward_backward(model, ids, labels, is_task, amp)
+                    parts = _train_forward_backward(model, *batch, amp)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
                 opt.step()
                 step += 1
-                tokens += ids.numel()
-                acc["loss"] += loss.detach()
-                acc["book"] += book
-                acc["task"] += task
+                tokens += batch[0].numel()
+                for key, v in zip(_ACC_KEYS, parts):
+                    acc[key] += v.detach()
                 acc["n"] += 1
                 now = time.time()
                 val_bpb = held_bpb = ""
@@ -308,13 +333,15 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
                     row = {"step": step, "tokens": tokens, "elapsed_s": round(now - t0, 2),
                            "tok_per_s": round((tokens - tok_log) / max(now - t_log, 1e-9), 1), "lr": lr,
                            "loss": float(acc["loss"]) / n, "book_bpb": float(acc["book"]) / n / LN2,
-                           "task_loss_nats": float(acc["task"]) / n, "val_bpb": val_bpb, "heldout_bpb": held_bpb}
+                           "task_loss_nats": float(acc["task"]) / n, "task_tok_acc": float(acc["tok_acc"]) / n,
+                           "task_exact_tf": float(acc["exact"]) / n, "val_bpb": val_bpb, "heldout_bpb": held_bpb}
                     writer.writerow(row)
                     logf.flush()
-                    acc = {"loss": 0.0, "book": 0.0, "task": 0.0, "n": 0}
+                    acc = dict.fromkeys(_ACC_KEYS + ("n",), 0.0)
                     t_log, tok_log = now, tokens
                     msg = (f"step {step} tok {tokens / 1e6:.1f}M {row['tok_per_s'] / 1e3:.0f}k tok/s lr {lr:.2e} "
-                           f"loss {row['loss']:.3f} book {row['book_bpb']:.3f} bpb task {row['task_loss_nats']:.4f}"
+                           f"loss {row['loss']:.3f} book {row['book_bpb']:.3f} bpb | task {row['task_loss_nats'] / LN2:.3f} bpb "
+                           f"byte-acc {row['task_tok_acc']:.3f} exact(tf) {row['task_exact_tf']:.3f}"
                            + (f" | val {val_bpb:.3f} held-out {held_bpb:.3f} bpb" if val_bpb != "" else ""))
                     if progress:
                         bar.set_postfix_str(msg)

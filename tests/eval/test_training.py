@@ -197,13 +197,14 @@ def test_batches_mask_prompts_and_mix_books():
 
     books = [bytes(np.random.default_rng(0).integers(32, 127, 5000, dtype=np.uint8))]
     s = BatchSampler(books, batch_size=8, seq_len=512, task_fraction=0.25, seed=1)
-    ids, labels, is_task = s.next_batch()
-    assert ids.shape == labels.shape == (8, 512) and is_task.tolist() == [True] * 2 + [False] * 6
+    ids, labels, positions, is_task = s.next_batch()
+    assert ids.shape == labels.shape == positions.shape == (8, 512) and is_task.tolist() == [True] * 2 + [False] * 6
     assert torch.equal(ids[~is_task], labels[~is_task])
+    assert torch.equal(positions[~is_task], torch.arange(512).expand(6, 512))
     stream = books[0]
     for row in ids[~is_task]:
         assert bytes(row.tolist()) in stream
-    for row_ids, row_lab in zip(ids[is_task], labels[is_task]):
+    for row_ids, row_lab, row_pos in zip(ids[is_task], labels[is_task], positions[is_task]):
         trained = row_lab != -100
         assert torch.equal(row_lab[trained], row_ids[trained])
         text = row_ids.tolist()
@@ -214,6 +215,7 @@ def test_batches_mask_prompts_and_mix_books():
         for e in ends:
             ex = text[start:e + 1]
             lab = row_lab[start:e + 1].tolist()
+            assert row_pos[start:e + 1].tolist() == list(range(len(ex)))   # each example starts at position 0
             body = bytes(t for t in ex if t < 256).decode()
             prompt, target = body.split("\n")[0] + "\n", body.split("\n")[1]
             n_prompt = len(prompt) + (1 if ex[0] == BOS_ID else 0)
@@ -223,8 +225,57 @@ def test_batches_mask_prompts_and_mix_books():
             assert target == (source if task == "copy" else source.upper())
             start = e + 1
         assert all(t == PAD_ID for t in text[start:]) and all(x == -100 for x in row_lab[start:].tolist())
+        assert row_pos[start:].tolist() == list(range(512 - start))
     again = BatchSampler(books, batch_size=8, seq_len=512, task_fraction=0.25, seed=1).next_batch()
     assert torch.equal(again[0], ids)
+
+
+@pytest.mark.parametrize("arch", ["gdn", "mamba2"])
+def test_packed_task_examples_do_not_see_each_other_in_attention(arch):
+    """With the sampler's position_ids, an attention-only stack scores an example packed after another
+    exactly as alone at position 0 (block-diagonal mask, RoPE restarting), i.e. as at evaluation;
+    with plain positions the earlier example leaks in."""
+    from replayssm_quant.eval.models.configs import build_config
+    from replayssm_quant.eval.synthetic_tasks import generate_tasks, training_text
+    from transformers import AutoModelForCausalLM
+
+    cfg = build_config(arch, "tiny")
+    if arch == "gdn":
+        cfg.layer_types = ["full_attention"] * cfg.num_hidden_layers
+    else:
+        cfg.layers_block_type = ["full_attention", "mlp", "full_attention", "mlp"]
+        cfg.num_hidden_layers = 4
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    a, b = generate_tasks(2, seed=5, min_len=32, max_len=60)
+    ex_a = [BOS_ID] + list(training_text(a)[0]) + [EOS_ID]
+    ex_b = [BOS_ID] + list(training_text(b)[0]) + [EOS_ID]
+    ids = torch.tensor([ex_a + ex_b])
+    pos = torch.tensor([list(range(len(ex_a))) + list(range(len(ex_b)))])
+    with torch.no_grad():
+        alone = model(input_ids=torch.tensor([ex_b]), use_cache=False).logits[0]
+        packed = model(input_ids=ids, position_ids=pos, use_cache=False).logits[0, len(ex_a):]
+        leaky = model(input_ids=ids, use_cache=False).logits[0, len(ex_a):]
+    torch.testing.assert_close(packed, alone, atol=1e-5, rtol=1e-5)
+    assert (leaky - alone).abs().max() > 1e-3
+
+
+def test_loss_parts_task_accuracy():
+    from replayssm_quant.eval.training.loop import _loss_parts
+
+    # one task row: two examples (positions restart), answer labels at 2..3 and 6..7; one book row
+    labels = torch.full((2, 8), -100)
+    labels[0, 2:4] = torch.tensor([5, 6])
+    labels[0, 6:8] = torch.tensor([7, 8])
+    labels[1] = torch.arange(8)
+    positions = torch.tensor([[0, 1, 2, 3, 0, 1, 2, 3], list(range(8))])
+    logits = torch.zeros(2, 8, 16)
+    for t, y in [(1, 5), (2, 6), (5, 7), (6, 1)]:       # the second example's last byte is wrong
+        logits[0, t, y] = 10.0
+    is_task = torch.tensor([True, False])
+    loss, book, task, tok_acc, exact = _loss_parts(logits, labels, is_task, positions)
+    assert float(tok_acc) == pytest.approx(0.75) and float(exact) == pytest.approx(0.5)
+    assert float(book) == pytest.approx(math.log(16), rel=1e-5) and float(task) < float(book)
 
 
 def test_lr_schedule_warmup_then_cosine():
