@@ -67,28 +67,30 @@ def _amax_kernel(x_ptr, amax_ptr, per, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _nvfp4_quantize_kernel(x_ptr, amax_ptr, codes_ptr, sb_ptr, senc_ptr, nblocks, per, seed,
+def _nvfp4_quantize_kernel(x_ptr, amax_ptr, codes_ptr, sb_ptr, senc_ptr, nblocks, bper, seed,
                            SR: tl.constexpr, NB: tl.constexpr):
     """NB 16-element blocks per program; blocks are contiguous in the flat tensor (C % 16 == 0),
-    block b belongs to the leading index (16 b) // per (per = R * C)."""
-    blk = tl.program_id(0).to(tl.int64) * NB + tl.arange(0, NB)
+    block b belongs to the leading index b // bper (bper = R * C // 16). Int32 block indices,
+    int64 addresses; each block is loaded as one contiguous row and split into even/odd
+    elements in registers."""
+    blk = tl.program_id(0) * NB + tl.arange(0, NB)
     bm = blk < nblocks
-    e = blk[:, None] * 16 + 2 * tl.arange(0, 8)[None, :]          # flat index of the even elements
-    xe = tl.load(x_ptr + e, mask=bm[:, None], other=0.0)
-    xo = tl.load(x_ptr + e + 1, mask=bm[:, None], other=0.0)
-    lead = (blk * 16) // per
+    b64 = blk.to(tl.int64)
+    e = b64[:, None] * 16 + tl.arange(0, 16)[None, :]                 # flat element index [NB, 16]
+    x = tl.load(x_ptr + e, mask=bm[:, None], other=0.0)
+    xe, xo = tl.split(tl.reshape(x, (NB, 8, 2)))
+    lead = blk // bper
     amax = tl.load(amax_ptr + lead, mask=bm, other=0).to(tl.float32, bitcast=True)
     s_enc = rd.nvfp4_encode_scale(amax)
     if SR:
-        rb_e = rd.sr_bits(seed, e, e >> 32, 0, 0)
-        rb_o = rd.sr_bits(seed, e + 1, (e + 1) >> 32, 0, 0)
+        rb_e, rb_o = tl.split(tl.reshape(rd.sr_bits(seed, e, e >> 32, 0, 0), (NB, 8, 2)))
     else:
         rb_e = None
         rb_o = None
     codes, sbits = rd.nvfp4_encode_pairs(xe, xo, s_enc[:, None], SR, rb_e, rb_o)
-    tl.store(codes_ptr + blk[:, None] * 8 + tl.arange(0, 8)[None, :], codes, mask=bm[:, None])
-    tl.store(sb_ptr + blk, sbits, mask=bm)
-    tl.store(senc_ptr + lead, s_enc, mask=bm & ((blk * 16) % per == 0))
+    tl.store(codes_ptr + b64[:, None] * 8 + tl.arange(0, 8)[None, :], codes, mask=bm[:, None])
+    tl.store(sb_ptr + b64, sbits, mask=bm)
+    tl.store(senc_ptr + lead, s_enc, mask=bm & (blk % bper == 0))
 
 
 @triton.jit
@@ -102,6 +104,13 @@ def _nvfp4_dequantize_kernel(codes_ptr, sb_ptr, senc_ptr, out_ptr, nblocks, bper
     s_enc = tl.load(senc_ptr + blk // bper, mask=bm, other=1.0)
     y = rd.nvfp4_decode_blocks(codes, sbits, s_enc[:, None])
     tl.store(out_ptr + b64[:, None] * 16 + tl.arange(0, 16)[None, :], y, mask=bm[:, None])
+
+
+def _check_nblocks(nblocks: int, what: str) -> None:
+    """The nvfp4 kernels index blocks in int32."""
+    if nblocks > 2 ** 31 - 1 - NV_NB:
+        raise ValueError(f"{what}: at most 2**31 - {NV_NB + 1} blocks of 16 elements "
+                         f"({(2 ** 31 - 1 - NV_NB) * 16} elements), got {nblocks} blocks")
 
 
 def _check_input(x: torch.Tensor) -> torch.Tensor:
@@ -168,7 +177,8 @@ def nvfp4_quantize(x: torch.Tensor, sr: bool = False, seed: int = 0, out=None):
     per = R * C
     _amax_kernel[(L, triton.cdiv(per, 4096))](x, amax, per, BLOCK=4096)
     nblocks = L * R * C // 16
-    _nvfp4_quantize_kernel[(triton.cdiv(nblocks, NV_NB),)](x, amax, codes, sbits, s_enc, nblocks, per, seed,
+    _check_nblocks(nblocks, "nvfp4_quantize")
+    _nvfp4_quantize_kernel[(triton.cdiv(nblocks, NV_NB),)](x, amax, codes, sbits, s_enc, nblocks, per // 16, seed,
                                                            SR=bool(sr), NB=NV_NB)
     return codes, sbits, s_enc
 
@@ -188,8 +198,7 @@ def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch
     out = _check_out(out, (*lead_shape, R, C), torch.float32, codes.device, "nvfp4_dequantize")
     if L and R and C:
         nblocks = L * R * C // 16
-        if nblocks >= 2 ** 31 - NV_NB:
-            raise ValueError(f"nvfp4_dequantize: at most 2**31 - {NV_NB} blocks of 16 elements, got {nblocks}")
+        _check_nblocks(nblocks, "nvfp4_dequantize")
         _nvfp4_dequantize_kernel[(triton.cdiv(nblocks, NV_NB),)](codes.contiguous(), scale_bits.contiguous(),
                                                                  s_enc.contiguous(), out, nblocks, R * C // 16,
                                                                  NB=NV_NB)

@@ -189,12 +189,27 @@ def _nvfp4_prep(x, s_enc):
 
 
 @triton.jit
+def _e2m1_rne(q):
+    """E2M1 bits (int32, sign in bit 3) of a non-NaN fp32 ``q``, RNE, saturating at +-6: the same
+    as ``encode_bits(q, 6, False, None)``, by counting the midpoints below |q| (ties to the even
+    code: 0.25, 1.25, 2.5 and 5 round down, 0.75, 1.75 and 3.5 up), ~15 ops instead of ~30."""
+    a = tl.abs(q)
+    n = ((a > 0.25).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a > 1.25).to(tl.int32)
+         + (a >= 1.75).to(tl.int32) + (a > 2.5).to(tl.int32) + (a >= 3.5).to(tl.int32) + (a > 5.0).to(tl.int32))
+    return n | ((q.to(tl.int32, bitcast=True) >> 28) & 8)
+
+
+@triton.jit
 def _nvfp4_elem_codes(xs, s_b, SR: tl.constexpr, rbits):
     """E2M1 bits of fp32(xs / s_b) (RNE or SR); 0 (with the sign of xs) where s_b == 0."""
     s_full = tl.broadcast_to(s_b, xs.shape)
     zero_scale = s_full == 0
     q_in = tl.where(zero_scale, xs * 0.0, tl.math.div_rn(xs, tl.where(zero_scale, 1.0, s_full)))
-    return _encode_ieee(q_in, 4, 1, 1, 0x7, -1, SR, rbits)
+    if SR:
+        r = _encode_ieee(q_in, 4, 1, 1, 0x7, -1, SR, rbits)
+    else:
+        r = _e2m1_rne(q_in)
+    return r
 
 
 @triton.jit

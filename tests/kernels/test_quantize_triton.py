@@ -171,7 +171,7 @@ jobs = [
     (kq._quantize_elem_kernel, {"x_ptr": "*fp32", "out_ptr": "*u8", "n": "i32", "seed": "i32", "FMT": "constexpr",
                                 "SR": "constexpr", "BLOCK": "constexpr"}, {"FMT": 3, "SR": True, "BLOCK": 1024}),
     (kq._nvfp4_quantize_kernel, {"x_ptr": "*fp32", "amax_ptr": "*i32", "codes_ptr": "*u8", "sb_ptr": "*u8",
-                                 "senc_ptr": "*fp32", "nblocks": "i32", "per": "i32", "seed": "i32",
+                                 "senc_ptr": "*fp32", "nblocks": "i32", "bper": "i32", "seed": "i32",
                                  "SR": "constexpr", "NB": "constexpr"}, {"SR": True, "NB": 128}),
     (kq._nvfp4_dequantize_kernel, {"codes_ptr": "*u8", "sb_ptr": "*u8", "senc_ptr": "*fp32", "out_ptr": "*fp32",
                                    "nblocks": "i32", "bper": "i32", "NB": "constexpr"}, {"NB": 128}),

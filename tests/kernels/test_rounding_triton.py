@@ -124,3 +124,35 @@ def test_nvfp4_device_functions_match_reference(sr, R, C):
     assert torch.equal(codes, wc)
     wy = ref.nvfp4_dequantize(wc, ws, we)
     assert torch.equal(y.view(torch.int32), wy.view(torch.int32))
+
+
+@triton.jit
+def _e2m1_kernel(x_ptr, rne_ptr, val_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(rne_ptr + offs, rd._e2m1_rne(x), mask=mask)
+    tl.store(val_ptr + offs, rd._e2m1_value(offs & 15), mask=mask)
+
+
+def test_e2m1_fast_paths_match_reference():
+    """The compare-count E2M1 RNE encoder (nvfp4 quantize) equals encode_bits(., 'e2m1') at every
+    E2M1 value and midpoint, 1-2 fp32 ulps either side, both signs, tiny/huge/inf values; the
+    bit-formula E2M1 decoder (nvfp4 decode) equals decode_bits for all 16 codes."""
+    v = ref.decode_bits(torch.arange(8), "e2m1").double()
+    pts = torch.cat([v, (v[1:] + v[:-1]) / 2]).float()
+    up, dn = torch.full_like(pts, float("inf")), torch.zeros_like(pts)
+    u1, d1 = torch.nextafter(pts, up), torch.nextafter(pts, dn)
+    g = torch.Generator().manual_seed(4)
+    x = torch.cat([pts, u1, d1, torch.nextafter(u1, up), torch.nextafter(d1, dn),
+                   torch.tensor([1e-45, 1e-38, 6.5, 7.0, 1e30, 3.4028234663852886e38, float("inf")]),
+                   torch.rand(3001, generator=g) * 7])
+    x = torch.cat([x, -x]).to(DEV)
+    n = x.numel()
+    rne = torch.full((n,), -1, dtype=torch.int32, device=DEV)
+    val = torch.full((n,), float("nan"), device=DEV)
+    _e2m1_kernel[(triton.cdiv(n, 512),)](x, rne, val, n, BLOCK=512)
+    want = ref.encode_bits(x, "e2m1")
+    assert torch.equal(rne, want), x[rne != want][:5]
+    codes = torch.arange(n, device=DEV) & 15
+    assert torch.equal(val.view(torch.int32), ref.decode_bits(codes, "e2m1").view(torch.int32))
