@@ -26,6 +26,9 @@ STORAGE_DTYPE = {"fp32": torch.float32, "bf16": torch.int16, "fp16": torch.int16
 
 ELEM_BLOCK = 1024
 NV_NB = 128    # nvfp4 blocks (of 16 elements) per program
+#: nvfp4_quantize: states of at most this many elements (R * C) take the fused single-pass
+#: kernel (one program per state); larger ones an amax pass plus a block-parallel pass
+FUSED_MAX_PER = 1 << 16
 
 
 @triton.jit
@@ -67,30 +70,57 @@ def _amax_kernel(x_ptr, amax_ptr, per, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _nvfp4_quantize_kernel(x_ptr, amax_ptr, codes_ptr, sb_ptr, senc_ptr, nblocks, bper, seed,
-                           SR: tl.constexpr, NB: tl.constexpr):
-    """NB 16-element blocks per program; blocks are contiguous in the flat tensor (C % 16 == 0),
-    block b belongs to the leading index b // bper (bper = R * C // 16). Int32 block indices,
-    int64 addresses; each block is loaded as one contiguous row and split into even/odd
-    elements in registers."""
-    blk = tl.program_id(0) * NB + tl.arange(0, NB)
-    bm = blk < nblocks
+def _nvfp4_quantize_blocks(x_ptr, codes_ptr, sb_ptr, blk, bm, s_enc, seed, SR: tl.constexpr, NB: tl.constexpr):
+    """Quantize the 16-element blocks ``blk`` (int32 [NB], mask ``bm``) with encode scale ``s_enc``
+    (scalar or [NB, 1]); each block is loaded as one contiguous row (128-bit loads) and split
+    into even/odd elements in registers."""
     b64 = blk.to(tl.int64)
     e = b64[:, None] * 16 + tl.arange(0, 16)[None, :]                 # flat element index [NB, 16]
     x = tl.load(x_ptr + e, mask=bm[:, None], other=0.0)
     xe, xo = tl.split(tl.reshape(x, (NB, 8, 2)))
-    lead = blk // bper
-    amax = tl.load(amax_ptr + lead, mask=bm, other=0).to(tl.float32, bitcast=True)
-    s_enc = rd.nvfp4_encode_scale(amax)
     if SR:
         rb_e, rb_o = tl.split(tl.reshape(rd.sr_bits(seed, e, e >> 32, 0, 0), (NB, 8, 2)))
     else:
         rb_e = None
         rb_o = None
-    codes, sbits = rd.nvfp4_encode_pairs(xe, xo, s_enc[:, None], SR, rb_e, rb_o)
+    codes, sbits = rd.nvfp4_encode_pairs(xe, xo, s_enc, SR, rb_e, rb_o)
     tl.store(codes_ptr + b64[:, None] * 8 + tl.arange(0, 8)[None, :], codes, mask=bm[:, None])
     tl.store(sb_ptr + b64, sbits, mask=bm)
+
+
+@triton.jit
+def _nvfp4_quantize_kernel(x_ptr, amax_ptr, codes_ptr, sb_ptr, senc_ptr, nblocks, bper, seed,
+                           SR: tl.constexpr, NB: tl.constexpr):
+    """NB 16-element blocks per program, after the amax pass; blocks are contiguous in the flat
+    tensor (C % 16 == 0), block b belongs to the leading index b // bper (bper = R * C // 16)."""
+    blk = tl.program_id(0) * NB + tl.arange(0, NB)
+    bm = blk < nblocks
+    lead = blk // bper
+    amax = tl.load(amax_ptr + lead, mask=bm, other=0).to(tl.float32, bitcast=True)
+    s_enc = rd.nvfp4_encode_scale(amax)
+    _nvfp4_quantize_blocks(x_ptr, codes_ptr, sb_ptr, blk, bm, s_enc[:, None], seed, SR, NB)
     tl.store(senc_ptr + lead, s_enc, mask=bm & (blk % bper == 0))
+
+
+@triton.jit
+def _nvfp4_quantize_fused_kernel(x_ptr, codes_ptr, sb_ptr, senc_ptr, seed, BPER: tl.constexpr, SR: tl.constexpr,
+                                 NB: tl.constexpr):
+    """One program per leading index (a state of BPER blocks, a constexpr: one compile per state
+    size): amax over the state, then quantize it; the second read of the state comes from
+    cache, so x crosses DRAM once."""
+    lead = tl.program_id(0)
+    first = lead * BPER
+    acc = tl.zeros([NB, 16], dtype=tl.float32)          # elementwise running max |x| (NaN -> 0, inf -> FLT_MAX)
+    for start in tl.range(0, BPER, NB):
+        blk = start + tl.arange(0, NB)
+        e = (first + blk).to(tl.int64)[:, None] * 16 + tl.arange(0, 16)[None, :]
+        x = tl.load(x_ptr + e, mask=(blk < BPER)[:, None], other=0.0)
+        acc = tl.maximum(acc, tl.where(x != x, 0.0, tl.minimum(tl.abs(x), 3.4028234663852886e38)))
+    s_enc = rd.nvfp4_encode_scale(rd.nvfp4_amax(acc))
+    for start in tl.range(0, BPER, NB):
+        blk = start + tl.arange(0, NB)
+        _nvfp4_quantize_blocks(x_ptr, codes_ptr, sb_ptr, first + blk, blk < BPER, s_enc, seed, SR, NB)
+    tl.store(senc_ptr + lead, s_enc)
 
 
 @triton.jit
@@ -173,11 +203,15 @@ def nvfp4_quantize(x: torch.Tensor, sr: bool = False, seed: int = 0, out=None):
     s_enc = _check_out(o[2], tuple(lead_shape), torch.float32, dev, "nvfp4_quantize s_enc")
     if L == 0 or R == 0:
         return codes, sbits, s_enc.fill_(1.0)
-    amax = torch.zeros(L, dtype=torch.int32, device=dev)
     per = R * C
-    _amax_kernel[(L, triton.cdiv(per, 4096))](x, amax, per, BLOCK=4096)
     nblocks = L * R * C // 16
     _check_nblocks(nblocks, "nvfp4_quantize")
+    if per <= FUSED_MAX_PER:      # one program per state, x read from DRAM once
+        nb = min(NV_NB, triton.next_power_of_2(per // 16))
+        _nvfp4_quantize_fused_kernel[(L,)](x, codes, sbits, s_enc, seed, BPER=per // 16, SR=bool(sr), NB=nb)
+        return codes, sbits, s_enc
+    amax = torch.zeros(L, dtype=torch.int32, device=dev)
+    _amax_kernel[(L, triton.cdiv(per, 4096))](x, amax, per, BLOCK=4096)
     _nvfp4_quantize_kernel[(triton.cdiv(nblocks, NV_NB),)](x, amax, codes, sbits, s_enc, nblocks, per // 16, seed,
                                                            SR=bool(sr), NB=NV_NB)
     return codes, sbits, s_enc

@@ -62,9 +62,14 @@ def test_elem_kernels_match_reference(fmt, rounding):
     assert torch.equal(y.view(torch.int32), ref.decode_bits(want, fmt).view(torch.int32))
 
 
+@pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("rounding", ["rne", "sr"])
 @pytest.mark.parametrize("shape", [(3, 5, 48), (2, 17, 144), (1, 16)])
-def test_nvfp4_kernels_match_reference(rounding, shape):
+def test_nvfp4_kernels_match_reference(rounding, shape, fused, monkeypatch):
+    """Both quantize paths: fused single pass (states up to FUSED_MAX_PER elements) and amax pass +
+    block-parallel pass (forced here by lowering the threshold)."""
+    if not fused:
+        monkeypatch.setattr(kq, "FUSED_MAX_PER", 0)
     g = torch.Generator().manual_seed(sum(shape))
     n = math.prod(shape)
     v = values("nvfp4", n)
@@ -173,6 +178,9 @@ jobs = [
     (kq._nvfp4_quantize_kernel, {"x_ptr": "*fp32", "amax_ptr": "*i32", "codes_ptr": "*u8", "sb_ptr": "*u8",
                                  "senc_ptr": "*fp32", "nblocks": "i32", "bper": "i32", "seed": "i32",
                                  "SR": "constexpr", "NB": "constexpr"}, {"SR": True, "NB": 128}),
+    (kq._nvfp4_quantize_fused_kernel, {"x_ptr": "*fp32", "codes_ptr": "*u8", "sb_ptr": "*u8", "senc_ptr": "*fp32",
+                                       "seed": "i32", "BPER": "constexpr", "SR": "constexpr", "NB": "constexpr"},
+     {"BPER": 1024, "SR": False, "NB": 128}),
     (kq._nvfp4_dequantize_kernel, {"codes_ptr": "*u8", "sb_ptr": "*u8", "senc_ptr": "*fp32", "out_ptr": "*fp32",
                                    "nblocks": "i32", "bper": "i32", "NB": "constexpr"}, {"NB": 128}),
 ]
@@ -201,11 +209,12 @@ def test_kernels_compile_for_sm90_with_ieee_division():
     r = subprocess.run([sys.executable, "-c", _XCOMPILE], capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     rows = {line.split()[0]: line.split()[1:] for line in r.stdout.strip().splitlines()}
-    assert set(rows) == {"_quantize_elem_kernel", "_nvfp4_quantize_kernel", "_nvfp4_dequantize_kernel"}
+    assert set(rows) == {"_quantize_elem_kernel", "_nvfp4_quantize_kernel", "_nvfp4_quantize_fused_kernel",
+                         "_nvfp4_dequantize_kernel"}
     for name, (divs, n_div, n_v4, n_st, n_nan, n_fma, n_ftz) in rows.items():
         assert "div.full" not in divs and "div.approx" not in divs, (name, divs)
         assert n_ftz == "0" and n_fma == "0", (name, n_ftz, n_fma)
-    assert "div.rn.f32" in rows["_nvfp4_quantize_kernel"][0]
+    assert "div.rn.f32" in rows["_nvfp4_quantize_kernel"][0] and "div.rn.f32" in rows["_nvfp4_quantize_fused_kernel"][0]
     divs, n_div, n_v4, n_st, n_nan, n_fma, n_ftz = rows["_nvfp4_dequantize_kernel"]
     assert divs == "div.rn.f32" and n_div == "1", rows
     assert int(n_v4) >= 4 and n_st == "0" and int(n_nan) >= 16, rows
