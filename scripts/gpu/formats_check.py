@@ -10,6 +10,9 @@
    distributions: normals at several scales, log-uniform magnitudes across the format's whole
    range, edge sets (every representable value, every midpoint, fp32 values 1-2 ulp either side,
    saturation/underflow edges, inf, NaN), random fp32 bit patterns; dequantization must be exact too.
+   nvfp4 quantize is checked on both of its kernels (the fused one-program-per-state kernel and
+   the amax pass + block-parallel pass); mismatches_quantize sums the two. A mismatch row records
+   its first failing example (input, codes, scale bits, s_enc, expected and got bits as hex).
 2. Throughput of quantize and dequantize (median of triton.testing.do_bench), GB/s counting the
    minimum bytes read + written, as a fraction of the device copy bandwidth measured in the same
    run (a large device-to-device copy, bytes read + written).
@@ -203,12 +206,19 @@ def check_nvfp4(rounding, x_cpu, dev, seed):
     sr = rounding == "sr"
     rb = rbits_for(seed, x_cpu.numel()).reshape(x_cpu.shape) if sr else None
     wc, ws, we = ref.nvfp4_quantize(x_cpu, rounding, rb)
-    c, s, e = (t.cpu() for t in kq.nvfp4_quantize(x_cpu.to(dev), sr, seed))
-    bad = int((c != wc).sum()) + int((s != ws).sum()) + int((e.view(torch.int32) != we.view(torch.int32)).sum())
-    ex = ""
-    if bad:
-        i = (c != wc).nonzero()
-        ex = f"first code mismatch at {i[0].tolist()}" if i.numel() else "scale/s_enc mismatch"
+    bad, ex = 0, ""
+    fused_max = kq.FUSED_MAX_PER
+    for path, limit in (("fused", fused_max), ("two-pass", 0)):   # both quantize kernels (see kq.FUSED_MAX_PER)
+        kq.FUSED_MAX_PER = limit
+        try:
+            c, s, e = (t.cpu() for t in kq.nvfp4_quantize(x_cpu.to(dev), sr, seed))
+        finally:
+            kq.FUSED_MAX_PER = fused_max
+        nbad = int((c != wc).sum()) + int((s != ws).sum()) + int((e.view(torch.int32) != we.view(torch.int32)).sum())
+        if nbad and not ex:
+            i = (c != wc).nonzero()
+            ex = f"{path}: " + (f"first code mismatch at {i[0].tolist()}" if i.numel() else "scale/s_enc mismatch")
+        bad += nbad
     y = kq.nvfp4_dequantize(wc.to(dev), ws.to(dev), we.to(dev)).cpu()
     want_y = ref.nvfp4_dequantize(wc, ws, we)
     dq_bad = int((y.view(torch.int32) != want_y.view(torch.int32)).sum())
