@@ -7,6 +7,12 @@ and produces exactly the bits of the torch reference
 for the flat element index ``i`` (the same as
 :func:`replayssm_quant.quant.philox.flat_rbits`).
 
+nvfp4 kernels (every block = 16 contiguous fp32, loaded/stored as 128-bit vectors and split
+into even/odd elements in registers; int32 block indices, int64 addresses): quantize takes a
+fused kernel, one program per state (amax loop, then quantize loop; x crosses DRAM once), for
+states of at most :data:`FUSED_MAX_PER` elements, else an amax pass plus a block-parallel pass;
+dequantize is block-parallel, one division per block (value = fp32(q * fp32(s_b / s_enc))).
+
 Storage (docs/CONTRACTS.md): fp32 -> float32; bf16/fp16 -> int16 bit patterns;
 fp8/e5m2 -> uint8; nvfp4 -> codes uint8 ``[..., R, C//2]``, scale bits uint8
 ``[..., R, C//16]``, s_enc float32 ``[...]``.
