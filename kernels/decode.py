@@ -199,40 +199,56 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
 
 
 @triton.jit
-def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk,
-                 K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, LP: tl.constexpr, DELTA: tl.constexpr,
-                 FMT_HP: tl.constexpr, BK: tl.constexpr):
+def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, offs_f, mf,
+                 offs_k, mk, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, LP: tl.constexpr,
+                 DELTA: tl.constexpr, FMT_HP: tl.constexpr, BK: tl.constexpr, UMODE: tl.constexpr):
     """fp32 S_L of rows ``offs_f`` ([BVF, BK]) from the recurrence checkpoint, chunked form (three fp32
     IEEE dots, one pass over the tile): P = S_hp Kd^T; corrections U = ((V - P) * beta) T, i.e.
-    u_j = beta_j (v_j - P_j - sum_{i<j} M_ij u_i) = beta_j (v_j - a_j S_{j-1} k_j); S_L = S_hp * d_{1:L} + U Kd2."""
+    u_j = beta_j (v_j - P_j - sum_{i<j} M_ij u_i) = beta_j (v_j - a_j S_{j-1} k_j); S_L = S_hp * d_{1:L} + U Kd2.
+
+    ``UMODE`` (delta rule, nvfp4 two-pass flush): 1 also saves U (entries 0..L-2 into the ring's u slots,
+    dead after a flush; entry L-1 into the output row, overwritten later), 2 reloads that U instead of
+    recomputing P and U (bit-identical values)."""
     offs_j = tl.arange(0, LP)
     mring = offs_j < L - 1
-    vf = tl.load(v_ptr + bh * V + offs_f, mask=mf, other=0.0).to(tl.float32)
-    Vr = tl.load(rv_ptr + (ring0 + offs_j)[None, :] * V + offs_f[:, None], mask=mf[:, None] & mring[None, :],
-                 other=0.0)
-    Vr = tl.where((offs_j == L - 1)[None, :], vf[:, None], Vr)                  # [BVF, LP]
-    S0 = _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
-    if DELTA:
-        P = tl.dot(S0, tl.trans(Kd), input_precision="ieee")                     # [BVF, LP]
-        U = tl.dot((Vr - P) * br[None, :], T, input_precision="ieee")          # [BVF, LP]
+    last = (offs_j == L - 1)[None, :]
+    uptr = ru_ptr + (ring0 + offs_j)[None, :] * V + offs_f[:, None]
+    if UMODE == 2:
+        S0 = _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
+        U = tl.load(uptr, mask=mf[:, None] & mring[None, :], other=0.0)
+        ul = tl.load(out_ptr + bh * V + offs_f, mask=mf, other=0.0)
+        U = tl.where(last, ul[:, None], U)
     else:
-        U = Vr
+        vf = tl.load(v_ptr + bh * V + offs_f, mask=mf, other=0.0).to(tl.float32)
+        Vr = tl.load(rv_ptr + (ring0 + offs_j)[None, :] * V + offs_f[:, None], mask=mf[:, None] & mring[None, :],
+                     other=0.0)
+        Vr = tl.where(last, vf[:, None], Vr)                                     # [BVF, LP]
+        S0 = _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
+        if DELTA:
+            P = tl.dot(S0, tl.trans(Kd), input_precision="ieee")                 # [BVF, LP]
+            U = tl.dot((Vr - P) * br[None, :], T, input_precision="ieee")      # [BVF, LP]
+            if UMODE == 1:
+                tl.store(uptr, U, mask=mf[:, None] & mring[None, :])
+                tl.store(out_ptr + bh * V + offs_f[:, None] + offs_j[None, :] * 0, U, mask=mf[:, None] & last)
+        else:
+            U = Vr
     S = S0 * dL[None, :] + tl.dot(U, Kd2, input_precision="ieee")
     return S
 
 
 @triton.jit
-def _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
+def _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0, h,
+                                     at, kt, beta,
              Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr,
              L1: tl.constexpr, LP: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_HP: tl.constexpr,
-             BK: tl.constexpr):
+             BK: tl.constexpr, UMODE: tl.constexpr = 0):
     """S_L of rows ``offs_f``: conventional (L = 1) one sequential step, replay the chunked form."""
     if L == 1:
         S = _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
                         offs_f, mf, offs_k, mk, K, V, L1, GK, DELTA, FMT_HP, BK)
     else:
-        S = _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk,
-                         K, V, L, LP, DELTA, FMT_HP, BK)
+        S = _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, offs_f,
+                         mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK, UMODE if DELTA and L > 1 else 0)
     return S
 
 
@@ -295,8 +311,9 @@ def _decode_step_kernel(
                     # the whole head fits one sub-block: one pass, S_L stays in registers
                     offs_f = tl.arange(0, BVF)
                     mf = offs_f < V
-                    S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
-                                 Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1, LP, GK, DELTA, FMT_HP, BK)
+                    S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
+                                 h, at, kt, beta, Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1, LP, GK,
+                                 DELTA, FMT_HP, BK)
                     s_enc = nvfp4_encode_scale(nvfp4_amax(S))
                     o = tl.sum(S * q[None, :], 1)
                     tl.store(out_ptr + bh * V + offs_f, o, mask=mf)
@@ -314,17 +331,18 @@ def _decode_step_kernel(
                     for r in tl.range(0, NVF, loop_unroll_factor=1):
                         offs_f = r * BVF + tl.arange(0, BVF)
                         mf = offs_f < V
-                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
-                                     Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1, LP, GK, DELTA,
-                                     FMT_HP, BK)
+                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
+                                     ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1,
+                                     LP, GK, DELTA, FMT_HP, BK, 1)
                         amax = tl.maximum(amax, nvfp4_amax(S))
                     s_enc = nvfp4_encode_scale(amax)
+                    tl.debug_barrier()   # pass 1's saved corrections are visible to every thread of pass 2
                     for r in tl.range(0, NVF, loop_unroll_factor=1):
                         offs_f = r * BVF + tl.arange(0, BVF)
                         mf = offs_f < V
-                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
-                                     Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1, LP, GK, DELTA,
-                                     FMT_HP, BK)
+                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
+                                     ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1,
+                                     LP, GK, DELTA, FMT_HP, BK, 2)
                         o = tl.sum(S * q[None, :], 1)
                         tl.store(out_ptr + bh * V + offs_f, o, mask=mf)
                         _store_tile(S, hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, s_enc,
@@ -340,8 +358,9 @@ def _decode_step_kernel(
                 for r in tl.range(0, BV // BVF, loop_unroll_factor=1):
                     offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
                     mf = offs_f < V
-                    S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
-                                 Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1, LP, GK, DELTA, FMT_HP, BK)
+                    S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
+                                 h, at, kt, beta, Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1, LP, GK,
+                                 DELTA, FMT_HP, BK)
                     o = tl.sum(S * q[None, :], 1)
                     tl.store(out_ptr + bh * V + offs_f, o, mask=mf)
                     _store_tile(S, hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, 1.0,
@@ -406,8 +425,8 @@ def _num_sms(device) -> int:
 
 
 def choose_block_v(cache, batch: int) -> int:
-    """V-block size: the whole head on CPU; on GPU start from a [BV, BK] tile of 16384 fp32 elements
-    (8192 for conventional) and halve BV (min 8; replay 16) until the grid has >= 4 programs per SM."""
+    """V-block size: the whole head on CPU; on GPU start from a [BV, BK] tile of 8192 fp32 elements
+    and halve BV (min 8; replay 16) until the grid has >= 4 programs per SM."""
     V = cache.head_v
     full = triton.next_power_of_2(V)
     if getattr(cache, "block_v", None):
@@ -415,13 +434,39 @@ def choose_block_v(cache, batch: int) -> int:
     if cache.device.type != "cuda":
         return full
     bk = block_k(cache.head_k)
-    # replay: one program per head (V <= 128) reads the ring's k tile once; conventional: smaller tiles
-    bv = min(full, max(8, (8192 if cache.window == 1 else 16384) // bk))
+    # 8192-element tiles (8 warps; replay: 2 programs per SM on sm_90, the ring's k tile read by 2 programs
+    # of a 128-row head); the 16384-element whole-head tile at 16 warps fits only 1 program per SM
+    bv = min(full, max(8, 8192 // bk))
     target = 4 * _num_sms(cache.device)
     low = 8 if cache.window == 1 else 16   # replay: the flush's tl.dot needs >= 16 rows
     while bv > low and batch * cache.num_heads * triton.cdiv(V, bv) < target:
         bv //= 2
     return bv
+
+
+def launch_config(cache, batch: int):
+    """Block sizes of a launch for ``batch`` rows: ``(BV, BVF, num_warps, nvfp4)``.
+
+    ``BV`` rows of V per program (:func:`choose_block_v`); ``BVF`` rows per flush sub-block
+    (conventional: 32, nvfp4 the whole head in one pass; replay: :func:`.reference.replay_flush_rows`,
+    at most BV, >= 16 for the flush's tl.dot); ``num_warps = max(BV, BVF) * BK / 1024`` in 4..16.
+    """
+    V = cache.head_v
+    BK = block_k(cache.head_k)
+    BV = choose_block_v(cache, batch)
+    nvfp4 = "nvfp4" in (cache.spec.read.name, cache.spec.recur.name)
+    BVF = getattr(cache, "flush_block_v", None) or 32
+    if nvfp4 and cache.window == 1 and not getattr(cache, "flush_block_v", None):
+        BV = BVF = triton.next_power_of_2(V)   # conventional nvfp4: one program and one pass per head
+    BVF = min(BVF, triton.next_power_of_2(V)) if nvfp4 else min(BV, BVF)
+    if cache.window > 1:   # the chunked flush: fp32 tl.dot (dims >= 16), row sub-blocks as the reference
+        BV = max(BV, 16)
+        BVF = replay_flush_rows(cache)
+        BVF = min(BVF, triton.next_power_of_2(V)) if nvfp4 else min(BVF, BV)
+    if not nvfp4 and BV % BVF:
+        raise ValueError(f"flush_block_v={BVF} must divide block_v={BV}")
+    num_warps = max(4, min(16, max(BV, BVF) * BK // 1024))   # <= 32 state elements per thread
+    return BV, BVF, num_warps, nvfp4
 
 
 def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
@@ -442,25 +487,10 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     if B == 0:
         return out
     BK = block_k(K)
-    BV = choose_block_v(cache, B)
-    nvfp4 = "nvfp4" in (cache.spec.read.name, cache.spec.recur.name)
-    BVF = getattr(cache, "flush_block_v", None) or (32 if cache.window == 1 else 16)
-    if nvfp4 and cache.window == 1 and not getattr(cache, "flush_block_v", None):
-        BV = BVF = triton.next_power_of_2(V)   # conventional nvfp4: one program and one pass per head
-    BVF = min(BVF, triton.next_power_of_2(V)) if nvfp4 else min(BV, BVF)
-    if cache.window > 1:   # the chunked flush: fp32 tl.dot (dims >= 16), row sub-blocks as the reference
-        BV = max(BV, 16)
-        BVF = replay_flush_rows(cache)
-        if nvfp4:
-            BVF = min(BVF, triton.next_power_of_2(V))
-        else:
-            BVF = min(BVF, BV)
-    if not nvfp4 and BV % BVF:
-        raise ValueError(f"flush_block_v={BVF} must divide block_v={BV}")
+    BV, BVF, num_warps, nvfp4 = launch_config(cache, B)
     hp0, hp1, hp2 = cache.hp.tensors()
     lp0, lp1, lp2 = cache.lp.tensors()
     grid = (B, HV, triton.cdiv(V, BV))
-    num_warps = max(4, min(16, max(BV, BVF) * BK // 1024))   # <= 32 state elements per thread
     _decode_step_kernel[grid](
         q, k, v, g, beta, slot_idx, out,
         hp0, hp1, hp2, lp0, lp1, lp2,
