@@ -116,10 +116,13 @@ def write_report(models_dir: str | Path = DEFAULT_MODELS_DIR, report_dir: str | 
               "bf16 autocast, AdamW, warmup + cosine learning rate over the wall-clock budget; the fast chunked "
               "GDN / SSD paths (eval/models/fast_gdn.py, fast_ssd.py) replace transformers' torch fallbacks during "
               "training only. Validation = the last 4% of every training book (never trained on); the shipped "
-              "weights are the best-validation checkpoint. The held-out books are only measured.", "",
+              "weights are the best-validation checkpoint (or the last step with --keep-last, see 'shipped step'). "
+              "The held-out books are only measured. Task rows pack whole examples, each restarting its "
+              "position ids, so attention sees only the example's own prompt (block-diagonal mask).", "",
               _md(pd.DataFrame(trows)), "", "![training curves](training_curves.png)", ""]
     if logs:
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+        ax_acc = None   # right axis of the task panel: teacher-forced accuracies
         for a, df in logs.items():
             x = df["tokens"] / 1e6
             axes[0].plot(x, df["book_bpb"], label=f"{a} train (books)", alpha=0.8)
@@ -129,7 +132,13 @@ def write_report(models_dir: str | Path = DEFAULT_MODELS_DIR, report_dir: str | 
                     v = df.dropna(subset=[col])
                     if len(v):
                         axes[0].plot(v["tokens"] / 1e6, v[col], mark, ms=3, label=f"{a} {what}, 2K windows")
-            axes[1].plot(x, df["task_loss_nats"], label=a)
+            axes[1].plot(x, df["task_loss_nats"], label=f"{a} loss")
+            if "task_exact_tf" in df:   # logs written since the teacher-forced accuracy was recorded
+                ax2 = ax_acc = ax_acc or axes[1].twinx()
+                ax2.plot(x, df["task_tok_acc"], ":", label=f"{a} byte accuracy")
+                ax2.plot(x, df["task_exact_tf"], "-.", label=f"{a} exact match (teacher-forced)")
+                ax2.set(ylabel="fraction (teacher-forced)", ylim=(0, 1.02))
+                ax2.legend(fontsize=7, loc="center right")
         axes[0].axhline(BPB_TARGET, color="k", ls="--", lw=0.8, label=f"target {BPB_TARGET}")
         axes[0].set(xlabel="training tokens (M)", ylabel="bits per byte", title="book text", ylim=(None, 5))
         axes[1].set(xlabel="training tokens (M)", ylabel="nats per answer byte", title="synthetic task answers",

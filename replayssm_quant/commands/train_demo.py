@@ -31,7 +31,8 @@ def configure(parser):
     t.add_argument("--batch-size", type=int, default=8, help="rows per step (default 8)")
     t.add_argument("--seq-len", type=int, default=8192, help="training context in tokens (=bytes), >= 2048 (default 8192)")
     t.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
-    t.add_argument("--task-fraction", type=float, default=0.25, help="fraction of rows that are task examples")
+    t.add_argument("--task-fraction", type=float, default=0.5,
+                   help="fraction of rows that are task examples (default 0.5)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--compile", dest="compile", action="store_true", default=False,
                    help="torch.compile every layer (regional); off by default: eager with the fast chunked "
