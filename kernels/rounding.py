@@ -189,26 +189,60 @@ def _nvfp4_prep(x, s_enc):
 
 
 @triton.jit
-def _e2m1_rne(q):
-    """E2M1 bits (int32, sign in bit 3) of a non-NaN fp32 ``q``, RNE, saturating at +-6: the same
-    as ``encode_bits(q, 6, False, None)``, by counting the midpoints below |q| (ties to the even
-    code: 0.25, 1.25, 2.5 and 5 round down, 0.75, 1.75 and 3.5 up), ~15 ops instead of ~30."""
-    a = tl.abs(q)
-    n = ((a > 0.25).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a > 1.25).to(tl.int32)
-         + (a >= 1.75).to(tl.int32) + (a > 2.5).to(tl.int32) + (a >= 3.5).to(tl.int32) + (a > 5.0).to(tl.int32))
-    return n | ((q.to(tl.int32, bitcast=True) >> 28) & 8)
+def _xs_threshold(s_b, t, h, UP: tl.constexpr):
+    """Per block: the fp32 rounding of the exact (t + h) * s_b (UP false: round down) or
+    (t - h) * s_b (UP true: round up), for s_b > 0 an E4M3 value, t an E2M1 midpoint and h half
+    an fp32 ulp of t. t * s_b and h * s_b are exact (few bits, normal), so their rounded sum
+    plus the Fast2Sum error term gives the directed rounding; an fma contraction of any of
+    these products computes the same values."""
+    a = t * s_b
+    if UP:
+        b = -(h * s_b)
+    else:
+        b = h * s_b
+    s = a + b
+    err = b - (s - a)                       # exact: (a + b) - s
+    sb = s.to(tl.int32, bitcast=True)       # s > 0
+    if UP:
+        sb = sb + (err > 0).to(tl.int32)
+    else:
+        sb = sb - (err < 0).to(tl.int32)
+    return sb.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _e2m1_rne_scaled(xs, s_b):
+    """E2M1 bits of fp32(xs / s_b), RNE, without dividing: ``xs`` fp32 [NB, 8] (finite),
+    ``s_b`` [NB, 1] E4M3 values > 0. fp32(xs / s_b) > t (t = 0.25, 1.25, 2.5, 5: ties round
+    down to the even code) iff |xs| / s_b > t + ulp(t)/2 iff |xs| > RD((t + ulp(t)/2) * s_b);
+    fp32(xs / s_b) >= t (t = 0.75, 1.75, 3.5: ties up) iff |xs| >= RU((t - ulp(t)/2) * s_b)
+    (the midpoints have at most 3 significant bits, so a tie at t +- ulp(t)/2 rounds to t).
+    Seven thresholds per block, seven compares per element; equal to
+    ``encode_bits(div_rn(xs, s_b), 6, False, None)`` (magnitude bits) bit for bit."""
+    a = tl.abs(xs)
+    n = (a > _xs_threshold(s_b, 0.25, 1.4901161193847656e-08, False)).to(tl.int32)
+    n += (a >= _xs_threshold(s_b, 0.75, 2.9802322387695312e-08, True)).to(tl.int32)
+    n += (a > _xs_threshold(s_b, 1.25, 5.960464477539063e-08, False)).to(tl.int32)
+    n += (a >= _xs_threshold(s_b, 1.75, 5.960464477539063e-08, True)).to(tl.int32)
+    n += (a > _xs_threshold(s_b, 2.5, 1.1920928955078125e-07, False)).to(tl.int32)
+    n += (a >= _xs_threshold(s_b, 3.5, 1.1920928955078125e-07, True)).to(tl.int32)
+    n += (a > _xs_threshold(s_b, 5.0, 2.384185791015625e-07, False)).to(tl.int32)
+    return n
 
 
 @triton.jit
 def _nvfp4_elem_codes(xs, s_b, SR: tl.constexpr, rbits):
-    """E2M1 bits of fp32(xs / s_b) (RNE or SR); 0 (with the sign of xs) where s_b == 0."""
-    s_full = tl.broadcast_to(s_b, xs.shape)
-    zero_scale = s_full == 0
-    q_in = tl.where(zero_scale, xs * 0.0, tl.math.div_rn(xs, tl.where(zero_scale, 1.0, s_full)))
+    """E2M1 bits of fp32(xs / s_b) (RNE or SR); 0 (with the sign of xs) where s_b == 0.
+    ``xs`` fp32 [NB, 8], ``s_b`` [NB, 1]."""
     if SR:
+        s_full = tl.broadcast_to(s_b, xs.shape)
+        zero_scale = s_full == 0
+        q_in = tl.where(zero_scale, xs * 0.0, tl.math.div_rn(xs, tl.where(zero_scale, 1.0, s_full)))
         r = _encode_ieee(q_in, 4, 1, 1, 0x7, -1, SR, rbits)
     else:
-        r = _e2m1_rne(q_in)
+        pos = tl.where(s_b == 0, 1.0, s_b)
+        n = tl.where(s_b == 0, 0, _e2m1_rne_scaled(xs, pos))
+        r = n | ((xs.to(tl.int32, bitcast=True) >> 28) & 8)
     return r
 
 

@@ -127,32 +127,53 @@ def test_nvfp4_device_functions_match_reference(sr, R, C):
 
 
 @triton.jit
-def _e2m1_kernel(x_ptr, rne_ptr, val_ptr, n, BLOCK: tl.constexpr):
+def _e2m1_value_kernel(val_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    tl.store(rne_ptr + offs, rd._e2m1_rne(x), mask=mask)
-    tl.store(val_ptr + offs, rd._e2m1_value(offs & 15), mask=mask)
+    tl.store(val_ptr + offs, rd._e2m1_value(offs & 15), mask=offs < n)
 
 
-def test_e2m1_fast_paths_match_reference():
-    """The compare-count E2M1 RNE encoder (nvfp4 quantize) equals encode_bits(., 'e2m1') at every
-    E2M1 value and midpoint, 1-2 fp32 ulps either side, both signs, tiny/huge/inf values; the
-    bit-formula E2M1 decoder (nvfp4 decode) equals decode_bits for all 16 codes."""
-    v = ref.decode_bits(torch.arange(8), "e2m1").double()
-    pts = torch.cat([v, (v[1:] + v[:-1]) / 2]).float()
-    up, dn = torch.full_like(pts, float("inf")), torch.zeros_like(pts)
-    u1, d1 = torch.nextafter(pts, up), torch.nextafter(pts, dn)
-    g = torch.Generator().manual_seed(4)
-    x = torch.cat([pts, u1, d1, torch.nextafter(u1, up), torch.nextafter(d1, dn),
-                   torch.tensor([1e-45, 1e-38, 6.5, 7.0, 1e30, 3.4028234663852886e38, float("inf")]),
-                   torch.rand(3001, generator=g) * 7])
-    x = torch.cat([x, -x]).to(DEV)
-    n = x.numel()
-    rne = torch.full((n,), -1, dtype=torch.int32, device=DEV)
+def test_e2m1_value_matches_reference():
+    """The bit-formula E2M1 decoder (nvfp4 decode) equals decode_bits for all 16 codes."""
+    n = 40
     val = torch.full((n,), float("nan"), device=DEV)
-    _e2m1_kernel[(triton.cdiv(n, 512),)](x, rne, val, n, BLOCK=512)
-    want = ref.encode_bits(x, "e2m1")
-    assert torch.equal(rne, want), x[rne != want][:5]
+    _e2m1_value_kernel[(1,)](val, n, BLOCK=64)
     codes = torch.arange(n, device=DEV) & 15
     assert torch.equal(val.view(torch.int32), ref.decode_bits(codes, "e2m1").view(torch.int32))
+
+
+@triton.jit
+def _elem_codes_kernel(xs_ptr, sb_ptr, out_ptr, NBLK: tl.constexpr):
+    rows = tl.program_id(0) * NBLK + tl.arange(0, NBLK)
+    xs = tl.load(xs_ptr + rows[:, None] * 8 + tl.arange(0, 8)[None, :])
+    s_b = tl.load(sb_ptr + rows)[:, None]
+    tl.store(out_ptr + rows[:, None] * 8 + tl.arange(0, 8)[None, :], rd._nvfp4_elem_codes(xs, s_b, False, None))
+
+
+def test_nvfp4_rne_codes_without_division_match_reference():
+    """The division-free nvfp4 RNE element coder (per-block thresholds) equals E2M1_rne(fp32(xs / s_b))
+    for every E4M3 scale (and 0), at xs = every E2M1 value and midpoint times s_b, 1-2 fp32 ulps
+    either side, both signs, plus random and tiny/huge xs."""
+    g = torch.Generator().manual_seed(8)
+    s_vals = torch.cat([torch.zeros(1), ref.decode_bits(torch.arange(1, 0x7F), "fp8")])
+    v = ref.decode_bits(torch.arange(8), "e2m1").double()
+    pts = torch.cat([v, (v[1:] + v[:-1]) / 2])                       # 15 points in units of s_b
+    rows, scales = [], []
+    for s_b in s_vals.tolist():
+        base = (pts * max(s_b, 2.0 ** -9)).float()
+        up, dn = torch.full_like(base, float("inf")), torch.zeros_like(base)
+        u1, d1 = torch.nextafter(base, up), torch.nextafter(base, dn)
+        x = torch.cat([base, u1, d1, torch.nextafter(u1, up), torch.nextafter(d1, dn),
+                       torch.tensor([1e-45, 1e-40, 3e3]), torch.rand(10, generator=g) * 7 * s_b])   # 88 values
+        x = torch.where(torch.rand(x.shape, generator=g) < 0.5, -x, x)
+        rows.append(x.reshape(-1, 8))
+        scales.append(torch.full((x.numel() // 8,), s_b))
+    xs, sb = torch.cat(rows), torch.cat(scales)
+    pad = (-xs.shape[0]) % 64
+    xs = torch.cat([xs, torch.ones(pad, 8)]).to(DEV)
+    sb = torch.cat([sb, torch.ones(pad)]).to(DEV)
+    out = torch.full(xs.shape, -1, dtype=torch.int32, device=DEV)
+    _elem_codes_kernel[(xs.shape[0] // 64,)](xs, sb, out, NBLK=64)
+    q = torch.where(sb[:, None] == 0, xs * 0.0, xs / torch.where(sb == 0, 1.0, sb)[:, None])
+    want = ref.encode_bits(q, "e2m1")
+    bad = out != want
+    assert not bad.any(), (int(bad.sum()), xs[bad][:4].tolist(), sb[bad.any(1)][:4].tolist())
