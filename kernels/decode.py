@@ -181,13 +181,19 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
             M = tl.where(upper, tl.dot(Kr, tl.trans(Kr), input_precision="ieee") * Dm, 0.0)
         else:
             # per-key decays: row i of M = sum_k k_i[k] k_j[k] exp(Gc_j[k] - Gc_i[k]) (no exp(+-Gc) factoring:
-            # that could overflow)
+            # that could overflow). k_i and g_i re-read from the ring (L1 hits; the running sum of the g_i is
+            # the cumsum), rows built as columns of M^T: no cross-warp extraction or layout change per step.
+            MT = tl.zeros([LP, LP], dtype=tl.float32)
+            gci = tl.zeros([BK], dtype=tl.float32)
             for i in tl.range(0, L, loop_unroll_factor=1):
-                seli = offs_j == i
-                ki = tl.sum(tl.where(seli[:, None], Kr, 0.0), 0)                # k_i [BK]
-                gci = tl.sum(tl.where(seli[:, None], Gc, 0.0), 0)               # [BK]
+                inring = i < L - 1
+                ki = tl.load(rk_ptr + (ring0 + i) * K + offs_k, mask=mk & inring, other=0.0)
+                ki = tl.where(inring, ki, kt)                                    # k_i [BK]
+                gi = tl.load(rg_ptr + (ring0 + i) * GK + offs_k, mask=mk & inring, other=0.0)
+                gci = gci + tl.where(inring, gi, gt)                             # Gc_i [BK]
                 row = tl.sum(Kr * tl.exp(tl.minimum(Gc - gci[None, :], 0.0)) * ki[None, :], 1)
-                M = tl.where(seli[:, None] & (offs_j > i)[None, :], row[None, :], M)
+                MT = tl.where((offs_j > i)[:, None] & (offs_j == i)[None, :], row[:, None], MT)
+            M = tl.trans(MT)
         # T = (I + M diag(beta))^{-1} (unit upper triangular), column by column: T_j = e_j - T N_j
         N = M * br[None, :]
         for j in tl.range(0, L, loop_unroll_factor=1):
