@@ -24,7 +24,7 @@ def configure(parser):
     parser.add_argument("--rep-ms", type=int, default=40, help="do_bench rep time per measurement, ms (default 40)")
     parser.add_argument("--block-v", type=int, default=None, help="force the kernel's V block (default: heuristic)")
     parser.add_argument("--flush-block-v", type=int, default=None,
-                        help="force the rows per flush sub-block (power of two; default 16 replay, 32 conventional)")
+                        help="force the rows per flush sub-block (power of two; default 32; replay >= 16)")
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="tiny shapes in the Triton CPU interpreter (tests only; times are meaningless)")
 
