@@ -21,11 +21,15 @@ Public (all ``@triton.jit``):
 * ``nvfp4_decode_blocks(codes [NB, 8], scale_bits [NB], s_enc)`` -> fp32 [NB, 16] (contiguous rows).
 * ``nvfp4_block_factor(scale_bits, s_enc)`` -> the per-block decode factor fp32(s_b / s_enc).
 
-NVFP4 decode cost: one IEEE division per 16-element block, and per element a shift/mask,
+* ``sr_bits(seed, c0, c1, c2, c3)`` -> uint32 Philox bits (10 rounds).
+
+NVFP4 cost. Decode: one IEEE division per 16-element block, and per element a shift/mask,
 a 4-bit-to-fp32 bit formula (no float table, no conversion), one multiply and an integer NaN
 canonicalisation (GPU arithmetic returns NaN as 0x7FFFFFFF, x86 keeps the operand's NaN; the
 integer select also keeps ``q * d`` from being contracted into an fma with a caller's add).
-* ``sr_bits(seed, c0, c1, c2, c3)`` -> uint32 Philox bits (10 rounds).
+Encode (RNE): no per-element division either: seven per-block thresholds in the xs domain,
+rounded in the right direction, give E2M1(fp32(xs / s_b)) bit for bit by seven compares
+(:func:`_e2m1_rne_scaled`); SR still divides per element (it needs the discarded bits).
 
 ``FMT`` is a ``tl.constexpr`` from :data:`FORMAT_CODE`; ``rbits`` is a uint32
 (or int32) tensor shaped like ``x``, only read when ``SR`` is true (pass
