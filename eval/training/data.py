@@ -19,6 +19,7 @@ state across the examples of a row; they see ``<eos>``/``<bos>`` between them.)
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
@@ -50,13 +51,27 @@ class BatchSampler:
         self.n_task = 0 if task_fraction == 0 else max(1, round(batch_size * task_fraction))
         if task_fraction < 1.0 and batch_size > 1:
             self.n_task = min(self.n_task, batch_size - 1)   # keep at least one book row
-        self.max_task_len = max_task_len or min(DEFAULT_MAX_LEN, (seq_len - 16) // 2)
-        if self.max_task_len < DEFAULT_MIN_LEN:
+        self.full_task_len = max_task_len or min(DEFAULT_MAX_LEN, (seq_len - 16) // 2)
+        if self.full_task_len < DEFAULT_MIN_LEN:
             raise ValueError(f"seq_len {seq_len} too short for tasks of at least {DEFAULT_MIN_LEN} bytes")
+        self.max_task_len = self.full_task_len   # lowered by set_curriculum early in training
         self.rng = np.random.default_rng(seed)
         self.py_rng = random.Random(seed + 1)
         self._task_seed = 1_000_000 + seed * 1_000_003  # never HELDOUT_SEED
         self._pending: list[dict] = []
+
+    def set_curriculum(self, progress: float, until: float, start_len: int = 64):
+        """Task-length curriculum: the longest target grows log-linearly from ``start_len`` bytes at
+        ``progress`` 0 to the full length at ``progress >= until`` (fractions of the run; ``until``
+        0 = no curriculum). Short lists first let the attention's copy lookup form on easy,
+        unambiguous examples; it then carries over to long lists. (Called from the training loop;
+        batches already queued keep their lengths.)"""
+        start_len = max(DEFAULT_MIN_LEN, min(start_len, self.full_task_len))
+        frac = 1.0 if until <= 0 else min(1.0, max(0.0, progress / until))
+        new = int(round(math.exp(math.log(start_len) + frac * (math.log(self.full_task_len) - math.log(start_len)))))
+        if new != self.max_task_len:
+            self.max_task_len = new
+            self._pending = []
 
     def _next_task(self) -> dict:
         if not self._pending:

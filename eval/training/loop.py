@@ -65,6 +65,7 @@ class TrainSettings:
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     task_fraction: float = 0.5        # copying needs an induction mechanism to form: give it half the rows
+    task_curriculum: float = 0.0      # task lengths grow from 64 bytes to full over this fraction of the run
     seed: int = 0
     compile: bool = False            # torch.compile the layers (regional); see the module doc
     log_every: int = 10
@@ -86,6 +87,8 @@ class TrainSettings:
     def check(self):
         if self.arch not in ARCHS:
             raise ValueError(f"unknown --arch {self.arch!r}; allowed: {', '.join(ARCHS)}")
+        if not 0.0 <= self.task_curriculum < 1.0:
+            raise ValueError(f"--task-curriculum must be in [0, 1), got {self.task_curriculum}")
         if self.minutes <= 0 and not self.max_steps:
             raise ValueError("give a positive --minutes budget or --steps")
         if self.seq_len < 2048 and self.size == "default":
@@ -301,6 +304,7 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
                 if progress_frac >= 1.0:
                     break
                 lr = _lr_at(progress_frac, s)
+                sampler.set_curriculum(progress_frac, s.task_curriculum)
                 for grp in opt.param_groups:
                     grp["lr"] = lr
                 batch = [x.to(device, non_blocking=True) for x in prefetch.get()]   # ids, labels, positions, is_task

@@ -230,6 +230,24 @@ def test_batches_mask_prompts_and_mix_books():
     assert torch.equal(again[0], ids)
 
 
+def test_task_length_curriculum():
+    from replayssm_quant.eval.training.data import BatchSampler
+
+    books = [bytes(np.random.default_rng(0).integers(32, 127, 20000, dtype=np.uint8))]
+    s = BatchSampler(books, batch_size=2, seq_len=4096, task_fraction=0.5, seed=0)
+    assert s.max_task_len == s.full_task_len == 2000
+    s.set_curriculum(0.0, 0.4)
+    assert s.max_task_len == 64
+    lens = [s._next_task()["gen_len"] for _ in range(200)]
+    assert max(lens) <= 64 and min(lens) >= 4
+    s.set_curriculum(0.2, 0.4)
+    assert s.max_task_len == round(math.sqrt(64 * 2000))
+    s.set_curriculum(0.5, 0.4)
+    assert s.max_task_len == 2000 and max(s._next_task()["gen_len"] for _ in range(200)) > 64
+    s.set_curriculum(0.0, 0.0)          # no curriculum: full lengths at once
+    assert s.max_task_len == 2000
+
+
 @pytest.mark.parametrize("arch", ["gdn", "mamba2"])
 def test_packed_task_examples_do_not_see_each_other_in_attention(arch):
     """With the sampler's position_ids, an attention-only stack scores an example packed after another
