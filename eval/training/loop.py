@@ -66,6 +66,7 @@ class TrainSettings:
     grad_clip: float = 1.0
     task_fraction: float = 0.5        # copying needs an induction mechanism to form: give it half the rows
     task_curriculum: float = 0.0      # task lengths grow from 64 bytes to full over this fraction of the run
+    task_loss_weight: float = 0.0     # > 0: loss = book mean + this * task-answer mean (0: one mean over all bytes)
     seed: int = 0
     compile: bool = False            # torch.compile the layers (regional); see the module doc
     log_every: int = 10
@@ -87,6 +88,8 @@ class TrainSettings:
     def check(self):
         if self.arch not in ARCHS:
             raise ValueError(f"unknown --arch {self.arch!r}; allowed: {', '.join(ARCHS)}")
+        if self.task_loss_weight < 0:
+            raise ValueError(f"--task-loss-weight must be >= 0, got {self.task_loss_weight}")
         if not 0.0 <= self.task_curriculum < 1.0:
             raise ValueError(f"--task-curriculum must be in [0, 1), got {self.task_curriculum}")
         if self.minutes <= 0 and not self.max_steps:
@@ -143,7 +146,7 @@ class _Prefetcher:
 _ACC_KEYS = ("loss", "book", "task", "tok_acc", "exact")
 
 
-def _loss_parts(logits, labels, is_task, position_ids=None):
+def _loss_parts(logits, labels, is_task, position_ids=None, task_weight: float = 0.0):
     """Loss and monitoring numbers from logits [B, T, V] and HF-aligned labels [B, T].
 
     Returns ``(loss, book, task, task_tok_acc, task_exact)``: the mean loss over all trained
@@ -151,7 +154,8 @@ def _loss_parts(logits, labels, is_task, position_ids=None):
     teacher-forced top-1 accuracy of the answer bytes, and the fraction of task examples whose
     every answer byte is the top-1 prediction (teacher-forced exact match; examples are the
     segments where ``position_ids`` [B, T] restarts at 0; without it, NaN). All but ``loss`` are
-    detached scalars.
+    detached scalars. With ``task_weight`` > 0 the loss is instead ``book mean + task_weight * task
+    mean`` (each averaged over its own bytes), so the answer bytes keep a fixed share of the gradient.
     """
     tgt = labels[:, 1:]
     lg = logits[:, :-1].float()
@@ -161,8 +165,11 @@ def _loss_parts(logits, labels, is_task, position_ids=None):
     # masks by multiplication, not boolean indexing: no host sync inside the training step
     t_valid = valid & is_task[:, None]
     b_valid = valid & ~is_task[:, None]
-    book = ((nll * b_valid).sum() / b_valid.sum().clamp(min=1)).detach()
-    task = ((nll * t_valid).sum() / t_valid.sum().clamp(min=1)).detach()
+    book = (nll * b_valid).sum() / b_valid.sum().clamp(min=1)
+    task = (nll * t_valid).sum() / t_valid.sum().clamp(min=1)
+    if task_weight > 0:
+        loss = book + task_weight * task
+    book, task = book.detach(), task.detach()
     with torch.no_grad():
         hit = (lg.argmax(-1) == tgt) & t_valid
         tok_acc = hit.sum() / t_valid.sum().clamp(min=1)
@@ -178,10 +185,10 @@ def _loss_parts(logits, labels, is_task, position_ids=None):
     return loss, book, task, tok_acc, exact
 
 
-def _train_forward_backward(model, ids, labels, positions, is_task, amp):
+def _train_forward_backward(model, ids, labels, positions, is_task, amp, task_weight=0.0):
     with torch.autocast(**amp):
         logits = model(input_ids=ids, position_ids=positions, use_cache=False).logits
-    parts = _loss_parts(logits, labels, is_task, positions)
+    parts = _loss_parts(logits, labels, is_task, positions, task_weight)
     parts[0].backward()
     return parts
 
@@ -310,7 +317,7 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
                 batch = [x.to(device, non_blocking=True) for x in prefetch.get()]   # ids, labels, positions, is_task
                 opt.zero_grad(set_to_none=True)
                 try:
-                    parts = _train_forward_backward(model, *batch, amp)
+                    parts = _train_forward_backward(model, *batch, amp, s.task_loss_weight)
                 except Exception as e:  # a torch.compile failure must not lose the run: go eager
                     if step > 0 or not s.compile or isinstance(e, torch.OutOfMemoryError):
                         raise
@@ -318,7 +325,7 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
                           f"training without compile", flush=True)
                     _uncompile(model)
                     opt.zero_grad(set_to_none=True)
-                    parts = _train_forward_backward(model, *batch, amp)
+                    parts = _train_forward_backward(model, *batch, amp, s.task_loss_weight)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
                 opt.step()
                 step += 1

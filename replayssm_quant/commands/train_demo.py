@@ -36,6 +36,8 @@ def configure(parser):
     t.add_argument("--task-curriculum", type=float, default=0.0,
                    help="grow the longest task target from 64 bytes to full over this fraction of the run "
                         "(default 0: full lengths from the start)")
+    t.add_argument("--task-loss-weight", type=float, default=0.0,
+                   help="> 0: loss = book mean + this x task-answer mean (default 0: one mean over all trained bytes)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--compile", dest="compile", action="store_true", default=False,
                    help="torch.compile every layer (regional); off by default: eager with the fast chunked "
@@ -72,7 +74,7 @@ def _settings(args, arch=None):
     return TrainSettings(
         arch=arch or args.arch, size=args.size, minutes=args.minutes, max_steps=args.steps,
         batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr, task_fraction=args.task_fraction,
-        task_curriculum=args.task_curriculum,
+        task_curriculum=args.task_curriculum, task_loss_weight=args.task_loss_weight,
         seed=args.seed, compile=args.compile, keep_best=not args.keep_last, data_dir=args.data_dir, device=args.device,
         eval_contexts=contexts, eval_max_windows=args.eval_max_windows, eval_tasks=args.eval_tasks,
         eval_batch_tokens=args.eval_batch_tokens,

@@ -294,6 +294,10 @@ def test_loss_parts_task_accuracy():
     loss, book, task, tok_acc, exact = _loss_parts(logits, labels, is_task, positions)
     assert float(tok_acc) == pytest.approx(0.75) and float(exact) == pytest.approx(0.5)
     assert float(book) == pytest.approx(math.log(16), rel=1e-5) and float(task) < float(book)
+    n_task, n_book = 4, 7
+    assert float(loss) == pytest.approx((float(task) * n_task + float(book) * n_book) / (n_task + n_book), rel=1e-5)
+    weighted = _loss_parts(logits, labels, is_task, positions, task_weight=2.0)[0]
+    assert float(weighted) == pytest.approx(float(book) + 2.0 * float(task), rel=1e-5)
 
 
 def test_lr_schedule_warmup_then_cosine():
