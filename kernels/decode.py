@@ -268,35 +268,57 @@ def _decode_step_kernel(
     GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
 ):
-    b = tl.program_id(0)
+    # grid (V-blocks, HV, B): the V-block programs of one (row, head) are adjacent in launch order, so
+    # the ring tiles they share are read from DRAM once (L2 hits for the others)
+    pv = tl.program_id(0)
     head = tl.program_id(1)
-    pv = tl.program_id(2)
+    b = tl.program_id(2)
     offs_v = pv * BV + tl.arange(0, BV)
     mv = offs_v < V
     offs_k = tl.arange(0, BK)
     mk = offs_k < K
     bh = b.to(tl.int64) * HV + head
     slot = tl.load(idx_ptr + b).to(tl.int64)
+    # every load that does not depend on the ring count h is issued before h is used (a padded row
+    # reads slot 0 and discards it): the chain is idx -> {h, read-copy tile, whole ring, inputs}
+    sh = tl.maximum(slot, 0) * HV + head
+    ring0 = sh * L1
+    h = tl.load(cnt_ptr + tl.maximum(slot, 0))
+    q = tl.load(q_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+    kt = tl.load(k_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+    vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
+    if GK == 1:
+        gts = tl.load(g_ptr + bh).to(tl.float32)
+        gt = gts + tl.zeros([BK], dtype=tl.float32)
+    else:
+        gts = 0.0
+        gt = tl.load(g_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+    if DELTA:
+        beta = tl.load(beta_ptr + bh).to(tl.float32)
+    else:
+        beta = 0.0
+    if L > 1:
+        # speculative non-flush loads (wasted on the 1-in-L flush step; L2 hits for its own re-reads):
+        # the read-copy tile and ALL L-1 ring entries (allocated for every slot); validity j < h is
+        # applied to the loaded values with tl.where (stale entries may hold anything, NaN included)
+        S_nf = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)
+        offs_j = tl.arange(0, L1P)
+        mr = offs_j < L1
+        ej = ring0 + offs_j
+        Kr_nf = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mr[:, None] & mk[None, :], other=0.0)
+        if DELTA:
+            Ur_nf = tl.load(ru_ptr + ej[:, None] * V + offs_v[None, :], mask=mr[:, None] & mv[None, :], other=0.0)
+        else:
+            Ur_nf = tl.load(rv_ptr + ej[:, None] * V + offs_v[None, :], mask=mr[:, None] & mv[None, :], other=0.0)
+        if GK == 1:
+            g_nf = tl.load(rg_ptr + ej, mask=mr, other=0.0)                              # [L1P]
+        else:
+            g_nf = tl.load(rg_ptr + ej[:, None] * K + offs_k[None, :], mask=mr[:, None] & mk[None, :],
+                           other=0.0)                                                     # [L1P, BK]
+    at = tl.exp(gt)
     if slot < 0:
         tl.store(out_ptr + bh * V + offs_v, tl.zeros([BV], dtype=tl.float32), mask=mv)
     else:
-        sh = slot * HV + head
-        h = tl.load(cnt_ptr + slot)
-        q = tl.load(q_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
-        kt = tl.load(k_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
-        vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
-        if GK == 1:
-            gts = tl.load(g_ptr + bh).to(tl.float32)
-            gt = gts + tl.zeros([BK], dtype=tl.float32)
-        else:
-            gts = 0.0
-            gt = tl.load(g_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
-        at = tl.exp(gt)
-        if DELTA:
-            beta = tl.load(beta_ptr + bh).to(tl.float32)
-        else:
-            beta = 0.0
-        ring0 = sh * L1
         if h + 1 >= L:
             # ---- flush: S_hp + ring replayed in registers (corrections recomputed) -> both checkpoints.
             # Rows are independent: tiles are processed in sub-blocks of BVF rows (fewer registers).
@@ -378,25 +400,19 @@ def _decode_step_kernel(
             # ---- non-flush: output from the read copy + ring; append the current input.
             # Ring entries j < h as [L1P, BK] / [L1P, BV] tiles; decay from entry j to now:
             # exp(sum_{l>j} g_l + g_t) via an exclusive reverse cumsum of the log decays.
-            S = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)   # issued first
-            offs_j = tl.arange(0, L1P)
             mj = offs_j < h
-            ej = ring0 + offs_j
-            Kr = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mj[:, None] & mk[None, :], other=0.0)
-            if DELTA:
-                Ur = tl.load(ru_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :], other=0.0)
-            else:
-                Ur = tl.load(rv_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :], other=0.0)
+            S = S_nf
+            Kr = tl.where(mj[:, None], Kr_nf, 0.0)
+            Ur = tl.where(mj[:, None], Ur_nf, 0.0)
             if GK == 1:
-                gr = tl.load(rg_ptr + ej, mask=mj, other=0.0)                       # [L1P]
+                gr = tl.where(mj, g_nf, 0.0)                                        # [L1P]
                 g_after = tl.cumsum(gr, 0, reverse=True) - gr                        # sum_{l>j} g_l
                 dec = tl.exp(g_after + gts)                          # [L1P]
                 cq = tl.sum(Kr * q[None, :], 1) * dec
                 ck = tl.sum(Kr * kt[None, :], 1) * dec
                 gam = tl.exp(tl.sum(gr, 0) + gt)                                    # [BK] gamma_{1:t}
             else:
-                Gr = tl.load(rg_ptr + ej[:, None] * K + offs_k[None, :], mask=mj[:, None] & mk[None, :],
-                             other=0.0)                                              # [L1P, BK]
+                Gr = tl.where(mj[:, None], g_nf, 0.0)                               # [L1P, BK]
                 dec = tl.exp(tl.cumsum(Gr, 0, reverse=True) - Gr + gt[None, :])
                 cq = tl.sum(Kr * dec * q[None, :], 1)
                 ck = tl.sum(Kr * dec * kt[None, :], 1)
@@ -496,7 +512,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     BV, BVF, num_warps, nvfp4 = launch_config(cache, B)
     hp0, hp1, hp2 = cache.hp.tensors()
     lp0, lp1, lp2 = cache.lp.tensors()
-    grid = (B, HV, triton.cdiv(V, BV))
+    grid = (triton.cdiv(V, BV), HV, B)
     _decode_step_kernel[grid](
         q, k, v, g, beta, slot_idx, out,
         hp0, hp1, hp2, lp0, lp1, lp2,

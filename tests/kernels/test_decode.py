@@ -314,3 +314,24 @@ def test_nvfp4_two_pass_flush_bit_exact(family, spec):
         for a, b in zip(_all_tensors(cs[0], with_u=False), _all_tensors(cs[1], with_u=False)):
             assert torch.equal(a, b), t
     assert cs[1].flush_count[:-1].max() >= 3
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda"])
+def test_stale_ring_entries_never_leak(family):
+    """The kernel loads the whole ring (all L-1 entries) before it knows the ring count h and drops
+    entries j >= h afterwards: NaN/huge garbage in the stale entries must not reach any output."""
+    HV, K, V, L = 2, 24, 12, 5
+    x = random_decode_inputs(family, 2 * L, 3, HV, K, V, generator=_gen(40), device=DEV)
+    S0 = torch.randn(3, HV, V, K, generator=_gen(41)).to(DEV)
+    cs = [_cache(family, "fp32", HV, K, V, b, L=L, slots=3, block_v=8 if b == "triton" else None)
+          for b in ("torch", "triton")]
+    for c in cs:
+        c.load_state(torch.arange(3), S0)
+        for t in (c.ring_g, c.ring_k, c.ring_v, c.ring_beta, c.ring_u):
+            t.fill_(float("nan"))
+        c.ring_k[:, :, -1] = 3e38                      # inf * 0 would be NaN too
+    idx = torch.tensor([2, 0, 1])
+    for t in range(2 * L):
+        o = [_step(c, idx, x, t) for c in cs]
+        assert torch.isfinite(o[1]).all(), t
+        assert _rel(o[1].cpu(), o[0].cpu()) <= 1e-5, t
