@@ -59,6 +59,7 @@ class BatchSampler:
         self.py_rng = random.Random(seed + 1)
         self._task_seed = 1_000_000 + seed * 1_000_003  # never HELDOUT_SEED
         self._pending: list[dict] = []
+        self._pending_len = self.max_task_len
 
     def set_curriculum(self, progress: float, until: float, start_len: int = 64):
         """Task-length curriculum: the longest target grows log-linearly from ``start_len`` bytes at
@@ -69,14 +70,14 @@ class BatchSampler:
         start_len = max(DEFAULT_MIN_LEN, min(start_len, self.full_task_len))
         frac = 1.0 if until <= 0 else min(1.0, max(0.0, progress / until))
         new = int(round(math.exp(math.log(start_len) + frac * (math.log(self.full_task_len) - math.log(start_len)))))
-        if new != self.max_task_len:
-            self.max_task_len = new
-            self._pending = []
+        self.max_task_len = new   # one attribute store: safe with the prefetch thread (see _next_task)
 
     def _next_task(self) -> dict:
-        if not self._pending:
+        max_len = self.max_task_len   # read once: the training loop may change it (curriculum)
+        if not self._pending or self._pending_len != max_len:
             self._task_seed += 1
-            self._pending = generate_tasks(64, self._task_seed, DEFAULT_MIN_LEN, self.max_task_len, TASKS)
+            self._pending = generate_tasks(64, self._task_seed, DEFAULT_MIN_LEN, max_len, TASKS)
+            self._pending_len = max_len
         return self._pending.pop()
 
     def _task_row(self):
