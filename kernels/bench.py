@@ -17,7 +17,8 @@ with input_precision="ieee": no TF32). Replay rows also report the time of a non
 (``nonflush_us``) and the implied flush-step time (``flush_us = L t - (L-1) nonflush``).
 
 Writes ``results.csv``, ``memory.csv``, ``correctness.csv``, ``report.md`` and
-``bench.png`` under ``--out``.
+``bench.png`` under ``--out`` (plus ``sweep.csv`` with ``--sweep-block-v``: replay times over V-block
+sizes with and without the launcher's register cap).
 """
 
 from __future__ import annotations
@@ -138,8 +139,10 @@ def bench_inputs(family, batch, shape, window, device):
                                 dtype=torch.bfloat16, device=device, generator=gen)
 
 
-def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, block_v=None, flush_block_v=None):
-    """Time one decode configuration on inputs ``x`` (:func:`bench_inputs`); returns a dict row."""
+def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, block_v=None, flush_block_v=None,
+                 maxnreg=None):
+    """Time one decode configuration on inputs ``x`` (:func:`bench_inputs`); returns a dict row.
+    ``block_v``, ``flush_block_v``, ``maxnreg`` (0 = no register cap): launcher knobs, None = heuristic."""
     probe = SSMStateCache(family, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"],
                           window=window, mode=mode, backend="torch")
     ckpt_bytes = probe.hp.bytes_per_slot() + (0 if probe.spec.shared else probe.lp.bytes_per_slot())
@@ -150,6 +153,8 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
         cache.block_v = block_v
     if flush_block_v:
         cache.flush_block_v = flush_block_v
+    if maxnreg is not None:
+        cache.maxnreg = maxnreg
     _fill_states(cache, 7)
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
     out = torch.empty(batch, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
@@ -178,11 +183,12 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
         fl_us = window * t_us - (window - 1) * nf_us
     elems = batch * cache.num_heads * cache.head_k * cache.head_v
     min_bytes = cache.spec.step_bytes_per_element(mode, window) * elems
-    from .decode import choose_block_v
+    from .decode import launch_config
+    bv, bvf, nw, _, mr = launch_config(cache, batch)
     row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,
                nonflush_us=nf_us, flush_us=fl_us, min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9,
                rotation=R,
-               block_v=choose_block_v(cache, batch), flush_block_v=flush_block_v or "default",
+               block_v=bv, flush_block_v=bvf, num_warps=nw, maxnreg=mr or 0,
                finite=bool(torch.isfinite(out).all()))
     del cache, out
     if device.type == "cuda":
@@ -382,7 +388,8 @@ def write_report(out, df, mem, corr, meta, notes):
     lines += ["## All measurements", "",
               md(df[["family", "spec", "mode", "batch", "time_us", "nonflush_us", "flush_us", "min_bytes", "GBps",
                      "frac_copy_bw",
-                     "speedup_vs_conv_fp32", "speedup_vs_fla", "rotation", "block_v"]]), "",
+                     "speedup_vs_conv_fp32", "speedup_vs_fla", "rotation", "block_v", "flush_block_v", "num_warps",
+                     "maxnreg"]]), "",
               "## Memory per sequence slot per layer (checkpoints + ring, L = "
               f"{meta['window']})", "", md(mdf, ".4g"), "", "![time per step](bench.png)", ""]
     with open(os.path.join(out, "report.md"), "w") as f:
@@ -390,9 +397,30 @@ def write_report(out, df, mem, corr, meta, notes):
 
 
 # ------------------------------------------------------------------------------- driver
+def tile_sweep(families, specs, batch, block_vs, shapes, window, timer, device, maxnregs=(None, 0)):
+    """Replay timings of ``families`` x ``specs`` at ``batch`` over V-block sizes ``block_vs`` and register
+    caps ``maxnregs`` (None = the launcher's default, 0 = no cap): the data behind the launcher's tile
+    heuristic. Returns a DataFrame (one row per configuration, columns as :func:`bench_kernel`)."""
+    import pandas as pd
+    from tqdm import tqdm
+
+    rows = []
+    todo = [(f, s, bv, mr) for f in families for s in specs for bv in block_vs for mr in maxnregs]
+    x, key = None, None
+    for fam, spec, bv, mr in tqdm(todo, desc="tile sweep", disable=None):
+        if key != fam:
+            x, key = bench_inputs(fam, batch, shapes[fam], window, device), fam
+        rows.append(bench_kernel(fam, spec, "replay", batch, shapes[fam], window, timer, device, x, bv, None, mr))
+    return pd.DataFrame(rows)
+
+
 def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40, cpu_smoke=False,
-              command=None, block_v=None, flush_block_v=None):
-    """Run the whole benchmark and write the report; returns the results DataFrame."""
+              command=None, block_v=None, flush_block_v=None, maxnreg=None, sweep_block_v=None,
+              sweep_specs=("fp32", "nvfp4/fp16"), sweep_families=("gdn",)):
+    """Run the whole benchmark and write the report; returns the results DataFrame.
+
+    ``sweep_block_v`` (list of V-block sizes): also run :func:`tile_sweep` for ``sweep_families`` x
+    ``sweep_specs`` at the largest batch; written to ``sweep.csv``, appended to report.md and printed."""
     import pandas as pd
     from tqdm import tqdm
 
@@ -444,7 +472,7 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
             x, key = None, (fam, b)
             x = bench_inputs(fam, b, shapes[fam], window, device)
         rows.append(bench_kernel(fam, spec, mode, b, shapes[fam], window, timer, device, x, block_v,
-                                 flush_block_v))
+                                 flush_block_v, maxnreg))
     del x
     if fla_ok:
         for b in tqdm(batches, desc="fla", disable=None):
@@ -470,4 +498,15 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
                 device=torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (Triton interpreter)",
                 versions=_versions(), window=window, copy_GBps=copy_bw, copy_detail=bw, shapes=shapes)
     write_report(out, df, memory_table(specs, shapes, window), corr, meta, notes)
+    if sweep_block_v:
+        configs(list(sweep_specs))
+        fams = [f for f in sweep_families if f in shapes]
+        sw = tile_sweep(fams, list(sweep_specs), max(batches), sweep_block_v, shapes, window, timer, device)
+        sw.to_csv(os.path.join(out, "sweep.csv"), index=False)
+        cols = ["family", "spec", "batch", "block_v", "flush_block_v", "num_warps", "maxnreg", "time_us",
+                "nonflush_us", "flush_us"]
+        table = markdown_table(sw[cols], ".1f")
+        with open(os.path.join(out, "report.md"), "a") as f:
+            f.write("\n## Tile sweep (replay; maxnreg 0 = no register cap)\n\n" + table + "\n")
+        print(table)
     return df

@@ -447,8 +447,9 @@ def _num_sms(device) -> int:
 
 
 def choose_block_v(cache, batch: int) -> int:
-    """V-block size: the whole head on CPU; on GPU start from a [BV, BK] tile of 8192 fp32 elements
-    and halve BV (min 8; replay 16) until the grid has >= 4 programs per SM."""
+    """V-block size: the whole head on CPU; on GPU start from a [BV, BK] tile of 4096 fp32 elements
+    (BV = 32 for K = 128: 4 warps, <= 128 registers, 4 programs per SM) and halve BV (min 8; replay 16)
+    until the grid has >= 4 programs per SM. The ``block_v`` knob (bench ``--block-v``) overrides it."""
     V = cache.head_v
     full = triton.next_power_of_2(V)
     if getattr(cache, "block_v", None):
@@ -456,9 +457,7 @@ def choose_block_v(cache, batch: int) -> int:
     if cache.device.type != "cuda":
         return full
     bk = block_k(cache.head_k)
-    # 8192-element tiles (8 warps; replay: 2 programs per SM on sm_90, the ring's k tile read by 2 programs
-    # of a 128-row head); the 16384-element whole-head tile at 16 warps fits only 1 program per SM
-    bv = min(full, max(8, 8192 // bk))
+    bv = min(full, max(8, 4096 // bk))
     target = 4 * _num_sms(cache.device)
     low = 8 if cache.window == 1 else 16   # replay: the flush's tl.dot needs >= 16 rows
     while bv > low and batch * cache.num_heads * triton.cdiv(V, bv) < target:
@@ -466,12 +465,19 @@ def choose_block_v(cache, batch: int) -> int:
     return bv
 
 
+REPLAY_MAXNREG = 128   # registers per thread of a replay launch on the GPU (4 warps: 4 programs per SM)
+
+
 def launch_config(cache, batch: int):
-    """Block sizes of a launch for ``batch`` rows: ``(BV, BVF, num_warps, nvfp4)``.
+    """Block sizes of a launch for ``batch`` rows: ``(BV, BVF, num_warps, nvfp4, maxnreg)``.
 
     ``BV`` rows of V per program (:func:`choose_block_v`); ``BVF`` rows per flush sub-block
     (conventional: 32, nvfp4 the whole head in one pass; replay: :func:`.reference.replay_flush_rows`,
     at most BV, >= 16 for the flush's tl.dot); ``num_warps = max(BV, BVF) * BK / 1024`` in 4..16.
+    ``maxnreg`` caps the registers per thread (None: no cap): the replay kernel's register count is set by
+    its flush branch (the non-flush path needs ~128 at BV = 32), so uncapped it ran 1 program per SM at
+    BV = 64; the cap (:data:`REPLAY_MAXNREG` by default on the GPU, the ``maxnreg`` knob / bench ``--maxnreg``,
+    0 = no cap) keeps 512 / (32 num_warps) programs per SM at the price of small spills in the flush branch.
     """
     V = cache.head_v
     BK = block_k(cache.head_k)
@@ -488,7 +494,10 @@ def launch_config(cache, batch: int):
     if not nvfp4 and BV % BVF:
         raise ValueError(f"flush_block_v={BVF} must divide block_v={BV}")
     num_warps = max(4, min(16, max(BV, BVF) * BK // 1024))   # <= 32 state elements per thread
-    return BV, BVF, num_warps, nvfp4
+    maxnreg = getattr(cache, "maxnreg", None)
+    if maxnreg is None and cache.window > 1 and cache.device.type == "cuda":
+        maxnreg = REPLAY_MAXNREG
+    return BV, BVF, num_warps, nvfp4, (maxnreg or None)
 
 
 def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
@@ -509,7 +518,8 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     if B == 0:
         return out
     BK = block_k(K)
-    BV, BVF, num_warps, nvfp4 = launch_config(cache, B)
+    BV, BVF, num_warps, nvfp4, maxnreg = launch_config(cache, B)
+    extra = dict(maxnreg=maxnreg) if maxnreg and v.device.type == "cuda" else {}
     hp0, hp1, hp2 = cache.hp.tensors()
     lp0, lp1, lp2 = cache.lp.tensors()
     grid = (triton.cdiv(V, BV), HV, B)
@@ -522,7 +532,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         LP=flush_entries(cache.window), BK=BK, BV=BV, BVF=BVF, NVF=triton.cdiv(V, BVF), NV4=nvfp4, GK=K if cache.per_key else 1, DELTA=cache.delta,
         FMT_HP=FORMAT_CODE[cache.spec.recur.name], FMT_LP=FORMAT_CODE[cache.spec.read.name],
         SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag,
-        num_warps=num_warps,
+        num_warps=num_warps, **extra,
     )
     return out
 

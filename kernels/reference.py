@@ -98,12 +98,12 @@ def flush_entries(L: int) -> int:
 
 
 def replay_flush_rows(cache) -> int:
-    """Rows per flush sub-block of the replay kernel: the ``flush_block_v`` knob (default 32: <= 128
-    registers, no spills on sm_90 at 8 warps, 2 programs per SM), at most
+    """Rows per flush sub-block of the replay kernel: the ``flush_block_v`` knob (default 16: with the
+    launcher's 32-row, 4-warp tiles the kernel fits 128 registers on sm_90; 32-row sub-blocks need ~250), at most
     the (power-of-two) head and the ``block_v`` knob, at least 16 (tl.dot). On the GPU the launcher may
     split V further at small batches (its fp32 dots do not round like numpy's anyway)."""
     V = max(16, 1 << (int(cache.head_v) - 1).bit_length())
-    rows = min(getattr(cache, "flush_block_v", None) or 32, V)
+    rows = min(getattr(cache, "flush_block_v", None) or 16, V)
     if getattr(cache, "block_v", None):
         rows = min(rows, cache.block_v)
     return max(16, rows)

@@ -24,7 +24,12 @@ def configure(parser):
     parser.add_argument("--rep-ms", type=int, default=40, help="do_bench rep time per measurement, ms (default 40)")
     parser.add_argument("--block-v", type=int, default=None, help="force the kernel's V block (default: heuristic)")
     parser.add_argument("--flush-block-v", type=int, default=None,
-                        help="force the rows per flush sub-block (power of two; default 32; replay >= 16)")
+                        help="force the rows per flush sub-block (power of two; default 16 replay, 32 conventional)")
+    parser.add_argument("--maxnreg", type=int, default=None,
+                        help="register cap per thread of the kernel (0 = none; default: 128 for replay on the GPU)")
+    parser.add_argument("--sweep-block-v", type=_csv("sweep-block-v"), default=None,
+                        help="also time gdn replay fp32 and nvfp4/fp16 at the largest batch for these V-block sizes, "
+                             "with and without the register cap (sweep.csv, report.md, stdout)")
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="tiny shapes in the Triton CPU interpreter (tests only; times are meaningless)")
 
@@ -46,11 +51,21 @@ def run(args):
         x = getattr(args, name)
         if x is not None and (x < 1 or x & (x - 1)):
             raise ValueError(f"--{name.replace('_', '-')} must be a power of two, got {x}")
+    sweep = None
+    if args.sweep_block_v:
+        try:
+            sweep = [int(b) for b in args.sweep_block_v]
+        except ValueError:
+            raise ValueError(f"--sweep-block-v must be integers, got {','.join(args.sweep_block_v)}") from None
+        if any(x < 16 or x & (x - 1) for x in sweep):
+            raise ValueError(f"--sweep-block-v sizes must be powers of two >= 16, got {sweep}")
+    if args.maxnreg is not None and args.maxnreg != 0 and not 24 <= args.maxnreg <= 255:
+        raise ValueError(f"--maxnreg must be 0 (no cap) or in 24..255, got {args.maxnreg}")
     if args.window < 1:
         raise ValueError(f"--window must be >= 1, got {args.window}")
     df = run_bench(args.out, families=args.families, specs=args.specs, batches=batches, window=args.window,
                    rep_ms=args.rep_ms, cpu_smoke=args.cpu_smoke, block_v=args.block_v,
-                   flush_block_v=args.flush_block_v,
+                   flush_block_v=args.flush_block_v, maxnreg=args.maxnreg, sweep_block_v=sweep,
                    command="replayssm-quant bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"]
                    else " ".join(sys.argv))
     print(f"wrote {args.out}/results.csv, report.md, bench.png ({len(df)} measurements)")
