@@ -134,7 +134,9 @@ def chunked_flush_state(cache, S0, slots, k, v, g, beta):
     ``Kd_j = k_j d_{1:j}``, ``Kd2_j = k_j d_{j+1:L}``:
 
     * delta rule: ``P = S0 Kd^T`` ([V, L], one pass over the state), ``M_ij = sum_k k_i k_j d_{i+1:j}``
-      (i < j), ``T = (I + M diag(beta))^{-1}`` (column by column, ``T_j = e_j - T N_j``, N = M diag(beta))
+      (i < j), ``T = (I + N)^{-1}`` with ``N = M diag(beta)`` strictly upper triangular on the 16 padded
+      entries (nilpotent), computed as the product ``(I - N)(I + N^2)(I + N^4)...(I + N^(LP/2))`` (LP = 16:
+      six fp32 dots, the kernel's order)
       and ``U = ((V - P) * beta) T``, i.e. ``u_j = beta_j (v_j - P_j - sum_{i<j} M_ij u_i)``
       (= beta_j (v_j - a_j S_{j-1} k_j): corrections recomputed from S0);
     * mamba2: ``u_j = v_j``;
@@ -204,10 +206,11 @@ def chunked_flush_state(cache, S0, slots, k, v, g, beta):
             Dm = np.exp(np.minimum(Gc[..., None, :] - Gc[..., :, None], np.float32(0.0)))
             M = np.where(upper, _dot(Kr, np.swapaxes(Kr, -1, -2)) * Dm, np.float32(0.0)).astype(np.float32)
         N = M * br[:, :, None, :]
-        T = np.zeros((n, HV, LP, LP), np.float32)
-        for j in range(L):
-            ej = (np.arange(LP) == j).astype(np.float32)
-            T[..., j] = ej - _npsum(T * N[..., :, j][:, :, None, :])
+        eye = np.eye(LP, dtype=np.float32)
+        T, Np = eye - N, N
+        for _ in range(LP.bit_length() - 2):        # Np = N^(2^s), s = 1 .. log2(LP) - 1
+            Np = _dot(Np, Np)
+            T = _dot(T, eye + Np)
         P = _dot(S0n, np.swapaxes(Kd, -1, -2)[:, :, None])                     # [n, HV, nb, R, LP]
         U = _dot((Vr - P) * br[:, :, None, None, :], T[:, :, None])
     else:
