@@ -154,7 +154,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
     if flush_block_v:
         cache.flush_block_v = flush_block_v
     if maxnreg is not None:
-        cache.maxnreg = maxnreg
+        cache.maxnreg = maxnreg    # 0 = no register cap
     _fill_states(cache, 7)
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
     out = torch.empty(batch, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
@@ -416,11 +416,12 @@ def tile_sweep(families, specs, batch, block_vs, shapes, window, timer, device, 
 
 def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40, cpu_smoke=False,
               command=None, block_v=None, flush_block_v=None, maxnreg=None, sweep_block_v=None,
-              sweep_specs=("fp32", "nvfp4/fp16"), sweep_families=("gdn",)):
+              sweep_maxnreg=(128, 0), sweep_specs=("fp32", "nvfp4/fp16"), sweep_families=("gdn",)):
     """Run the whole benchmark and write the report; returns the results DataFrame.
 
     ``sweep_block_v`` (list of V-block sizes): also run :func:`tile_sweep` for ``sweep_families`` x
-    ``sweep_specs`` at the largest batch; written to ``sweep.csv``, appended to report.md and printed."""
+    ``sweep_specs`` x ``sweep_maxnreg`` register caps (0 = none) at the largest batch; written to
+    ``sweep.csv``, appended to report.md and printed."""
     import pandas as pd
     from tqdm import tqdm
 
@@ -501,7 +502,8 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
     if sweep_block_v:
         configs(list(sweep_specs))
         fams = [f for f in sweep_families if f in shapes]
-        sw = tile_sweep(fams, list(sweep_specs), max(batches), sweep_block_v, shapes, window, timer, device)
+        sw = tile_sweep(fams, list(sweep_specs), max(batches), sweep_block_v, shapes, window, timer, device,
+                        list(sweep_maxnreg))
         sw.to_csv(os.path.join(out, "sweep.csv"), index=False)
         cols = ["family", "spec", "batch", "block_v", "flush_block_v", "num_warps", "maxnreg", "time_us",
                 "nonflush_us", "flush_us"]

@@ -28,8 +28,10 @@ def configure(parser):
     parser.add_argument("--maxnreg", type=int, default=None,
                         help="register cap per thread of the kernel (0 = none; default: 128 for replay on the GPU)")
     parser.add_argument("--sweep-block-v", type=_csv("sweep-block-v"), default=None,
-                        help="also time gdn replay fp32 and nvfp4/fp16 at the largest batch for these V-block sizes, "
-                             "with and without the register cap (sweep.csv, report.md, stdout)")
+                        help="also time gdn replay fp32 and nvfp4/fp16 at the largest batch for these V-block sizes "
+                             "x the --sweep-maxnreg caps (sweep.csv, report.md, stdout)")
+    parser.add_argument("--sweep-maxnreg", type=_csv("sweep-maxnreg"), default=["128", "0"],
+                        help="register caps of the tile sweep (0 = none; default 128,0)")
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="tiny shapes in the Triton CPU interpreter (tests only; times are meaningless)")
 
@@ -59,13 +61,19 @@ def run(args):
             raise ValueError(f"--sweep-block-v must be integers, got {','.join(args.sweep_block_v)}") from None
         if any(x < 16 or x & (x - 1) for x in sweep):
             raise ValueError(f"--sweep-block-v sizes must be powers of two >= 16, got {sweep}")
-    if args.maxnreg is not None and args.maxnreg != 0 and not 24 <= args.maxnreg <= 255:
-        raise ValueError(f"--maxnreg must be 0 (no cap) or in 24..255, got {args.maxnreg}")
+    try:
+        sweep_mr = [int(x) for x in args.sweep_maxnreg]
+    except ValueError:
+        raise ValueError(f"--sweep-maxnreg must be integers, got {','.join(args.sweep_maxnreg)}") from None
+    for x in [args.maxnreg] + sweep_mr:
+        if x is not None and x != 0 and not 24 <= x <= 255:
+            raise ValueError(f"--maxnreg/--sweep-maxnreg must be 0 (no cap) or in 24..255, got {x}")
     if args.window < 1:
         raise ValueError(f"--window must be >= 1, got {args.window}")
     df = run_bench(args.out, families=args.families, specs=args.specs, batches=batches, window=args.window,
                    rep_ms=args.rep_ms, cpu_smoke=args.cpu_smoke, block_v=args.block_v,
                    flush_block_v=args.flush_block_v, maxnreg=args.maxnreg, sweep_block_v=sweep,
+                   sweep_maxnreg=sweep_mr,
                    command="replayssm-quant bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"]
                    else " ".join(sys.argv))
     print(f"wrote {args.out}/results.csv, report.md, bench.png ({len(df)} measurements)")

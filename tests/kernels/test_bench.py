@@ -27,7 +27,7 @@ def test_bench_bad_arguments(capsys):
     assert cli.main(["bench", "--sweep-block-v", "24"]) == 2
     assert "powers of two >= 16" in capsys.readouterr().err
     assert cli.main(["bench", "--maxnreg", "7"]) == 2
-    assert "--maxnreg must be 0" in capsys.readouterr().err
+    assert "--maxnreg/--sweep-maxnreg must be 0" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") != "1",
@@ -37,7 +37,7 @@ def test_bench_cpu_smoke_writes_report(tmp_path):
 
     out = tmp_path / "bench"
     rc = cli.main(["bench", "--cpu-smoke", "--out", str(out), "--families", "gdn", "--specs", "fp32,nvfp4/fp16",
-                   "--batches", "1", "--window", "2", "--sweep-block-v", "16"])
+                   "--batches", "1", "--window", "2", "--sweep-block-v", "16", "--sweep-maxnreg", "96,0"])
     assert rc == 0
     df = pd.read_csv(out / "results.csv")
     assert set(zip(df.spec, df["mode"])) == {("fp32", "conventional"), ("fp32", "replay"), ("nvfp4/fp16", "replay")}
@@ -50,6 +50,7 @@ def test_bench_cpu_smoke_writes_report(tmp_path):
     report = (out / "report.md").read_text()
     assert "| fp32 | replay |" in report and "Memory per sequence slot" in report
     assert (out / "bench.png").stat().st_size > 10_000
-    sw = pd.read_csv(out / "sweep.csv")      # gdn x {fp32, nvfp4/fp16} x block_v 16 x {default cap, no cap}
+    sw = pd.read_csv(out / "sweep.csv")      # gdn x {fp32, nvfp4/fp16} x block_v 16 x register caps {96, none}
     assert len(sw) == 4 and (sw.block_v == 16).all() and (sw.time_us > 0).all() and sw.finite.all()
+    assert sorted(sw.maxnreg) == [0, 0, 96, 96]
     assert "## Tile sweep" in report
