@@ -450,8 +450,8 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
 
     corr = []
     for fam in tqdm(families, desc="correctness", disable=None):
-        # 20 rows on the GPU: the launcher then uses the large-batch tiles (gdn/kda BV=128 with two flush
-        # sub-blocks, mamba2 BV=64) that the timed runs use
+        # 20 rows on the GPU: the launcher then uses the large-batch tiles and register cap (BV=32 with two
+        # 16-row flush sub-blocks, maxnreg 128) that the timed B=256 runs use
         corr += correctness(fam, shapes[fam], window, device, rows=20 if device.type == "cuda" else 2,
                             steps=None if device.type == "cuda" else window + 2)
 

@@ -9,8 +9,9 @@ of :data:`.rounding.FORMAT_CODE`), ``SHARED`` (one checkpoint), ``SR``
 ``L = 1`` case: every step is a flush. The torch reference with the same
 operation order is :mod:`.reference`; the flush semantics are written there.
 
-Grid ``(B, HV, cdiv(V, BV))``: one program per (row, head, V-block) reads its
-``[BV, K]`` tile of the checkpoint once. Every row of the state is independent
+Grid ``(cdiv(V, BV), HV, B)``: one program per (V-block, head, row) reads its
+``[BV, K]`` tile of the checkpoint once; the V-blocks of one (row, head) are
+adjacent in launch order (their shared ring tiles come from L2). Every row of the state is independent
 (the delta-rule correction of row i only needs row i of S), so V can be split
 freely. NVFP4's second-level scale needs the amax of the whole (slot, head)
 state at a flush: on a flush row the ``pv == 0`` program flushes the whole head
@@ -19,7 +20,11 @@ the row's other V-block programs do nothing. Flushes work on sub-blocks of
 ``BVF`` rows to keep registers low. Heads are expanded by the caller (inputs
 arrive ``[B, HV, ...]``).
 
-Per program, non-flush step (ring holds ``h`` entries, ``h + 1 < L``):
+Every load that does not depend on the slot's ring count ``h`` is issued before
+``h`` is used: the read-copy tile and all ``L - 1`` ring entries are loaded
+speculatively (wasted on the flush step, whose own re-reads then hit L2), and
+entries ``j >= h`` are dropped with ``tl.where`` (stale entries may hold
+anything). Per program, non-flush step (ring holds ``h`` entries, ``h + 1 < L``):
 reads the read copy tile once and computes ``S_lp (gamma_{1:t} * q)`` and, for the
 delta rule, ``S_lp (gamma_{1:t} * k)`` in the same pass; the ring terms come from
 ``[L-1, K]`` / ``[L-1, BV]`` tiles (decays from an exclusive reverse cumsum of the
@@ -469,7 +474,7 @@ def choose_block_v(cache, batch: int) -> int:
     return bv
 
 
-REPLAY_MAXNREG = 128   # registers per thread of a replay launch on the GPU (4 warps: 4 programs per SM)
+REPLAY_MAXNREG = 128   # register cap of a large replay launch on the GPU (4 warps: 4 programs per SM)
 
 
 def launch_config(cache, batch: int):
@@ -478,10 +483,12 @@ def launch_config(cache, batch: int):
     ``BV`` rows of V per program (:func:`choose_block_v`); ``BVF`` rows per flush sub-block
     (conventional: 32, nvfp4 the whole head in one pass; replay: :func:`.reference.replay_flush_rows`,
     at most BV, >= 16 for the flush's tl.dot); ``num_warps = max(BV, BVF) * BK / 1024`` in 4..16.
-    ``maxnreg`` caps the registers per thread (None: no cap): the replay kernel's register count is set by
-    its flush branch (the non-flush path needs ~128 at BV = 32), so uncapped it ran 1 program per SM at
-    BV = 64; the cap (:data:`REPLAY_MAXNREG` by default on the GPU, the ``maxnreg`` knob / bench ``--maxnreg``,
-    0 = no cap) keeps 512 / (32 num_warps) programs per SM at the price of small spills in the flush branch.
+    ``maxnreg`` caps the registers per thread (None: no cap). The replay kernel's register count is set by
+    its flush branch; uncapped, at BV = 32 / 4 warps (AOT for sm_90a with the launcher's 16-byte alignment)
+    gdn fp32 needs 109 (4 programs per SM), nvfp4/fp16 146 and kda 155 (3 per SM). When the grid has more
+    than 2 programs per SM, replay launches on the GPU get the cap :data:`REPLAY_MAXNREG` (4 programs of 4
+    warps per SM; a few dozen bytes of spills in the flush branch) unless the ``maxnreg`` knob (bench
+    ``--maxnreg``; 0 = no cap) says otherwise; small grids (batch 1) run uncapped (no spills).
     """
     V = cache.head_v
     BK = block_k(cache.head_k)
@@ -499,7 +506,8 @@ def launch_config(cache, batch: int):
         raise ValueError(f"flush_block_v={BVF} must divide block_v={BV}")
     num_warps = max(4, min(16, max(BV, BVF) * BK // 1024))   # <= 32 state elements per thread
     maxnreg = getattr(cache, "maxnreg", None)
-    if maxnreg is None and cache.window > 1 and cache.device.type == "cuda":
+    if maxnreg is None and cache.window > 1 and cache.device.type == "cuda" \
+            and batch * cache.num_heads * triton.cdiv(V, BV) > 2 * _num_sms(cache.device):
         maxnreg = REPLAY_MAXNREG
     return BV, BVF, num_warps, nvfp4, (maxnreg or None)
 
