@@ -456,8 +456,9 @@ def _num_sms(device) -> int:
 
 
 def choose_block_v(cache, batch: int) -> int:
-    """V-block size: the whole head on CPU; on GPU start from a [BV, BK] tile of 4096 fp32 elements
-    (BV = 32 for K = 128: 4 warps, <= 128 registers, 4 programs per SM) and halve BV (min 8; replay 16)
+    """V-block size: the whole head on CPU; on GPU start from a [BV, BK] tile of 4096 fp32 elements for
+    replay (BV = 32 for K = 128: 4 warps, <= 128 registers, 4 programs per SM; conventional 8192) and halve
+    BV (min 8; replay 16)
     until the grid has >= 4 programs per SM. The ``block_v`` knob (bench ``--block-v``) overrides it."""
     V = cache.head_v
     full = triton.next_power_of_2(V)
@@ -466,7 +467,8 @@ def choose_block_v(cache, batch: int) -> int:
     if cache.device.type != "cuda":
         return full
     bk = block_k(cache.head_k)
-    bv = min(full, max(8, 4096 // bk))
+    # conventional (L = 1): 8192-element tiles, 8 warps, 64 registers (87% of copy bandwidth on the H200)
+    bv = min(full, max(8, (8192 if cache.window == 1 else 4096) // bk))
     target = 4 * _num_sms(cache.device)
     low = 8 if cache.window == 1 else 16   # replay: the flush's tl.dot needs >= 16 rows
     while bv > low and batch * cache.num_heads * triton.cdiv(V, bv) < target:
@@ -482,7 +484,8 @@ def launch_config(cache, batch: int):
 
     ``BV`` rows of V per program (:func:`choose_block_v`); ``BVF`` rows per flush sub-block
     (conventional: 32, nvfp4 the whole head in one pass; replay: :func:`.reference.replay_flush_rows`,
-    at most BV, >= 16 for the flush's tl.dot); ``num_warps = max(BV, BVF) * BK / 1024`` in 4..16.
+    default 16, on the GPU 32 for tiles of >= 8192 elements (8+ warps); at most BV, >= 16 for the flush's
+    tl.dot); ``num_warps = max(BV, BVF) * BK / 1024`` in 4..16.
     ``maxnreg`` caps the registers per thread (None: no cap). The replay kernel's register count is set by
     its flush branch; uncapped, at BV = 32 / 4 warps (AOT for sm_90a with the launcher's 16-byte alignment)
     gdn fp32 needs 109 (4 programs per SM), nvfp4/fp16 146 and kda 155 (3 per SM). When the grid has more
@@ -501,6 +504,8 @@ def launch_config(cache, batch: int):
     if cache.window > 1:   # the chunked flush: fp32 tl.dot (dims >= 16), row sub-blocks as the reference
         BV = max(BV, 16)
         BVF = replay_flush_rows(cache)
+        if cache.device.type == "cuda" and not getattr(cache, "flush_block_v", None) and BV * BK >= 8192:
+            BVF = 32   # 8+ warps: 32-row sub-blocks (GPU dots do not round like the CPU reference anyway)
         BVF = min(BVF, triton.next_power_of_2(V)) if nvfp4 else min(BVF, BV)
     if not nvfp4 and BV % BVF:
         raise ValueError(f"flush_block_v={BVF} must divide block_v={BV}")
