@@ -335,3 +335,26 @@ def test_stale_ring_entries_never_leak(family):
         o = [_step(c, idx, x, t) for c in cs]
         assert torch.isfinite(o[1]).all(), t
         assert _rel(o[1].cpu(), o[0].cpu()) <= 1e-5, t
+
+
+def test_gpu_launch_config_heuristic(monkeypatch):
+    """The GPU launcher's tiles (checked without a GPU: a cuda-typed stand-in cache, 132 SMs)."""
+    from types import SimpleNamespace
+
+    from replayssm_quant.kernels import decode
+    from replayssm_quant.quant import parse_state_spec
+
+    monkeypatch.setattr(decode, "_num_sms", lambda device: 132)
+
+    def cfg(spec, window, batch, **knobs):
+        c = SimpleNamespace(head_v=128, head_k=128, num_heads=32, window=window, spec=parse_state_spec(spec),
+                            device=torch.device("cuda"), **knobs)
+        return decode.launch_config(c, batch)
+
+    assert cfg("fp32", 16, 256) == (32, 16, 4, False, 128)           # replay: 4096-element tiles, capped
+    assert cfg("nvfp4/fp16", 16, 256) == (32, 16, 4, True, 128)
+    assert cfg("fp32", 16, 1) == (16, 16, 4, False, None)            # batch 1: fine split, no cap
+    assert cfg("fp32", 1, 256) == (64, 32, 8, False, None)           # conventional: unchanged 8192 tiles
+    assert cfg("fp32", 16, 256, block_v=64) == (64, 32, 8, False, 128)
+    assert cfg("fp32", 16, 256, block_v=64, maxnreg=0) == (64, 32, 8, False, None)
+    assert cfg("fp32", 16, 256, maxnreg=96) == (32, 16, 4, False, 96)
