@@ -2,8 +2,9 @@
 
 The books are read at run time, never copied into the repository. The folder is found, in
 order, from an explicit ``data_dir`` argument, the environment variable
-``REPLAYSSM_GUTENBERG_DIR``, or ``<repo root>/../shared/data/gutenberg`` (else
-``<repo root>/shared/data/gutenberg`` if only that exists).
+``REPLAYSSM_GUTENBERG_DIR``, or the first of ``<repo root>/../shared/data/gutenberg``,
+``<repo root>/shared/data/gutenberg`` (source checkouts), ``<cwd>/../shared/data/gutenberg``,
+``<cwd>/shared/data/gutenberg`` (an installed package run from the checkout) that exists.
 
 Split (whole books): the held-out evaluation books are :data:`HELDOUT_BOOKS`
 (Austen's *Persuasion* and Chesterton's *The Wisdom of Father Brown*, 0.87 MB together); every
@@ -33,13 +34,15 @@ def data_dir(path: str | os.PathLike | None = None) -> Path:
     if path is None:
         path = os.environ.get(ENV_VAR)
     if path is None:
-        candidates = [_REPO_ROOT.parent / "shared" / "data" / "gutenberg", _REPO_ROOT / "shared" / "data" / "gutenberg"]
+        rel = Path("shared") / "data" / "gutenberg"
+        candidates = [_REPO_ROOT.parent / rel, _REPO_ROOT / rel, Path.cwd().parent / rel, Path.cwd() / rel]
         path = next((c for c in candidates if c.is_dir()), candidates[0])
     p = Path(path).expanduser()
     if not p.is_dir() or not any(p.glob("*.txt")):
         raise FileNotFoundError(
             f"no Gutenberg books (*.txt) in {p}; pass --data-dir or set {ENV_VAR} to the folder "
-            f"holding the books (default: ../shared/data/gutenberg relative to the repository root)")
+            f"holding the books (default: ../shared/data/gutenberg beside the repository or the "
+            f"current directory)")
     return p
 
 
