@@ -97,6 +97,19 @@ def _store_tile(S, p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, seed, c1, c2, s
 
 
 @triton.jit
+def _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
+                       seed, fc, s_enc, FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr,
+                       SR: tl.constexpr, TAG: tl.constexpr, BK: tl.constexpr):
+    """Flush-step rows ``offs_f`` of the committed state S [BVF, BK]: write their output S q, then
+    the two independent casts (recurrence: SR if asked; read copy: RNE, only when separate)."""
+    o = tl.sum(S * q[None, :], 1)
+    tl.store(out_ptr + bh * V + offs_f, o, mask=mf)
+    _store_tile(S, hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, s_enc, FMT_HP, SR, TAG, BK)
+    if not SHARED:
+        _store_tile(S, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, s_enc, FMT_LP, False, TAG, BK)
+
+
+@triton.jit
 def _load_decay(ptr, off, offs_k, mk, GK: tl.constexpr, BK: tl.constexpr):
     """Decay factors as a [BK] vector: one per head (GK = 1, broadcast) or per key (GK = K)."""
     if GK == 1:
@@ -352,13 +365,8 @@ def _decode_step_kernel(
                                  h, at, kt, beta, Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1, LP, GK,
                                  DELTA, FMT_HP, BK)
                     s_enc = nvfp4_encode_scale(nvfp4_amax(S))
-                    o = tl.sum(S * q[None, :], 1)
-                    tl.store(out_ptr + bh * V + offs_f, o, mask=mf)
-                    _store_tile(S, hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, s_enc,
-                                FMT_HP, SR, TAG, BK)
-                    if not SHARED:
-                        _store_tile(S, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, s_enc,
-                                    FMT_LP, False, TAG, BK)
+                    _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
+                                       seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
                     if FMT_HP == 5:
                         tl.store(hp2 + sh, s_enc)
                     if FMT_LP == 5:
@@ -380,13 +388,8 @@ def _decode_step_kernel(
                         S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
                                      ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1,
                                      LP, GK, DELTA, FMT_HP, BK, 2)
-                        o = tl.sum(S * q[None, :], 1)
-                        tl.store(out_ptr + bh * V + offs_f, o, mask=mf)
-                        _store_tile(S, hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, s_enc,
-                                    FMT_HP, SR, TAG, BK)
-                        if not SHARED:
-                            _store_tile(S, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, s_enc,
-                                        FMT_LP, False, TAG, BK)
+                        _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
+                                           seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
                     if FMT_HP == 5:
                         tl.store(hp2 + sh, s_enc)
                     if FMT_LP == 5:
@@ -398,13 +401,8 @@ def _decode_step_kernel(
                     S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
                                  h, at, kt, beta, Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1, LP, GK,
                                  DELTA, FMT_HP, BK)
-                    o = tl.sum(S * q[None, :], 1)
-                    tl.store(out_ptr + bh * V + offs_f, o, mask=mf)
-                    _store_tile(S, hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, 1.0,
-                                FMT_HP, SR, TAG, BK)
-                    if not SHARED:
-                        _store_tile(S, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V, seed, sh, fc, 1.0,
-                                    FMT_LP, False, TAG, BK)
+                    _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
+                                       seed, fc, 1.0, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
         elif L > 1:
             # ---- non-flush: output from the read copy + ring; append the current input.
             # Ring entries j < h as [L1P, BK] / [L1P, BV] tiles; decay from entry j to now:
