@@ -97,6 +97,15 @@ def _store_tile(S, p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, seed, c1, c2, s
 
 
 @triton.jit
+def _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP: tl.constexpr, FMT_LP: tl.constexpr):
+    """Store the (slot, head) NVFP4 encode scale of each checkpoint kept in nvfp4."""
+    if FMT_HP == 5:
+        tl.store(hp2 + sh, s_enc)
+    if FMT_LP == 5:
+        tl.store(lp2 + sh, s_enc)
+
+
+@triton.jit
 def _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                        seed, fc, s_enc, FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr,
                        SR: tl.constexpr, TAG: tl.constexpr, BK: tl.constexpr):
@@ -367,10 +376,7 @@ def _decode_step_kernel(
                     s_enc = nvfp4_encode_scale(nvfp4_amax(S))
                     _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                        seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
-                    if FMT_HP == 5:
-                        tl.store(hp2 + sh, s_enc)
-                    if FMT_LP == 5:
-                        tl.store(lp2 + sh, s_enc)
+                    _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
                 elif pv == 0:
                     amax = 0.0
                     for r in tl.range(0, NVF, loop_unroll_factor=1):
@@ -390,10 +396,7 @@ def _decode_step_kernel(
                                      LP, GK, DELTA, FMT_HP, BK, 2)
                         _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                            seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
-                    if FMT_HP == 5:
-                        tl.store(hp2 + sh, s_enc)
-                    if FMT_LP == 5:
-                        tl.store(lp2 + sh, s_enc)
+                    _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
             else:
                 for r in tl.range(0, BV // BVF, loop_unroll_factor=1):
                     offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
