@@ -27,9 +27,15 @@ model_args::
 Registration: importing this module registers ``replayssm`` in lm-eval's model
 registry (``@register_model``). The package also declares the
 ``lm_eval.models`` entry point for lm-eval versions that read entry points;
-lm-eval 0.4.13 does not, so on its command line use
-``python -m replayssm_quant.eval.lm_eval_plugin [lm-eval args]`` (lm-eval's own
-CLI with the plugin registered first).
+lm-eval 0.4.13 does not, so a regular install (wheel, ``pip install .``) also
+ships ``replayssm_quant_lm_eval.pth``, whose start-up hook
+(:mod:`replayssm_quant._lm_eval_autoregister`) registers ``replayssm`` as a lazy
+placeholder for this class when lm-eval's registry is imported: the bare
+``lm_eval --model replayssm ...`` works. ``replayssm-lm-eval [lm-eval args]``
+(= ``python -m replayssm_quant.eval.lm_eval_plugin``: lm-eval's own CLI with this
+module imported first) is the equivalent wrapper; editable installs get no
+``.pth``, so there use the wrapper, or import this module before calling
+lm-eval from Python.
 
 Generation is greedy (``do_sample=True`` is an error). A row stops at the
 tokenizer's eos, at any ``until`` string, or after ``max_gen_toks`` tokens;
