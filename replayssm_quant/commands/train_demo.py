@@ -26,13 +26,13 @@ def configure(parser):
                    help="gdn: Qwen3.5-text GDN hybrid; mamba2: Nemotron-H Mamba-2 hybrid (default gdn)")
     t.add_argument("--out", help="output folder; the model is written to OUT/<arch>/")
     t.add_argument("--size", choices=["default", "tiny"], default="default", help="tiny: a CPU smoke-test model")
-    t.add_argument("--minutes", type=float, default=5.0, help="wall-clock training budget, compile included (default 5)")
+    t.add_argument("--minutes", type=float, default=6.6, help="wall-clock training budget, compile included (default 6.6)")
     t.add_argument("--steps", type=int, default=None, help="optional cap on optimizer steps")
-    t.add_argument("--batch-size", type=int, default=8, help="rows per step (default 8)")
-    t.add_argument("--seq-len", type=int, default=8192, help="training context in tokens (=bytes), >= 2048 (default 8192)")
+    t.add_argument("--batch-size", type=int, default=4, help="rows per step (default 4)")
+    t.add_argument("--seq-len", type=int, default=4096, help="training context in tokens (=bytes), >= 2048 (default 4096)")
     t.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
-    t.add_argument("--task-fraction", type=float, default=0.5,
-                   help="fraction of rows that are task examples (default 0.5)")
+    t.add_argument("--task-fraction", type=float, default=0.75,
+                   help="fraction of rows that are task examples (default 0.75)")
     t.add_argument("--task-curriculum", type=float, default=0.0,
                    help="grow the longest task target from 64 bytes to full over this fraction of the run "
                         "(default 0: full lengths from the start)")

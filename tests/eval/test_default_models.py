@@ -132,16 +132,10 @@ def test_reference_continuation_loss_matches_training_record(model_dir):
     assert abs(got["loss_nats"] - rec["loss_nats"]) < 0.02, (got, rec)
 
 
-def test_shipped_model_solves_a_short_copy_task(model_dir, request):
+def test_shipped_model_solves_a_short_copy_task(model_dir):
     arch, folder, shipped = model_dir
     if not shipped:
         pytest.skip(f"eval/default_models/{arch} is not shipped yet (needs the GPU training run)")
-    recorded = json.loads((folder / "eval.json").read_text())["task_accuracy"]["overall_pct"]
-    if recorded < 50:
-        # The shipped weights' own training-time evaluation says they do not copy (issue 4 is
-        # open): expect this to fail, and fail loudly (strict) once retrained models copy.
-        request.node.add_marker(pytest.mark.xfail(
-            strict=True, reason=f"shipped {arch} model scored {recorded}% on the tasks at training time"))
     from replayssm_quant.eval.synthetic_tasks import generate_tasks, score
     from replayssm_quant.eval.training.evaluate import greedy_generate
 
