@@ -35,6 +35,7 @@ or :meth:`DecodeSession.generate` (greedy, with stop tokens) and
 from __future__ import annotations
 
 import inspect
+import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
@@ -133,6 +134,10 @@ class DecodeSession:
         seed: stochastic-rounding seed (each cache gets ``seed``; slots differ by their index).
         backend: ``"triton"``, ``"torch"`` or ``None`` (triton on CUDA, torch on CPU).
         default_mode: the mode of variants written without a ``MODE:`` prefix.
+        cuda_graphs: on CUDA with the triton backend, record each SSM layer's step (all
+            variants: 2 launches per cache plus glue) once per prefill as a CUDA graph and replay
+            it on later steps (same kernels, same results; removes the per-cache Python and launch
+            overhead that otherwise dominates a decode step). Ignored on CPU.
 
     The session hooks the model when created; :meth:`close` (or ``with``) unhooks it.
     Several sessions may be attached to one model; only the one inside :meth:`step`
@@ -140,7 +145,7 @@ class DecodeSession:
     """
 
     def __init__(self, model, variants: str | Variant | Sequence[str | Variant], window: int = DEFAULT_WINDOW,
-                 seed: int = 0, backend: str | None = None, default_mode: str = "replay"):
+                 seed: int = 0, backend: str | None = None, default_mode: str = "replay", cuda_graphs: bool = True):
         if isinstance(variants, (str, Variant)):
             variants = [variants]
         self.variants: list[Variant] = [parse_variant(v, default_mode) for v in variants]
@@ -151,6 +156,10 @@ class DecodeSession:
         if backend not in (None, "triton", "torch"):
             raise ValueError(f"backend must be 'triton', 'torch' or None (auto), got {backend!r}")
         self.model, self.window, self.seed, self.backend = model, int(window), int(seed), backend
+        # REPLAYSSM_CUDA_GRAPHS=0 turns the graphs off everywhere (lm-eval plugin, KL harness)
+        self.cuda_graphs = bool(cuda_graphs) and os.environ.get("REPLAYSSM_CUDA_GRAPHS", "1") != "0"
+        self._graphs: dict[int, tuple] = {}
+        self._graph_pool = None
         self.layers = ssm_layers(model)
         if not self.layers:
             raise ValueError(f"{type(model).__name__} has no SSM layer this toolkit supports; supported: {SUPPORTED_MODELS}")
@@ -175,7 +184,7 @@ class DecodeSession:
         """Remove the hooks and drop the caches (the model is back to its own decoding)."""
         for h in self._handles:
             h.remove()
-        self._handles, self._caches, self.hf_cache = [], {}, None
+        self._handles, self._caches, self.hf_cache, self._graphs = [], {}, None, {}
 
     @property
     def num_rows(self) -> int:
@@ -187,24 +196,66 @@ class DecodeSession:
         return slice(variant * self.num_docs, (variant + 1) * self.num_docs)
 
     # ---- per-layer step ----------------------------------------------------------
+    def _step_all(self, idx: int, q, k, v, g, beta) -> torch.Tensor:
+        """One decode step of layer ``idx`` for every variant (rows variant-major): fp32 ``[rows, HV, V]``."""
+        caches = self._caches[idx]
+        D = self.num_docs
+        if len(caches) == 1:
+            return caches[0].step(self._slots[idx], q, k, v, g, beta, validate=False)
+        outs = []
+        for i, c in enumerate(caches):
+            sl = slice(i * D, (i + 1) * D)
+            outs.append(c.step(self._slots[idx], q[sl], k[sl], v[sl], g[sl], None if beta is None else beta[sl],
+                               validate=False))
+        return torch.cat(outs, 0)
+
     def _make_run(self, idx: int):
         def run(q, k, v, g, beta):
-            caches = self._caches[idx]
-            D = self.num_docs
-            if len(caches) == 1:
-                return caches[0].step(self._slots[idx], q, k, v, g, beta, validate=False)
-            outs = []
-            for i, c in enumerate(caches):
-                sl = slice(i * D, (i + 1) * D)
-                outs.append(c.step(self._slots[idx], q[sl], k[sl], v[sl], g[sl], None if beta is None else beta[sl],
-                                   validate=False))
-            return torch.cat(outs, 0)
+            if not self._use_graphs(q):
+                return self._step_all(idx, q, k, v, g, beta)
+            return self._graphed_step(idx, q, k, v, g, beta)
         return run
+
+    # ---- CUDA graphs of the per-layer SSM step ---------------------------------------------
+    def _use_graphs(self, q: torch.Tensor) -> bool:
+        return (self.cuda_graphs and q.device.type == "cuda" and not torch.cuda.is_current_stream_capturing()
+                and all(c.backend == "triton" for c in self._caches[self._first_layer]))
+
+    def _graphed_step(self, idx: int, q, k, v, g, beta) -> torch.Tensor:
+        """The step of every variant of layer ``idx`` as one CUDA graph replay.
+
+        The first call of a layer (after each prefill) runs eagerly -- it compiles the Triton
+        kernels -- and then records the same launches into a graph on static input buffers; later
+        calls copy the inputs in and replay. The recorded launches read and write only device
+        tensors of the caches (states, ring, counters; no host-side step state), so a replay is
+        the eager step, bit for bit (``scripts/gpu/decode_graph_check.py`` checks this on the GPU).
+        """
+        inputs = (q, k, v, g, beta)
+        key = tuple(None if x is None else (tuple(x.shape), x.dtype) for x in inputs)
+        entry = self._graphs.get(idx)
+        if entry is not None and entry[0] == key:
+            _, graph, static_in, static_out = entry
+            for dst, src in zip(static_in, inputs):
+                if dst is not None:
+                    dst.copy_(src)
+            graph.replay()
+            return static_out.clone()
+        out = self._step_all(idx, q, k, v, g, beta)          # the real step (and Triton warm-up)
+        static_in = tuple(None if x is None else x.detach().clone() for x in inputs)
+        graph = torch.cuda.CUDAGraph()
+        torch.cuda.current_stream().synchronize()
+        with torch.cuda.graph(graph, pool=self._graph_pool):   # records only: nothing runs here
+            static_out = self._step_all(idx, *static_in)
+        self._graphs[idx] = (key, graph, static_in, static_out)
+        return out
 
     def _new_caches(self, num_docs: int) -> None:
         from replayssm_quant.kernels.state_cache import SSMStateCache
 
-        self._caches, self._slots = {}, {}
+        self._caches, self._slots, self._graphs = {}, {}, {}
+        self._first_layer = self.layers[0][0]
+        if self.cuda_graphs and torch.cuda.is_available() and self._graph_pool is None:
+            self._graph_pool = torch.cuda.graph_pool_handle()
         for idx, layer, fam in self.layers:
             dev = _device_of(layer)
             backend = self.backend or ("triton" if dev.type == "cuda" else "torch")

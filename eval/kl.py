@@ -39,6 +39,7 @@ class KLSettings:
     seed: int = 0
     batch_docs: int = 8
     backend: str | None = None
+    cuda_graphs: bool = True   # per-layer CUDA graphs of the SSM step (GPU, triton backend)
 
 
 def batch_seed(seed: int, batch: int) -> int:
@@ -80,7 +81,8 @@ def kl_batch(model, tokens: torch.Tensor, variants: list[Variant], st: KLSetting
     D, n = tokens.shape[0], len(variants)
     if tokens.shape[1] < P + N + 1:
         raise ValueError(f"documents need {P + N + 1} tokens, got {tokens.shape[1]}")
-    with DecodeSession(model, variants, window=st.window, seed=seed, backend=st.backend) as s:
+    with DecodeSession(model, variants, window=st.window, seed=seed, backend=st.backend,
+                       cuda_graphs=st.cuda_graphs) as s:
         logits = s.prefill(tokens[:, :P])
         dev = logits.device                       # the lm_head's device (differs from the input's with device_map)
         toks_in = tokens.to(model.get_input_embeddings().weight.device)

@@ -38,6 +38,9 @@ def configure(parser):
     parser.add_argument("--device-map", default=None, help="e.g. auto: spread a large model over GPUs (accelerate)")
     parser.add_argument("--backend", default=None, choices=["triton", "torch"],
                         help="state-cache backend (default: triton on CUDA, torch on CPU)")
+    parser.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false",
+                        help="run each SSM layer's decode step eagerly (default on the GPU: one CUDA graph per "
+                             "layer for all specs' steps)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--no-report", action="store_true", help="skip writing the report at the end")
 
@@ -90,7 +93,8 @@ def run(args):
         print(f"note: only {len(docs)} documents of {length} tokens available (asked for {args.docs})", file=sys.stderr)
     store = ResultsStore(args.out)
     st = KLSettings(prefill=args.prefill, tokens=args.tokens, window=args.window, seed=args.seed,
-                    batch_docs=args.batch_docs, backend=args.backend)
+                    batch_docs=args.batch_docs, backend=args.backend,
+                    cuda_graphs=args.cuda_graphs)
     store.open({"model": lm.name, "model_source": lm.source, "data": args.data, "text_field": args.text_field,
                 "prefill": args.prefill, "tokens": args.tokens, "window": args.window, "seed": args.seed,
                 "batch_docs": args.batch_docs, "docs": len(docs),

@@ -1,0 +1,53 @@
+"""CUDA graphs of the per-layer SSM decode step (DecodeSession(cuda_graphs=True)).
+
+On the GPU the graphed step must give the eager step's logits bit for bit (the same kernels
+replayed); on the CPU the option is inert. scripts/gpu/decode_graph_check.py runs the same check on
+the embedded models and times both.
+"""
+
+import pytest
+import torch
+
+from replayssm_quant.eval.adapters import ssm_layers
+from replayssm_quant.eval.adapters.tiny import TINY_ARCHS, tiny_model
+from replayssm_quant.eval.decode import DecodeSession
+
+VARIANTS = ["fp32", "nvfp4+sr", "nvfp4/fp8+sr", "conventional:fp8+sr"]
+
+
+def _decode(model, ids, P, graphs, device):
+    with DecodeSession(model, VARIANTS, window=4, seed=5, cuda_graphs=graphs) as s:
+        out = [s.prefill(ids[:, :P])]
+        for t in range(P, ids.shape[1]):
+            out.append(s.step(ids[:, t]))
+        return torch.stack(out), len(s._graphs)   # graphs recorded (before close drops them)
+
+
+def test_env_var_turns_graphs_off(monkeypatch):
+    model = tiny_model(TINY_ARCHS[0])
+    def flag(**kw):
+        with DecodeSession(model, "fp32", **kw) as s:
+            return s.cuda_graphs
+    monkeypatch.setenv("REPLAYSSM_CUDA_GRAPHS", "0")
+    assert not flag()
+    monkeypatch.delenv("REPLAYSSM_CUDA_GRAPHS")
+    assert flag()
+    assert not flag(cuda_graphs=False)
+
+
+def test_cpu_session_records_no_graph():
+    model = tiny_model(TINY_ARCHS[0])
+    ids = torch.randint(0, model.config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(0))
+    _, n_graphs = _decode(model, ids, 6, True, "cpu")
+    assert n_graphs == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("arch", TINY_ARCHS)
+def test_graphed_step_equals_eager_bit_for_bit(arch):
+    model = tiny_model(arch).cuda()
+    ids = torch.randint(0, model.config.vocab_size, (3, 8 + 20), generator=torch.Generator().manual_seed(1)).cuda()
+    eager, _ = _decode(model, ids, 8, False, "cuda")
+    graphed, n_graphs = _decode(model, ids, 8, True, "cuda")
+    assert n_graphs == len(ssm_layers(model))   # one graph per SSM layer
+    assert torch.equal(eager, graphed)
