@@ -51,8 +51,11 @@ import logging
 from typing import Any
 
 import torch
+import lm_eval.models  # noqa: F401  (lm-eval's own model table first: registering into an empty
+#                          registry would hide hf, vllm, ... from `replayssm-lm-eval --model hf`)
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
+from lm_eval.utils import simple_parse_args_string
 from tqdm import tqdm
 
 log = logging.getLogger(__name__)
@@ -95,6 +98,14 @@ def load_model_and_tokenizer(pretrained: str, device: str, dtype: torch.dtype, d
 @register_model("replayssm")
 class ReplaySSMLM(TemplateLM):
     """lm-eval model whose SSM decode steps run through a quantized state cache (see module doc)."""
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
+        """``--model_args`` win over lm-eval's own options for the same key (``device=cpu`` in
+        model_args together with lm-eval's ``--device`` is not an error)."""
+        args = simple_parse_args_string(arg_string)
+        extra = {k: v for k, v in (additional_config or {}).items() if v is not None and k not in args}
+        return cls(**args, **extra)
 
     def __init__(self, pretrained: str | None = None, state: str = "fp32", mode: str = "replay",
                  window: int = 16, seed: int = 0, batch_size: int | str = 1, max_batch_size: int | None = None,

@@ -78,6 +78,12 @@ def test_registered_in_lm_eval_registry_and_entry_point(tiny_dirs):
     assert lm.get_model_info()["state"] == "nvfp4/fp8+sr"
     lm2 = cls.create_from_arg_string(f"pretrained={tiny_dirs['qwen3_5']},state=fp8+sr,mode=conventional")
     assert lm2.variant.label == "conventional:fp8+sr"
+    # a key in model_args and in lm-eval's own options: model_args win (no "multiple values" TypeError)
+    lm3 = cls.create_from_arg_string(f"pretrained={tiny_dirs['qwen3_5']},device=cpu,batch_size=3",
+                                     {"batch_size": 2, "device": "cuda:0"})
+    assert (str(lm3.device), lm3.batch_size) == ("cpu", 3)
+    # lm-eval's own models stay registered next to ours (the plugin imports lm-eval's table first)
+    assert get_model("dummy").__name__ == "DummyLM"
 
 
 @pytest.mark.parametrize("bad, match", [
