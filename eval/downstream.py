@@ -32,6 +32,9 @@ from pathlib import Path
 REFERENCE = "fp32"
 QUARTILES = ("Q1", "Q2", "Q3", "Q4")
 SAMPLE_COLUMNS = ("model", "task", "doc_id", "run", "correct", "gen_tokens")
+#: token budget of one decode batch (the plugin's model_arg max_batch_tokens; the same value as
+#: lm_eval_plugin.DEFAULT_MAX_BATCH_TOKENS, kept here so the command line needs no lm-eval import)
+DEFAULT_MAX_BATCH_TOKENS = 65536
 
 
 # --------------------------------------------------------------------------- run names
@@ -333,10 +336,17 @@ def task_manager(include_path: list[str] | None = None):
     return TaskManager(include_path=paths if len(paths) > 1 else paths[0])
 
 
-def run_config(tasks, limit, window, seed, batch_size, gen_kwargs, num_fewshot, metric, filter_name) -> dict:
-    """Everything that changes the samples of a run (recorded in OUT/config.json for resume)."""
+def run_config(tasks, limit, window, seed, batch_size, gen_kwargs, num_fewshot, metric, filter_name,
+               max_batch_tokens: int | None = None) -> dict:
+    """Everything that changes the samples of a run (recorded in OUT/config.json for resume).
+
+    The batching (batch_size, max_batch_tokens) is part of it: stochastic-rounding draws are keyed by
+    a row's slot in its batch. No budget is recorded as ``max_batch_tokens: null``, which is also what
+    a folder written before the budget existed reads as (resume it with ``--max-batch-tokens 0``).
+    """
     return {"tasks": list(tasks), "limit": limit, "window": window, "seed": seed, "batch_size": batch_size,
-            "gen_kwargs": gen_kwargs, "num_fewshot": num_fewshot, "metric": metric, "filter": filter_name}
+            "max_batch_tokens": max_batch_tokens or None, "gen_kwargs": gen_kwargs, "num_fewshot": num_fewshot,
+            "metric": metric, "filter": filter_name}
 
 
 def select_filter(lm_samples: dict, filter_name: str | None) -> tuple[dict, dict]:
@@ -358,7 +368,8 @@ def select_filter(lm_samples: dict, filter_name: str | None) -> tuple[dict, dict
 
 
 def run_downstream(out: Path, models: list[str], runs: list, tasks: list[str], *, limit=None,
-                   batch_size: int = 64, device: str | None = None, window: int = 16, seed: int = 0,
+                   batch_size: int = 64, max_batch_tokens: int | None = DEFAULT_MAX_BATCH_TOKENS,
+                   device: str | None = None, window: int = 16, seed: int = 0,
                    backend: str | None = None, gen_kwargs: str | None = None, num_fewshot: int | None = None,
                    metric: str = "exact_match", filter_name: str | None = None,
                    include_path: list[str] | None = None, device_map: str | None = None) -> list[Path]:
@@ -368,7 +379,9 @@ def run_downstream(out: Path, models: list[str], runs: list, tasks: list[str], *
     table plus response/target) and ``...results.json`` (lm-eval's aggregate
     results) the moment it completes; a run whose file exists is skipped
     (resume). The fp32 reference (first in ``runs``) defines the length
-    quartiles, so it is required.
+    quartiles, so it is required. A decode batch holds at most ``batch_size``
+    rows and ``max_batch_tokens`` of rows x (longest prompt + max_gen_toks)
+    (None or 0: no token budget); see :mod:`.lm_eval_plugin`.
 
     Returns:
         the samples files of all requested (model, run) pairs.
@@ -377,8 +390,13 @@ def run_downstream(out: Path, models: list[str], runs: list, tasks: list[str], *
 
     if not runs or runs[0].label != REFERENCE:
         raise ValueError(f"the first run must be the {REFERENCE!r} reference (use plan_runs)")
+    mbt = max_batch_tokens
+    if mbt is not None and (isinstance(mbt, bool) or not isinstance(mbt, int) or mbt < 0):
+        raise ValueError(f"max_batch_tokens must be an integer >= 0 or None (0 or None = no budget), "
+                         f"got {max_batch_tokens!r}")
     out = Path(out)
-    config = run_config(tasks, limit, window, seed, batch_size, gen_kwargs, num_fewshot, metric, filter_name)
+    config = run_config(tasks, limit, window, seed, batch_size, gen_kwargs, num_fewshot, metric, filter_name,
+                        max_batch_tokens)
     check_config(out, config)
     todo = [(m, r) for m in models for r in runs if not run_file(out, model_label(m), r).exists()]
     done = len(models) * len(runs) - len(todo)
@@ -395,9 +413,10 @@ def run_downstream(out: Path, models: list[str], runs: list, tasks: list[str], *
             dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
             loaded = (model_name, *load_model_and_tokenizer(model_name, dev, torch.float32, device_map))
         rows, results = evaluate_run(loaded[1], loaded[2], model_name, run, tasks, limit=limit,
-                                     batch_size=batch_size, device=device, window=window, seed=seed,
-                                     backend=backend, gen_kwargs=gen_kwargs, num_fewshot=num_fewshot,
-                                     metric=metric, filter_name=filter_name, include_path=include_path)
+                                     batch_size=batch_size, max_batch_tokens=max_batch_tokens, device=device,
+                                     window=window, seed=seed, backend=backend, gen_kwargs=gen_kwargs,
+                                     num_fewshot=num_fewshot, metric=metric, filter_name=filter_name,
+                                     include_path=include_path)
         path = run_file(out, model_label(model_name), run)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.with_suffix(".results.json").write_text(json.dumps(results, indent=2, default=str))
@@ -408,7 +427,8 @@ def run_downstream(out: Path, models: list[str], runs: list, tasks: list[str], *
 
 
 def evaluate_run(model, tokenizer, model_name: str, run, tasks: list[str], *, limit=None,
-                 batch_size: int = 64, device: str | None = None, window: int = 16, seed: int = 0,
+                 batch_size: int = 64, max_batch_tokens: int | None = DEFAULT_MAX_BATCH_TOKENS,
+                 device: str | None = None, window: int = 16, seed: int = 0,
                  backend: str | None = None, gen_kwargs: str | None = None, num_fewshot: int | None = None,
                  metric: str = "exact_match", filter_name: str | None = None,
                  include_path: list[str] | None = None) -> tuple[list[dict], dict]:
@@ -422,7 +442,8 @@ def evaluate_run(model, tokenizer, model_name: str, run, tasks: list[str], *, li
     from .lm_eval_plugin import ReplaySSMLM
 
     lm = ReplaySSMLM(pretrained=model_name, model=model, tokenizer=tokenizer, state=run.spec.text, mode=run.mode,
-                     window=window, seed=seed, batch_size=batch_size, device=device, backend=backend)
+                     window=window, seed=seed, batch_size=batch_size, max_batch_tokens=max_batch_tokens,
+                     device=device, backend=backend)
     try:
         res = simple_evaluate(model=lm, tasks=list(tasks), limit=limit, num_fewshot=num_fewshot,
                               log_samples=True, task_manager=task_manager(include_path), gen_kwargs=gen_kwargs,

@@ -16,6 +16,10 @@ model_args::
     seed=0               stochastic-rounding seed
     batch_size=1         rows per decode batch (one row = one request); "auto" = max_batch_size or 64
     max_batch_size=64    used by batch_size=auto
+    max_batch_tokens=65536  token budget of a batch: rows x (longest prompt of the batch + max_gen_toks)
+                         for generation, rows x (longest context + continuation) for loglikelihood
+                         stays <= this (besides <= batch_size rows); a request over the budget runs
+                         alone. 0 or none = no budget (rows limited by batch_size only)
     device=cuda|cpu      default: cuda when available
     dtype=float32        model weights dtype (fp32 keeps the fp32 spec reference-exact)
     backend=triton|torch cache kernels (default: triton on CUDA, torch on CPU)
@@ -40,7 +44,20 @@ lm-eval from Python.
 Generation is greedy (``do_sample=True`` is an error). A row stops at the
 tokenizer's eos, at any ``until`` string, or after ``max_gen_toks`` tokens;
 the returned text is cut before the first ``until`` string (lm-eval's
-convention). Every generate_until request is recorded in
+convention).
+
+Batching: requests are sorted longest first (generation: within groups of equal
+stop settings; loglikelihood: within groups of equal continuation length) and cut
+into batches of at most ``batch_size`` rows and ``max_batch_tokens`` padded tokens
+(see the model_args above), so one prefill never holds 128 prompts of 2,000 tokens.
+Results come back in the order of the requests (lm-eval's contract). Rows are
+independent (left padding is masked): on the tiny test models the batching changes
+no generated token, and an fp32 log-likelihood only by float32 rounding (the
+model's own matmuls round differently in other batch shapes). Stochastic-rounding
+draws are keyed by a row's slot in its batch, so ``+sr`` results depend on the
+batching (as they always did on ``batch_size``).
+
+Every generate_until request is recorded in
 :attr:`ReplaySSMLM.generation_log` (context, generated token ids and their
 count), which the downstream runner uses for the generation-length quartiles.
 """
@@ -63,6 +80,8 @@ log = logging.getLogger(__name__)
 #: generation keyword arguments the plugin understands (others are ignored with a warning)
 _GEN_KEYS = {"until", "max_gen_toks", "do_sample", "temperature"}
 DEFAULT_MAX_GEN_TOKS = 256
+#: default token budget of one decode batch (model_arg max_batch_tokens; see the module doc)
+DEFAULT_MAX_BATCH_TOKENS = 65536
 
 
 def _as_bool(x) -> bool:
@@ -83,6 +102,19 @@ def _as_int(name: str, x, lo: int = 1) -> int:
     if v < lo or (isinstance(x, float) and x != v):
         raise ValueError(f"{name} must be an integer >= {lo}, got {x!r}")
     return v
+
+
+def _as_budget(name: str, x) -> int | None:
+    """A token budget: an integer >= 1, or None for 0 / 'none' / None (no budget)."""
+    if x is None or (isinstance(x, str) and x.strip().lower() == "none"):
+        return None
+    if isinstance(x, bool):
+        raise ValueError(f"{name} must be an integer >= 0 (0 or 'none' = no budget), got {x!r}")
+    try:
+        v = _as_int(name, x, lo=0)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer >= 0 (0 or 'none' = no budget), got {x!r}") from None
+    return v or None
 
 
 def load_model_and_tokenizer(pretrained: str, device: str, dtype: torch.dtype, device_map: str | None = None):
@@ -109,7 +141,8 @@ class ReplaySSMLM(TemplateLM):
 
     def __init__(self, pretrained: str | None = None, state: str = "fp32", mode: str = "replay",
                  window: int = 16, seed: int = 0, batch_size: int | str = 1, max_batch_size: int | None = None,
-                 device: str | None = None, dtype: str = "float32", backend: str | None = None,
+                 max_batch_tokens: int | str | None = DEFAULT_MAX_BATCH_TOKENS, device: str | None = None,
+                 dtype: str = "float32", backend: str | None = None,
                  max_length: int | None = None, add_bos_token: bool | str = False,
                  max_gen_toks: int = DEFAULT_MAX_GEN_TOKS, parallelize: bool | str = False, model=None,
                  tokenizer=None, **kwargs: Any):
@@ -120,8 +153,8 @@ class ReplaySSMLM(TemplateLM):
         if unknown:
             raise ValueError(
                 f"replayssm: unknown model_args {unknown}; known: pretrained, state, mode, window, seed, "
-                "batch_size, max_batch_size, device, dtype, backend, max_length, add_bos_token, max_gen_toks, "
-                "parallelize")
+                "batch_size, max_batch_size, max_batch_tokens, device, dtype, backend, max_length, add_bos_token, "
+                "max_gen_toks, parallelize")
         if pretrained is None and model is None:
             raise ValueError("replayssm: model_args needs pretrained=PATH_OR_ID (or gdn-demo / mamba2-demo)")
         self.variant = parse_variant(str(state), default_mode=str(mode))
@@ -132,6 +165,8 @@ class ReplaySSMLM(TemplateLM):
             self.batch_size = self.max_batch_size
         else:
             self.batch_size = _as_int("batch_size", batch_size)
+        #: token budget of one batch (None: rows limited by batch_size only)
+        self.max_batch_tokens = _as_budget("max_batch_tokens", max_batch_tokens)
         self.max_gen_toks = _as_int("max_gen_toks", max_gen_toks)
         self.add_bos_token = _as_bool(add_bos_token)
         if dtype not in ("float32", "bfloat16", "float16", "auto"):
@@ -203,14 +238,30 @@ class ReplaySSMLM(TemplateLM):
             mask[i, P - len(s):] = 1
         return ids, (None if bool(mask.all()) else mask)
 
-    def _batches(self, order: list[int]):
-        for i in range(0, len(order), self.batch_size):
-            yield order[i:i + self.batch_size]
+    def _batches(self, items: list, lengths: list[int]):
+        """Consecutive slices of ``items`` (sorted longest first by the caller): at most
+        ``batch_size`` rows and, with a budget, rows x max(``lengths`` of the slice) <=
+        ``max_batch_tokens``; a single item over the budget is a batch of its own (never dropped).
+
+        ``lengths[j]`` is item j's padded cost per row: prompt + max new tokens, or context +
+        continuation. The items keep their order, so the caller maps results back by index.
+        """
+        budget, i, n = self.max_batch_tokens, 0, len(items)
+        while i < n:
+            j, longest = i + 1, lengths[i]
+            while j < n and j - i < self.batch_size:
+                longest_j = max(longest, lengths[j])
+                if budget is not None and (j - i + 1) * longest_j > budget:
+                    break
+                j, longest = j + 1, longest_j
+            yield items[i:j]
+            i = j
 
     # ------------------------------------------------------------------ loglikelihood
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
         """Teacher-forced continuation log-probs: context prefilled in fp32, continuation stepped
-        through the quantized state. Batches group equal continuation lengths."""
+        through the quantized state. Batches group equal continuation lengths, longest context first,
+        within ``batch_size`` rows and the ``max_batch_tokens`` budget (context + continuation)."""
         results: list[tuple[float, bool] | None] = [None] * len(requests)
         items = []
         for i, (_, ctx, cont) in enumerate(requests):
@@ -225,8 +276,7 @@ class ReplaySSMLM(TemplateLM):
             groups.setdefault(len(it[2]), []).append(it)
         pbar = tqdm(total=len(items), desc="replayssm loglikelihood", disable=disable_tqdm)
         for n_cont, group in groups.items():
-            for b in range(0, len(group), self.batch_size):
-                chunk = group[b:b + self.batch_size]
+            for chunk in self._batches(group, [len(c) + n_cont for _, c, _ in group]):
                 ids, mask = self._pad_left([c for _, c, _ in chunk])
                 cont = torch.tensor([c for _, _, c in chunk], dtype=torch.int64)
                 lp, greedy = self.session.loglikelihood(ids, cont, mask)
@@ -299,9 +349,10 @@ class ReplaySSMLM(TemplateLM):
         return stop_ids, stop_fn
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        """Greedy generation, batched across requests (``batch_size`` rows per decode batch).
+        """Greedy generation, batched across requests.
 
-        Requests with equal stop settings are batched together, longest context first.
+        Requests with equal stop settings are batched together, longest context first, at most
+        ``batch_size`` rows and ``max_batch_tokens`` of rows x (longest prompt + max_gen_toks) per batch.
         """
         out: list[str | None] = [None] * len(requests)
         groups: dict[tuple, list[int]] = {}
@@ -314,10 +365,10 @@ class ReplaySSMLM(TemplateLM):
         for (until, max_gen), idx in groups.items():
             idx.sort(key=lambda i: -len(enc[i]))
             stop_ids, stop_fn = self._stop_setup(until)
-            for chunk in self._batches(idx):
-                seqs = [enc[i][-self.max_length:] for i in chunk]
-                if any(not s for s in seqs):
-                    seqs = [s or [self.prefix_token_id] for s in seqs]
+            # the prompt as prefilled: the last max_length tokens, an empty one as the prefix token
+            prompt = {i: enc[i][-self.max_length:] or [self.prefix_token_id] for i in idx}
+            for chunk in self._batches(idx, [len(prompt[i]) + max_gen for i in idx]):
+                seqs = [prompt[i] for i in chunk]
                 ids, mask = self._pad_left(seqs)
                 rows = self.session.generate(ids, max_gen, attention_mask=mask, stop_token_ids=stop_ids,
                                              stop_fn=stop_fn)

@@ -1,5 +1,8 @@
 """``replayssm-quant downstream``: lm-eval accuracy per generation-length quartile, fp32 vs state specs."""
 
+# the light module only (json, re, pathlib): no lm-eval / torch import at `--help` time
+from replayssm_quant.eval.downstream import DEFAULT_MAX_BATCH_TOKENS
+
 HELP = "lm-eval downstream accuracy by generation-length quartile: fp32 reference vs each --state spec"
 
 DEFAULT_RUNS = ["nvfp4+sr", "nvfp4/fp8+sr", "nvfp4/fp16", "fp8+sr", "conventional:fp8+sr"]
@@ -24,7 +27,14 @@ def configure(parser):
                              "a rerun into it skips finished runs")
     parser.add_argument("--limit", type=float, default=None,
                         help="samples per task (int) or fraction (<1) for quick runs (default: all)")
-    parser.add_argument("--batch-size", type=int, default=64, help="decode rows per batch (default 64)")
+    parser.add_argument("--batch-size", type=int, default=64,
+                        help="at most this many decode rows (requests) per batch (default 64)")
+    parser.add_argument("--max-batch-tokens", default=str(DEFAULT_MAX_BATCH_TOKENS), metavar="N",
+                        help="token budget of a batch, besides --batch-size: rows x (longest prompt of the "
+                             "batch + max_gen_toks) <= N, which bounds the prefill's memory (it grows with "
+                             "rows x padded length); prompts are sorted by length, a prompt over the budget "
+                             "runs alone; 0 or none = no budget, rows limited by --batch-size only "
+                             f"(default {DEFAULT_MAX_BATCH_TOKENS}; the plugin's model_arg max_batch_tokens)")
     parser.add_argument("--max-gen-toks", type=int, default=None,
                         help="override every task's max_gen_toks (smoke runs; default: the task's own)")
     parser.add_argument("--num-fewshot", type=int, default=None, help="lm-eval num_fewshot (default: task's)")
@@ -52,6 +62,20 @@ def _limit(x):
     return int(x) if x >= 1 else x
 
 
+def _max_batch_tokens(x) -> int | None:
+    """``--max-batch-tokens``: an integer >= 1, or None for 0 / none (no budget)."""
+    text = str(x).strip().lower()
+    if text == "none":
+        return None
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise ValueError(f"--max-batch-tokens must be an integer >= 0 (0 or none = no budget), got {x!r}")
+    return v or None
+
+
 def run(args):
     from pathlib import Path
 
@@ -65,12 +89,14 @@ def run(args):
                 raise ValueError(f"{name} must be >= 1, got {v}")
         if args.max_gen_toks is not None and args.max_gen_toks < 1:
             raise ValueError(f"--max-gen-toks must be >= 1, got {args.max_gen_toks}")
+        max_batch_tokens = _max_batch_tokens(args.max_batch_tokens)
         runs = plan_runs(args.state or DEFAULT_RUNS, args.mode)
         gen_kwargs = None if args.max_gen_toks is None else f"max_gen_toks={args.max_gen_toks}"
-        run_downstream(out, args.model or ["gdn-demo"], runs, args.tasks, limit=_limit(args.limit), batch_size=args.batch_size,
-                       device=args.device, window=args.window, seed=args.seed, backend=args.backend,
-                       gen_kwargs=gen_kwargs, num_fewshot=args.num_fewshot, metric=args.metric,
-                       filter_name=args.filter, include_path=args.include_path, device_map=args.device_map)
+        run_downstream(out, args.model or ["gdn-demo"], runs, args.tasks, limit=_limit(args.limit),
+                       batch_size=args.batch_size, max_batch_tokens=max_batch_tokens, device=args.device,
+                       window=args.window, seed=args.seed, backend=args.backend, gen_kwargs=gen_kwargs,
+                       num_fewshot=args.num_fewshot, metric=args.metric, filter_name=args.filter,
+                       include_path=args.include_path, device_map=args.device_map)
     md = write_report(out)
     print(f"report: {md}")
     return 0

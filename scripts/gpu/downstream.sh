@@ -10,6 +10,14 @@
 # nvfp4+sr, nvfp4/fp8+sr, nvfp4/fp16, fp8+sr, conventional:fp8+sr. Writes OUT/downstream/
 # (runs/MODEL/RUN.jsonl per finished run, config.json, README.md, downstream_quartiles.csv,
 # downstream_delta_pp.png). Copy that folder to reports/downstream/ to commit it.
+# Batching: --batch-size 128 caps the rows of a decode batch, and the downstream command's default
+# token budget (--max-batch-tokens 65536: rows x (longest prompt of the batch + max_gen_toks) <= 65536)
+# caps its padded size, so a prefill never holds 128 long prompts at once (that reached 121 GiB and
+# OOM'd a process beside it). With these tasks (prompts 34..1788 tokens, max_gen_toks 2112) a batch
+# holds 16..30 rows. Pass --max-batch-tokens N to change it (0 = no budget: the old, unsafe batching).
+# The budget is recorded in OUT/downstream/config.json (it changes which slot, hence which
+# stochastic-rounding draws, a request gets): a folder written before the budget existed (no
+# max_batch_tokens in its config.json) resumes only with --max-batch-tokens 0; otherwise use a new one.
 # Rerunning into the same folder skips finished runs; a run per model also works, the report of
 # a folder holding both is rebuilt with `replayssm-quant downstream --report-only --out DIR`.
 # If a call runs out of time, the finished runs still come back under OUT/downstream: commit or

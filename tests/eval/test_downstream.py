@@ -137,15 +137,28 @@ def test_results_folder_roundtrip_and_config_check(tmp_path):
         ds.load_samples(tmp_path)
 
 
-def test_downstream_command_end_to_end_with_resume(tmp_path, capsys):
+def test_downstream_command_end_to_end_with_resume(tmp_path, capsys, monkeypatch):
     """`replayssm-quant downstream` on a tiny random model: runs, report files, resume, config check."""
     pytest.importorskip("lm_eval")
     from replayssm_quant.cli import main
+    from replayssm_quant.eval.lm_eval_plugin import ReplaySSMLM
 
+    seen = []  # (batch_size, max_batch_tokens, rows per batch) of the plugin's generation batches
+    orig = ReplaySSMLM._batches
+
+    def spy(self, items, lengths):
+        for b in orig(self, items, lengths):
+            seen.append((self.batch_size, self.max_batch_tokens, len(b)))
+            yield b
+    monkeypatch.setattr(ReplaySSMLM, "_batches", spy)
     out = tmp_path / "ds"
+    # the packaged prompts are >= 34 tokens: a budget of 80 tokens with 3 new tokens = 1-2 rows per batch
     base = ["downstream", "--model", "tiny-qwen3_5", "--tasks", "replayssm_upper", "--limit", "4",
-            "--max-gen-toks", "3", "--batch-size", "4", "--device", "cpu", "--out", str(out)]
+            "--max-gen-toks", "3", "--batch-size", "4", "--max-batch-tokens", "80", "--device", "cpu",
+            "--out", str(out)]
     assert main(base + ["--state", "nvfp4+sr"]) == 0
+    assert {s[:2] for s in seen} == {(4, 80)} and max(s[2] for s in seen) <= 2 and sum(s[2] for s in seen) == 8
+    assert json.loads((out / "config.json").read_text())["max_batch_tokens"] == 80
     runs = out / "runs" / "tiny-qwen3_5"
     assert sorted(p.name for p in runs.glob("*.jsonl")) == ["fp32.jsonl", "nvfp4+sr.jsonl"]
     first = {p.name: p.stat().st_mtime_ns for p in runs.glob("*.jsonl")}
@@ -168,9 +181,36 @@ def test_downstream_command_end_to_end_with_resume(tmp_path, capsys):
     # a different configuration into the same folder is refused, naming what differs
     assert main(base[:-2] + ["--out", str(out), "--limit", "3"]) == 2
     assert "limit: 4 -> 3" in capsys.readouterr().err
+    # the token budget is part of the configuration (it decides the batches: stochastic-rounding slots)
+    assert main(base + ["--max-batch-tokens", "none"]) == 2
+    assert "max_batch_tokens: 80 -> None" in capsys.readouterr().err
+    for bad in ("-1", "lots", "1.5"):
+        assert main(base + ["--max-batch-tokens", bad]) == 2
+        assert "--max-batch-tokens must be an integer >= 0 (0 or none = no budget)" in capsys.readouterr().err
     # bad run names are one-line errors
     assert main(base + ["--state", "conventional:nvfp4/fp8"]) == 2
     assert "shared spec" in capsys.readouterr().err
+
+
+def test_max_batch_tokens_option_and_config(tmp_path):
+    """--max-batch-tokens: default 65536, 0/none = no budget (None); recorded in config.json, where a
+    folder from before the option (no key) equals no budget; run_downstream refuses bad values."""
+    from replayssm_quant.cli import build_parser
+    from replayssm_quant.commands.downstream import _max_batch_tokens
+
+    args = build_parser().parse_args(["downstream"])
+    assert _max_batch_tokens(args.max_batch_tokens) == ds.DEFAULT_MAX_BATCH_TOKENS == 65536
+    assert [_max_batch_tokens(x) for x in ("0", "none", "NONE", "4096")] == [None, None, None, 4096]
+    cfg = ds.run_config(["t"], None, 16, 0, 128, None, None, "exact_match", None, 0)
+    assert cfg["max_batch_tokens"] is None
+    old = {k: v for k, v in cfg.items() if k != "max_batch_tokens"}
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    ds.check_config(tmp_path, cfg)  # an old folder resumes with no budget
+    with pytest.raises(ValueError, match="max_batch_tokens: None -> 65536"):
+        ds.check_config(tmp_path, {**cfg, "max_batch_tokens": 65536})
+    with pytest.raises(ValueError, match="max_batch_tokens must be an integer >= 0 or None"):
+        ds.run_downstream(tmp_path / "x", ["tiny-qwen3_5"], ds.plan_runs([]), ["t"], max_batch_tokens=-5)
+    assert not (tmp_path / "x").exists()
 
 
 def test_select_filter_for_multi_filter_tasks():

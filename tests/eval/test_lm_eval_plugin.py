@@ -92,12 +92,88 @@ def test_registered_in_lm_eval_registry_and_entry_point(tiny_dirs):
     ({"mode": "fast"}, "unknown decode mode"),
     ({"colour": "red"}, "unknown model_args \\['colour'\\]"),
     ({"batch_size": 0}, "batch_size must be an integer >= 1"),
+    ({"max_batch_tokens": -1}, "max_batch_tokens must be an integer >= 0 \\(0 or 'none' = no budget\\), got -1"),
+    ({"max_batch_tokens": "lots"}, "max_batch_tokens must be an integer >= 0 \\(0 or 'none' = no budget\\)"),
+    ({"max_batch_tokens": 2.5}, "max_batch_tokens must be an integer >= 0"),
+    ({"colour": "red"}, "known: .*max_batch_tokens"),
     ({"pretrained": "/no/such/folder"}, "unknown model"),
 ])
 def test_bad_model_args_are_clear_errors(tiny_dirs, bad, match):
     args = {"pretrained": tiny_dirs["qwen3_5"], "device": "cpu", **bad}
     with pytest.raises(ValueError, match=match):
         ReplaySSMLM(**args)
+
+
+def test_max_batch_tokens_arg(tiny_dirs):
+    from replayssm_quant.eval import downstream, lm_eval_plugin
+
+    assert lm_eval_plugin.DEFAULT_MAX_BATCH_TOKENS == downstream.DEFAULT_MAX_BATCH_TOKENS == 65536
+    folder = tiny_dirs["qwen3_5"]
+    assert ReplaySSMLM(pretrained=folder, device="cpu").max_batch_tokens == 65536
+    for arg, want in (("4096", 4096), ("none", None), ("None", None), ("0", None)):
+        lm = ReplaySSMLM.create_from_arg_string(f"pretrained={folder},device=cpu,max_batch_tokens={arg}")
+        assert lm.max_batch_tokens == want, arg
+    assert ReplaySSMLM(pretrained=folder, device="cpu", max_batch_tokens=None).max_batch_tokens is None
+
+
+def test_batches_respect_rows_and_token_budget(tiny_dirs):
+    """Consecutive slices, order kept: <= batch_size rows, rows x longest <= budget, an over-budget item alone."""
+    lm = ReplaySSMLM(pretrained=tiny_dirs["qwen3_5"], device="cpu", batch_size=3, max_batch_tokens=15)
+    items, lengths = list("abcdefg"), [20, 9, 5, 5, 5, 1, 1]
+    assert list(lm._batches(items, lengths)) == [["a"], ["b"], ["c", "d", "e"], ["f", "g"]]
+    lm.batch_size = 2
+    assert list(lm._batches(items, lengths)) == [["a"], ["b"], ["c", "d"], ["e", "f"], ["g"]]
+    lm.batch_size, lm.max_batch_tokens = 3, None  # no budget: rows only
+    assert list(lm._batches(items, lengths)) == [["a", "b", "c"], ["d", "e", "f"], ["g"]]
+    lm.max_batch_tokens = 10  # unsorted input: a longer item that would break the budget starts a new batch
+    assert list(lm._batches(["x", "y", "z"], [1, 10, 3])) == [["x"], ["y"], ["z"]]
+    assert list(lm._batches([], [])) == []
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_token_budget_changes_no_result(tiny_dirs, arch, monkeypatch):
+    """The same requests with a tiny token budget (1-2 rows per batch) and with none (one batch): the same
+    generations, token for token, and the same log-likelihoods and greedy flags, in request order."""
+    import replayssm_quant.eval.decode as decode
+
+    shapes = []
+    for name in ("generate", "loglikelihood"):
+        orig = getattr(decode.DecodeSession, name)
+
+        def spy(self, ids, *a, _orig=orig, _name=name, **kw):
+            shapes.append((_name, tuple(ids.shape), a[0] if _name == "generate" else a[0].shape[1]))
+            return _orig(self, ids, *a, **kw)
+        monkeypatch.setattr(decode.DecodeSession, name, spy)
+    n_gen = 6
+    gen_reqs = [_req(p, {"until": [], "max_gen_toks": n_gen}) for p in PROMPTS + ["", "copy 1:ab\n"]]
+    gen_reqs.append(_req("upper 1:x\n", {"until": ["\n"], "max_gen_toks": n_gen}))  # another stop group
+    ll_reqs = [_req(p, c) for p in PROMPTS for c in (" ab", "1:x", "qq q")] + [_req("", "hello")]
+    results, batches = {}, {}
+    for budget in (0, 20):
+        lm = ReplaySSMLM(pretrained=tiny_dirs[arch], state="fp32", batch_size=8, max_batch_tokens=budget,
+                         device="cpu")
+        shapes.clear()
+        gen = lm.generate_until(gen_reqs, disable_tqdm=True)
+        ll = lm.loglikelihood(ll_reqs, disable_tqdm=True)
+        ids = sorted((r["context"], r["until"], r["token_ids"]) for r in lm.generation_log)
+        results[budget], batches[budget] = (gen, ids, ll), list(shapes)
+    # no budget: one batch per (stop settings) group and per continuation length
+    assert [s[1][0] for s in batches[0] if s[0] == "generate"] == [len(PROMPTS) + 2, 1]
+    # budget 20: rows x (longest prompt + max new tokens or continuation) <= 20, or a single row
+    rows = [s[1][0] for s in batches[20]]
+    assert max(rows) == 2 and rows.count(1) >= 1 and len(rows) > len(batches[0])
+    for name, (r, p), extra in batches[20]:
+        assert r == 1 or r * (p + extra) <= 20, (name, r, p, extra)
+    assert any(s[1][1] + s[2] > 20 for s in batches[20])  # an over-budget request ran alone
+    (g0, ids0, ll0), (g1, ids1, ll1) = results[0], results[20]
+    assert g1 == g0 and ids1 == ids0
+    assert [b for _, b in ll1] == [b for _, b in ll0]
+    # fp32 sums of the same rows in other batch shapes: equal up to float32 rounding (BLAS blocking)
+    assert [lp for lp, _ in ll1] == pytest.approx([lp for lp, _ in ll0], rel=1e-6, abs=1e-5)
+    # the results are in request order: a request run alone gives the same numbers
+    lm = ReplaySSMLM(pretrained=tiny_dirs[arch], state="fp32", batch_size=1, device="cpu")
+    assert lm.generate_until(gen_reqs[2:3], disable_tqdm=True) == g0[2:3]
+    assert lm.loglikelihood(ll_reqs[7:8], disable_tqdm=True)[0][0] == pytest.approx(ll0[7][0], rel=1e-6, abs=1e-5)
 
 
 def test_sampling_is_rejected(tiny_dirs):
