@@ -213,8 +213,9 @@ def write_report(models_dir: str | Path = DEFAULT_MODELS_DIR, report_dir: str | 
             lines += [f"Missed quartile targets ({', '.join(sorted(set(missed)))}): the longest lists need every "
                       "one of 750-1800 bytes right. Copying formed late in the run and the teacher-forced "
                       "exact match was still rising when the wall-clock budget ended (table above), so more "
-                      "steps after formation is what would reach the target: a longer budget (`--minutes`, one "
-                      "device call allows ~9 per model) or starting the copy task earlier.", ""]
+                      "steps after formation is what would reach the target: a second training stage from the "
+                      "shipped weights (`train-demo --arch ARCH --init-from eval/default_models/ARCH --seed 1`, "
+                      "one more device call for both models) or a longer first stage (`--minutes`).", ""]
     if refs:
         lines += ["## Reference continuation (checked by tests/eval/test_default_models.py)", "",
                   _md(pd.DataFrame(refs)), ""]

@@ -79,6 +79,7 @@ class TrainSettings:
     ckpt_every_s: float = 90.0       # save the model folder this often while training
     data_dir: str | None = None
     device: str | None = None
+    init_from: str | None = None     # a second stage: start from this model folder's weights (see _init_from)
     # evaluation after training
     eval_contexts: tuple = (2048, 16384)
     eval_max_windows: int | None = None   # cap on held-out windows per context (None = all)
@@ -208,6 +209,47 @@ def _eager():
     return stance("force_eager") if stance is not None else contextlib.nullcontext()
 
 
+_SHAPE_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
+               "num_key_value_heads", "vocab_size", "layer_types", "layers_block_type", "linear_num_value_heads",
+               "mamba_num_heads", "ssm_state_size")
+
+
+def _init_from(model, folder: str | Path) -> dict:
+    """Load the weights of a model folder saved by :func:`train` into ``model`` (a second training
+    stage: fresh optimizer and learning-rate schedule, other data order with another ``seed``).
+
+    Returns the earlier stage's record: ``dict(folder, steps, tokens, train_seconds, settings, log_rows)``
+    (``log_rows``: its train_log.csv rows, which start the new log so the curves are continuous).
+    Raises ``FileNotFoundError`` / ``ValueError`` naming what is missing or different.
+    """
+    folder = Path(folder)
+    for f in ("config.json", "model.safetensors"):
+        if not (folder / f).exists():
+            raise FileNotFoundError(f"--init-from {folder}: no {f} (a model folder written by train-demo)")
+    cfg = json.loads((folder / "config.json").read_text())
+    ours = model.config.to_dict()
+    diff = [f"{k}: {cfg.get(k)!r} there, {ours.get(k)!r} here" for k in _SHAPE_KEYS if cfg.get(k) != ours.get(k)]
+    if diff:
+        raise ValueError(f"--init-from {folder} holds another architecture or size than --arch/--size ask for ("
+                         + "; ".join(diff) + ")")
+    from transformers import AutoModelForCausalLM
+
+    # through transformers' loader: it maps the on-disk key names (e.g. Nemotron-H's "backbone.") to the module's
+    state = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).state_dict()
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise ValueError(f"--init-from {folder}: weights do not match the model (missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]})")
+    meta = json.loads((folder / "train_meta.json").read_text()) if (folder / "train_meta.json").exists() else {}
+    rows = []
+    if (folder / "train_log.csv").exists():
+        with open(folder / "train_log.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+    return {"folder": str(folder), "steps": int(meta.get("steps", 0)), "tokens": int(meta.get("tokens", 0)),
+            "train_seconds": float(meta.get("train_seconds", 0.0)), "settings": meta.get("settings"),
+            "log_rows": rows}
+
+
 def save_model_folder(model, folder: Path, tokenizer=None):
     """Save ``model`` in bf16 safetensors with the byte tokenizer (a copy; ``model`` is untouched)."""
     from transformers import AutoModelForCausalLM
@@ -243,7 +285,12 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
     val_windows = heldout_windows(val_parts, win, max_windows=n_val) if val_parts else None
     held_windows = heldout_windows(held, win, max_windows=n_val)
 
-    model = build_model(s.arch, s.size, s.seed).to(device)
+    model = build_model(s.arch, s.size, s.seed)
+    prior = _init_from(model, s.init_from) if s.init_from else None
+    model = model.to(device)
+    # a second stage continues the numbering of steps, tokens and seconds of the first
+    off = {"step": prior["steps"], "tokens": prior["tokens"], "s": prior["train_seconds"]} if prior else \
+        {"step": 0, "tokens": 0, "s": 0.0}
     n_params = sum(p.numel() for p in model.parameters())
     model.train()
     opt = torch.optim.AdamW(_param_groups(model, s.weight_decay), lr=s.lr, betas=(0.9, 0.95), eps=1e-8,
@@ -262,6 +309,8 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
             "n_params": n_params, "device": str(device), "torch": torch.__version__,
             "train_books": [p.name for p in train_paths], "heldout_books": [p.name for p in held_paths],
             "train_bytes": int(len(sampler.stream))}
+    if prior:
+        meta["init_from"] = {k: prior[k] for k in ("folder", "steps", "tokens", "train_seconds", "settings")}
     print(f"[train-demo] {s.arch}: {n_params / 1e6:.2f}M parameters on {device}; batch {s.batch_size} x "
           f"{s.seq_len} tokens; budget {s.minutes} min" + (f", at most {s.max_steps} steps" if s.max_steps else ""),
           flush=True)
@@ -272,6 +321,8 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
     logf = open(log_path, "w", newline="")
     writer = csv.DictWriter(logf, fieldnames=fields)
     writer.writeheader()
+    for r in (prior or {}).get("log_rows", []):
+        writer.writerow({k: r.get(k, "") for k in fields})
 
     prefetch = _Prefetcher(sampler)
     budget = s.minutes * 60.0 if s.minutes > 0 else float("inf")
@@ -297,7 +348,7 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
         with fast_training_paths():
             val = measure(val_windows) if val_windows is not None else float("nan")
             if val < best["val_bpb"]:   # tracked always (train_meta.json); weights kept only with keep_best
-                best.update(val_bpb=val, step=step)
+                best.update(val_bpb=val, step=step + off["step"])
                 if s.keep_best:
                     best["state"] = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
             return val, measure(held_windows)
@@ -344,7 +395,8 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
                 last_step = s.max_steps is not None and step >= s.max_steps
                 if step % s.log_every == 0 or val_bpb != "" or step == 1 or last_step:
                     n = acc["n"]
-                    row = {"step": step, "tokens": tokens, "elapsed_s": round(now - t0, 2),
+                    row = {"step": step + off["step"], "tokens": tokens + off["tokens"],
+                           "elapsed_s": round(now - t0 + off["s"], 2),
                            "tok_per_s": round((tokens - tok_log) / max(now - t_log, 1e-9), 1), "lr": lr,
                            "loss": float(acc["loss"]) / n, "book_bpb": float(acc["book"]) / n / LN2,
                            "task_loss_nats": float(acc["task"]) / n, "task_tok_acc": float(acc["tok_acc"]) / n,
@@ -376,18 +428,20 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
         logf.close()
     train_s = time.time() - t0
     final_val, final_held = validate(step)
-    writer_row = {"step": step, "tokens": tokens, "elapsed_s": round(train_s, 2), "tok_per_s": "", "lr": "",
+    writer_row = {"step": step + off["step"], "tokens": tokens + off["tokens"], "elapsed_s": round(train_s + off["s"], 2), "tok_per_s": "", "lr": "",
                   "loss": "", "book_bpb": "", "task_loss_nats": "", "val_bpb": final_val, "heldout_bpb": final_held}
     with open(log_path, "a", newline="") as f:
         csv.DictWriter(f, fieldnames=fields).writerow(writer_row)
-    selected = step
-    if s.keep_best and best["state"] is not None and best["step"] != step:
+    selected = step + off["step"]
+    if s.keep_best and best["state"] is not None and best["step"] != selected:
         model.load_state_dict(best["state"])
         selected = best["step"]
     print(f"[train-demo] final validation {final_val:.4f} bpb (held-out {final_held:.4f}); best validation "
           f"{best['val_bpb']:.4f} at step {best['step']}; shipping step {selected}", flush=True)
-    meta.update({"steps": step, "tokens": tokens, "train_seconds": round(train_s, 1),
+    meta.update({"steps": step + off["step"], "tokens": tokens + off["tokens"],
+                 "train_seconds": round(train_s + off["s"], 1),
                  "mean_tok_per_s": round(tokens / max(train_s, 1e-9), 1), "selected_step": selected,
+                 "stage": {"steps": step, "tokens": tokens, "train_seconds": round(train_s, 1)},
                  "best_val_bpb": best["val_bpb"] if math.isfinite(best["val_bpb"]) else None, "final_val_bpb": final_val, "final_heldout_bpb": final_held,
                  "validation": f"last {s.val_fraction:.0%} of every training book"})
     print(f"[train-demo] trained {step} steps, {tokens / 1e6:.1f}M tokens in {train_s:.0f}s "

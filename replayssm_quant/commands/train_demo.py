@@ -46,6 +46,10 @@ def configure(parser):
     t.add_argument("--keep-last", action="store_true",
                    help="ship the last step instead of the best-validation checkpoint")
     t.add_argument("--device", default=None, help="cuda or cpu (default: cuda if available)")
+    t.add_argument("--init-from", metavar="FOLDER", default=None,
+                   help="a second training stage: start from the weights of this model folder (written by "
+                        "train-demo, same --arch/--size) with a fresh optimizer and schedule; its log and step "
+                        "count continue (use another --seed for another data order)")
     t.add_argument("--data-dir", default=None,
                    help=f"Gutenberg books folder (default: ${ENV_VAR} or ../shared/data/gutenberg beside the repo)")
     t.add_argument("--no-progress", action="store_true", help="periodic lines instead of a tqdm bar")
@@ -76,6 +80,7 @@ def _settings(args, arch=None):
         batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr, task_fraction=args.task_fraction,
         task_curriculum=args.task_curriculum, task_loss_weight=args.task_loss_weight,
         seed=args.seed, compile=args.compile, keep_best=not args.keep_last, data_dir=args.data_dir, device=args.device,
+        init_from=args.init_from,
         eval_contexts=contexts, eval_max_windows=args.eval_max_windows, eval_tasks=args.eval_tasks,
         eval_batch_tokens=args.eval_batch_tokens,
         eval_task_max_len=args.eval_task_max_len or DEFAULT_MAX_LEN)

@@ -387,3 +387,37 @@ def test_validation_split_is_disjoint_tail():
     assert [t + v for t, v in zip(train, val)] == books
     with pytest.raises(ValueError, match="fraction"):
         split_validation(books, 0.7)
+
+
+def test_second_stage_init_from(tmp_path):
+    """--init-from: the second stage starts from the first stage's weights and continues its log."""
+    import pandas as pd
+    from safetensors.torch import load_file
+
+    from replayssm_quant.cli import main
+
+    common = ["--size", "tiny", "--minutes", "0", "--batch-size", "2", "--seq-len", "128", "--no-compile",
+              "--no-progress", "--eval-contexts", "64", "--eval-max-windows", "1", "--eval-tasks", "4",
+              "--eval-task-max-len", "32", "--keep-last"]
+    assert main(["train-demo", "--arch", "mamba2", "--out", str(tmp_path / "s1"), "--steps", "3", *common]) == 0
+    s1 = tmp_path / "s1" / "mamba2"
+    # lr 0: AdamW changes nothing, so stage 2 must ship exactly the weights it started from
+    assert main(["train-demo", "--arch", "mamba2", "--out", str(tmp_path / "s2"), "--steps", "2", "--lr", "0",
+                 "--seed", "1", "--init-from", str(s1), *common]) == 0
+    s2 = tmp_path / "s2" / "mamba2"
+    w1, w2 = load_file(str(s1 / "model.safetensors")), load_file(str(s2 / "model.safetensors"))
+    assert w1.keys() == w2.keys() and all(torch.equal(w1[k], w2[k]) for k in w1)
+    log1, log2 = pd.read_csv(s1 / "train_log.csv"), pd.read_csv(s2 / "train_log.csv")
+    assert log2["step"].tolist()[:len(log1)] == log1["step"].tolist()       # stage 1's rows first
+    assert log2["step"].iloc[-1] == 5 and log2["tokens"].iloc[-1] == 5 * 2 * 128
+    meta = json.loads((s2 / "train_meta.json").read_text())
+    assert meta["steps"] == 5 and meta["stage"]["steps"] == 2 and meta["init_from"]["steps"] == 3
+    # a folder of another architecture / size is refused with the difference named
+    assert main(["train-demo", "--arch", "gdn", "--out", str(tmp_path / "bad"), "--steps", "1",
+                 "--init-from", str(s1), *common]) == 2
+    with pytest.raises(ValueError, match="model_type"):
+        from replayssm_quant.eval.models.configs import build_model
+        from replayssm_quant.eval.training.loop import _init_from
+        _init_from(build_model("gdn", "tiny"), s1)
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        _init_from(build_model("mamba2", "tiny"), tmp_path)
