@@ -159,7 +159,7 @@ class DecodeSession:
         # REPLAYSSM_CUDA_GRAPHS=0 turns the graphs off everywhere (lm-eval plugin, KL harness)
         self.cuda_graphs = bool(cuda_graphs) and os.environ.get("REPLAYSSM_CUDA_GRAPHS", "1") != "0"
         self._graphs: dict[int, tuple] = {}
-        self._graph_pool = None
+        self._graph_pools: dict = {}
         self.layers = ssm_layers(model)
         if not self.layers:
             raise ValueError(f"{type(model).__name__} has no SSM layer this toolkit supports; supported: {SUPPORTED_MODELS}")
@@ -213,7 +213,8 @@ class DecodeSession:
         def run(q, k, v, g, beta):
             if not self._use_graphs(q):
                 return self._step_all(idx, q, k, v, g, beta)
-            return self._graphed_step(idx, q, k, v, g, beta)
+            with torch.cuda.device(q.device):   # layers spread over GPUs (device_map): each graph on its own
+                return self._graphed_step(idx, q, k, v, g, beta)
         return run
 
     # ---- CUDA graphs of the per-layer SSM step ---------------------------------------------
@@ -244,7 +245,8 @@ class DecodeSession:
         static_in = tuple(None if x is None else x.detach().clone() for x in inputs)
         graph = torch.cuda.CUDAGraph()
         torch.cuda.current_stream().synchronize()
-        with torch.cuda.graph(graph, pool=self._graph_pool):   # records only: nothing runs here
+        pool = self._graph_pools.setdefault(q.device.index, torch.cuda.graph_pool_handle())  # one per GPU
+        with torch.cuda.graph(graph, pool=pool):   # records only: nothing runs here
             static_out = self._step_all(idx, *static_in)
         self._graphs[idx] = (key, graph, static_in, static_out)
         return out
@@ -254,8 +256,6 @@ class DecodeSession:
 
         self._caches, self._slots, self._graphs = {}, {}, {}
         self._first_layer = self.layers[0][0]
-        if self.cuda_graphs and torch.cuda.is_available() and self._graph_pool is None:
-            self._graph_pool = torch.cuda.graph_pool_handle()
         for idx, layer, fam in self.layers:
             dev = _device_of(layer)
             backend = self.backend or ("triton" if dev.type == "cuda" else "torch")
