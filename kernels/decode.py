@@ -28,8 +28,10 @@ anything). Per program, non-flush step (ring holds ``h`` entries, ``h + 1 < L``)
 reads the read copy tile once and computes ``S_lp (gamma_{1:t} * q)`` and, for the
 delta rule, ``S_lp (gamma_{1:t} * k)`` in the same pass; the ring terms come from
 ``[L-1, K]`` / ``[L-1, BV]`` tiles (decays from an exclusive reverse cumsum of the
-log decays). Flush step: reads the recurrence tile, replays the ring in
-registers, writes the recurrence tile (and the read tile when separate).
+log decays). Flush step: reads the recurrence tile, builds S_L in registers
+(chunked form; delta rule: shared specs use the ring's cached corrections
+(Algorithm 1), separate specs recompute them from S_hp (Algorithm 3)), writes
+the recurrence tile (and the read tile when separate).
 All arithmetic in fp32; activations may be bf16/fp16 (converted after load).
 """
 
@@ -39,7 +41,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .reference import block_k, flush_entries, replay_flush_rows
+from .reference import block_k, cached_corrections, flush_entries, replay_flush_rows
 from .rounding import (FORMAT_CODE, decode_bits, encode_bits, nvfp4_amax, nvfp4_decode, nvfp4_encode,
                        nvfp4_encode_scale, sr_bits)
 
@@ -164,7 +166,7 @@ def _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ri
 @triton.jit
 def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
                 K: tl.constexpr, L: tl.constexpr, LP: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
-                BK: tl.constexpr, LPLOG: tl.constexpr):
+                BK: tl.constexpr, LPLOG: tl.constexpr, CACHED: tl.constexpr):
     """Per-(row, head) terms of the chunked flush over the L inputs (ring entries 0..L-2, the current
     input as entry L-1; padded with zeros to LP >= 16 entries). With Gc_j the inclusive cumsum of the
     log decays (d_{i+1:j} = exp(Gc_j - Gc_i)):
@@ -173,6 +175,11 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
     (delta rule) br [LP] betas and T = (I + M diag(br))^{-1} [LP, LP] with M[i, j] = sum_k k_i k_j d_{i+1:j}
     for i < j (else 0), so that the corrections of a row are U = ((v - P) * br) T with P = S_hp Kd^T;
     T is the product (I - N)(I + N^2)(I + N^4)...(I + N^(LP/2)), N = M diag(br) (nilpotent: N^LP = 0).
+
+    ``CACHED`` (delta rule, shared spec: Algorithm 1): no M, T, betas (the corrections u_0..u_{L-2} are the
+    ring's cached ones); instead kdl [BK] = k_{L-1} d_{1:L} (= row L-1 of Kd) and cl [LP] = Kd2_j . k_{L-1}
+    (j < L-1, else 0), so that the current correction is u_{L-1} = beta (v - S_hp kdl - U cl).
+    Returns (Kd, Kd2, dL, T, br, kdl, cl) (unused entries are placeholders).
     """
     offs_j = tl.arange(0, LP)
     mring = offs_j < L - 1
@@ -198,7 +205,12 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
         dL = tl.exp(gtot)
     T = tl.zeros([LP, LP], dtype=tl.float32)
     br = tl.zeros([LP], dtype=tl.float32)
-    if DELTA:
+    kdl = dL
+    cl = br
+    if CACHED:
+        kdl = kt * dL
+        cl = tl.where(mring, tl.sum(Kd2 * kt[None, :], 1), 0.0)
+    elif DELTA:
         br = tl.load(rb_ptr + ej, mask=mring, other=0.0)
         br = tl.where(cur, beta, br)
         M = tl.zeros([LP, LP], dtype=tl.float32)
@@ -232,20 +244,27 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
         for s in tl.static_range(1, LPLOG):            # Np = N^(2^s); T <- T (I + Np)
             Np = tl.dot(Np, Np, input_precision="ieee")
             T = tl.dot(T, eye + Np, input_precision="ieee")
-    return Kd, Kd2, dL, T, br
+    return Kd, Kd2, dL, T, br, kdl, cl
 
 
 @triton.jit
-def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, offs_f, mf,
-                 offs_k, mk, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, LP: tl.constexpr,
-                 DELTA: tl.constexpr, FMT_HP: tl.constexpr, BK: tl.constexpr, UMODE: tl.constexpr):
-    """fp32 S_L of rows ``offs_f`` ([BVF, BK]) from the recurrence checkpoint, chunked form (three fp32
-    IEEE dots, one pass over the tile): P = S_hp Kd^T; corrections U = ((V - P) * beta) T, i.e.
-    u_j = beta_j (v_j - P_j - sum_{i<j} M_ij u_i) = beta_j (v_j - a_j S_{j-1} k_j); S_L = S_hp * d_{1:L} + U Kd2.
+def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, kdl, cl, beta,
+                 offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, LP: tl.constexpr,
+                 DELTA: tl.constexpr, FMT_HP: tl.constexpr, BK: tl.constexpr, UMODE: tl.constexpr,
+                 CACHED: tl.constexpr):
+    """fp32 S_L of rows ``offs_f`` ([BVF, BK]) from the recurrence checkpoint, chunked form, one pass over
+    the tile, S_L = S_hp * d_{1:L} + U Kd2 with the corrections U [BVF, LP]:
 
-    ``UMODE`` (delta rule, nvfp4 two-pass flush): 1 also saves U (entries 0..L-2 into the ring's u slots,
-    dead after a flush; entry L-1 into the output row, overwritten later), 2 reloads that U instead of
-    recomputing P and U (bit-identical values)."""
+    * ``CACHED`` (delta rule, shared spec, Algorithm 1): u_0..u_{L-2} are the ring's cached corrections (computed
+      on the non-flush steps from this same checkpoint), u_{L-1} = beta (v - S_hp kdl - U cl) (one row
+      reduction over the tile): one fp32 IEEE dot;
+    * separate spec (Algorithm 3): recomputed from S_hp, P = S_hp Kd^T, U = ((V - P) * beta) T, i.e.
+      u_j = beta_j (v_j - P_j - sum_{i<j} M_ij u_i) = beta_j (v_j - a_j S_{j-1} k_j): three fp32 IEEE dots;
+    * mamba2: U = V.
+
+    ``UMODE`` (delta rule, nvfp4 two-pass flush): 1 also saves U (recomputed: entries 0..L-2 into the ring's
+    u slots, dead after a flush; cached: they are there already; entry L-1 into the output row, overwritten
+    later), 2 reloads that U instead of computing it again (bit-identical values)."""
     offs_j = tl.arange(0, LP)
     mring = offs_j < L - 1
     last = (offs_j == L - 1)[None, :]
@@ -254,6 +273,14 @@ def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, K
         S0 = _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
         U = tl.load(uptr, mask=mf[:, None] & mring[None, :], other=0.0)
         ul = tl.load(out_ptr + bh * V + offs_f, mask=mf, other=0.0)
+        U = tl.where(last, ul[:, None], U)
+    elif CACHED:
+        S0 = _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
+        U = tl.load(uptr, mask=mf[:, None] & mring[None, :], other=0.0)         # cached u_0..u_{L-2}
+        vf = tl.load(v_ptr + bh * V + offs_f, mask=mf, other=0.0).to(tl.float32)
+        ul = beta * (vf - (tl.sum(S0 * kdl[None, :], 1) + tl.sum(U * cl[None, :], 1)))   # u_{L-1}
+        if UMODE == 1:
+            tl.store(out_ptr + bh * V + offs_f, ul, mask=mf)
         U = tl.where(last, ul[:, None], U)
     else:
         vf = tl.load(v_ptr + bh * V + offs_f, mask=mf, other=0.0).to(tl.float32)
@@ -276,16 +303,17 @@ def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, K
 @triton.jit
 def _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0, h,
                                      at, kt, beta,
-             Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr,
-             L1: tl.constexpr, LP: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_HP: tl.constexpr,
-             BK: tl.constexpr, UMODE: tl.constexpr = 0):
+             Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr,
+             L: tl.constexpr, L1: tl.constexpr, LP: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
+             FMT_HP: tl.constexpr, BK: tl.constexpr, CACHED: tl.constexpr, UMODE: tl.constexpr = 0):
     """S_L of rows ``offs_f``: conventional (L = 1) one sequential step, replay the chunked form."""
     if L == 1:
         S = _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
                         offs_f, mf, offs_k, mk, K, V, L1, GK, DELTA, FMT_HP, BK)
     else:
-        S = _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, offs_f,
-                         mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK, UMODE if DELTA and L > 1 else 0)
+        S = _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, kdl, cl,
+                         beta, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
+                         UMODE if DELTA and L > 1 else 0, CACHED)
     return S
 
 
@@ -298,6 +326,7 @@ def _decode_step_kernel(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr, NV4: tl.constexpr,
     GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
+    CACHED: tl.constexpr,
 ):
     # grid (V-blocks, HV, B): the V-block programs of one (row, head) are adjacent in launch order, so
     # the ring tiles they share are read from DRAM once (L2 hits for the others)
@@ -351,18 +380,21 @@ def _decode_step_kernel(
         tl.store(out_ptr + bh * V + offs_v, tl.zeros([BV], dtype=tl.float32), mask=mv)
     else:
         if h + 1 >= L:
-            # ---- flush: S_hp + ring replayed in registers (corrections recomputed) -> both checkpoints.
+            # ---- flush: S_hp + ring -> S_L in registers (corrections: cached for shared delta-rule specs,
+            # recomputed from S_hp for separate ones) -> both checkpoints.
             # Rows are independent: tiles are processed in sub-blocks of BVF rows (fewer registers).
             fc = tl.load(fcnt_ptr + slot)
             if L > 1:   # per-(row, head) terms of the chunked flush, shared by the sub-blocks
-                Kd, Kd2, dL, T, br = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
-                                                 K, L, LP, GK, DELTA, BK, LPLOG)
+                Kd, Kd2, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k,
+                                                          mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED)
             else:
                 Kd = kt
                 Kd2 = kt
                 T = kt
                 dL = at
                 br = at
+                kdl = at
+                cl = at
             if NV4:
                 # nvfp4 needs the amax of the whole (slot, head) state: the pv == 0 program flushes the
                 # whole head in two passes (amax, then encode), recomputing S_L (deterministic).
@@ -371,8 +403,8 @@ def _decode_step_kernel(
                     offs_f = tl.arange(0, BVF)
                     mf = offs_f < V
                     S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
-                                 h, at, kt, beta, Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1, LP, GK,
-                                 DELTA, FMT_HP, BK)
+                                 h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, L1, LP,
+                                 GK, DELTA, FMT_HP, BK, CACHED)
                     s_enc = nvfp4_encode_scale(nvfp4_amax(S))
                     _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                        seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
@@ -383,8 +415,8 @@ def _decode_step_kernel(
                         offs_f = r * BVF + tl.arange(0, BVF)
                         mf = offs_f < V
                         S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
-                                     ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1,
-                                     LP, GK, DELTA, FMT_HP, BK, 1)
+                                     ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
+                                     L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 1)
                         amax = tl.maximum(amax, nvfp4_amax(S))
                     s_enc = nvfp4_encode_scale(amax)
                     tl.debug_barrier()   # pass 1's saved corrections are visible to every thread of pass 2
@@ -392,8 +424,8 @@ def _decode_step_kernel(
                         offs_f = r * BVF + tl.arange(0, BVF)
                         mf = offs_f < V
                         S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
-                                     ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1,
-                                     LP, GK, DELTA, FMT_HP, BK, 2)
+                                     ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
+                                     L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 2)
                         _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                            seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
                     _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
@@ -402,8 +434,8 @@ def _decode_step_kernel(
                     offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
                     mf = offs_f < V
                     S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
-                                 h, at, kt, beta, Kd, Kd2, dL, T, br, offs_f, mf, offs_k, mk, K, V, L, L1, LP, GK,
-                                 DELTA, FMT_HP, BK)
+                                 h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, L1, LP,
+                                 GK, DELTA, FMT_HP, BK, CACHED)
                     _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                        seed, fc, 1.0, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
         elif L > 1:
@@ -438,14 +470,15 @@ def _decode_step_kernel(
                 u = vt
             o = acc_q + u * tl.sum(kt * q, 0)
             tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
-            tl.store(rv_ptr + eh * V + offs_v, vt, mask=mv)
+            if not CACHED:   # raw v (and beta below): only the recompute (separate specs) and mamba2 read them
+                tl.store(rv_ptr + eh * V + offs_v, vt, mask=mv)
             lead = pv == 0
             tl.store(rk_ptr + eh * K + offs_k, kt, mask=mk & lead)
             if GK == 1:
                 tl.store(rg_ptr + eh + offs_k, gt, mask=(offs_k == 0) & lead)
             else:
                 tl.store(rg_ptr + eh * GK + offs_k, gt, mask=mk & lead)
-            if DELTA:
+            if DELTA and not CACHED:
                 tl.store(rb_ptr + eh + offs_k, beta + tl.zeros([BK], dtype=tl.float32),
                          mask=(offs_k == 0) & lead)
 
@@ -541,15 +574,20 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     hp0, hp1, hp2 = cache.hp.tensors()
     lp0, lp1, lp2 = cache.lp.tensors()
     grid = (triton.cdiv(V, BV), HV, B)
+    cached = cached_corrections(cache)
+    # a cached-corrections ring (shared delta-rule spec) keeps no raw v/beta (empty tensors): the kernel never
+    # touches those pointers then; pass the u ring in their place (no null/empty pointer arguments)
+    rv = cache.ring_u if cached else cache.ring_v
+    rb = cache.ring_u if cached else cache.ring_beta
     _decode_step_kernel[grid](
         q, k, v, g, beta, slot_idx, out,
         hp0, hp1, hp2, lp0, lp1, lp2,
-        cache.ring_g, cache.ring_k, cache.ring_v, cache.ring_beta, cache.ring_u,
+        cache.ring_g, cache.ring_k, rv, rb, cache.ring_u,
         cache.ring_count, cache.flush_count,
         cache.seed, HV, K=K, V=V, L=cache.window, L1=cache.ring_k.shape[2], L1P=max(2, triton.next_power_of_2(cache.ring_k.shape[2])),
         LP=flush_entries(cache.window), LPLOG=flush_entries(cache.window).bit_length() - 1, BK=BK, BV=BV, BVF=BVF, NVF=triton.cdiv(V, BVF), NV4=nvfp4, GK=K if cache.per_key else 1, DELTA=cache.delta,
         FMT_HP=FORMAT_CODE[cache.spec.recur.name], FMT_LP=FORMAT_CODE[cache.spec.read.name],
-        SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag,
+        SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag, CACHED=cached,
         num_warps=num_warps, **extra,
     )
     return out

@@ -2,9 +2,11 @@
 
 These operate on the tensors of a :class:`~replayssm_quant.kernels.state_cache.SSMStateCache`
 with exactly the operation order of the Triton kernel (:mod:`.decode`), so the
-stored checkpoints are bit-identical between ``backend="torch"`` and
-``backend="triton"`` under the Triton interpreter (row sums use the same numpy
-reduction over a key dim zero-padded to the kernel's power-of-two block).
+stored checkpoints, ring entries (the cached corrections ``u_j`` included: a
+shared spec's flush uses them) and counters are bit-identical between
+``backend="torch"`` and ``backend="triton"`` under the Triton interpreter
+(row sums use the same numpy reduction over a key dim zero-padded to the
+kernel's power-of-two block, ring sums over the same zero-padded tiles).
 
 Flush semantics (shared by the kernel; see also docs/KERNELS.md)
 -----------------------------------------------------------------
@@ -14,11 +16,15 @@ the read copy ``S_lp``, computes the output from ``S_lp`` plus the ring plus the
 current input (DESIGN.md sec. 2 unrolled formula; for the delta rule the
 current correction ``u_t`` uses ``S_{t-1} k_t`` from ``S_lp`` plus the ring),
 and appends the current input as ring entry ``h``. A step with ``h + 1 == L`` is
-the *flush* step: it reads the recurrence checkpoint ``S_hp``, replays the
-``L - 1`` ring entries and the current input sequentially in fp32 (for
-gdn/kda the corrections ``u_j = beta_j (v_j - a_j S_{j-1} k_j)`` are recomputed
-from ``S_hp``; the ``u_j`` cached from ``S_lp`` are only used for outputs),
-computes the output of the flush step from this fp32 state ``S_L``
+the *flush* step: it reads the recurrence checkpoint ``S_hp`` and builds
+``S_L`` from it, the ``L - 1`` ring entries and the current input in fp32
+(chunked form, mathematically the sequential replay). For gdn/kda the
+corrections ``u_j = beta_j (v_j - a_j S_{j-1} k_j)`` are, for a *shared* spec
+(Algorithm 1: the read copy is ``S_hp``), the ``u_j`` cached in the ring by the
+non-flush steps plus the current step's one; for a *separate* spec
+(Algorithm 3) they are recomputed from ``S_hp`` and the ring's raw ``v_j``,
+``beta_j`` (the cached ``u_j`` came from ``S_lp`` and only serve outputs).
+It computes the output of the flush step from this fp32 state ``S_L``
 (``o = S_L q``: no read-copy error on flush steps), casts ``S_L`` into ``S_hp``
 (stochastic rounding with ``+sr``, Philox stream tag 0, c2 = the slot's flush
 counter) and, for separate specs, independently into ``S_lp`` (RNE), then
@@ -84,11 +90,23 @@ def seq_step(S, a, k, v, beta, delta: bool):
     return S, u
 
 
+def cached_corrections(cache) -> bool:
+    """Whether the flush uses the corrections ``u_j`` cached in the ring (Algorithm 1: delta rule, shared spec,
+    so the read copy the ``u_j`` came from IS the recurrence checkpoint) instead of recomputing them from
+    ``S_hp`` (Algorithm 3, separate specs). Such a ring keeps no raw ``v_j``/``beta_j``."""
+    return bool(cache.delta and cache.spec.shared)
+
+
 def replay_ring(cache, S, slots, h: int):
-    """Apply the first ``h`` ring entries of ``slots`` to ``S`` sequentially (recomputing u)."""
+    """Apply the first ``h`` ring entries of ``slots`` to ``S`` sequentially: shared delta-rule specs with the
+    cached corrections ``u_j`` (as their flush does), otherwise recomputing ``u_j`` (mamba2: ``u = v``)."""
     for j in range(h):
-        S, _ = seq_step(S, exp32(cache.ring_g[slots, :, j]), cache.ring_k[slots, :, j], cache.ring_v[slots, :, j],
-                        cache.ring_beta[slots, :, j], cache.delta)
+        a = exp32(cache.ring_g[slots, :, j])
+        kj = cache.ring_k[slots, :, j]
+        if cached_corrections(cache):
+            S = S * a.unsqueeze(-2) + cache.ring_u[slots, :, j].unsqueeze(-1) * kj.unsqueeze(-2)
+        else:
+            S, _ = seq_step(S, a, kj, cache.ring_v[slots, :, j], cache.ring_beta[slots, :, j], cache.delta)
     return S
 
 
@@ -133,7 +151,10 @@ def chunked_flush_state(cache, S0, slots, k, v, g, beta):
     With ``Gc_j`` the inclusive cumsum of the log decays over the L entries (d_{i+1:j} = exp(Gc_j - Gc_i)),
     ``Kd_j = k_j d_{1:j}``, ``Kd2_j = k_j d_{j+1:L}``:
 
-    * delta rule: ``P = S0 Kd^T`` ([V, L], one pass over the state), ``M_ij = sum_k k_i k_j d_{i+1:j}``
+    * delta rule, shared spec (Algorithm 1, :func:`cached_corrections`): ``u_0 .. u_{L-2}`` = the ring's cached
+      corrections (computed by the non-flush steps from this same checkpoint), ``u_{L-1} = beta (v - S0 kdl
+      - sum_{j<L-1} u_j c_j)`` with ``kdl = k_{L-1} d_{1:L}`` and ``c_j = Kd2_j . k_{L-1}`` (= beta (v - S' k));
+    * delta rule, separate spec: ``P = S0 Kd^T`` ([V, L], one pass over the state), ``M_ij = sum_k k_i k_j d_{i+1:j}``
       (i < j), ``T = (I + N)^{-1}`` with ``N = M diag(beta)`` strictly upper triangular on the 16 padded
       entries (nilpotent), computed as the product ``(I - N)(I + N^2)(I + N^4)...(I + N^(LP/2))`` (LP = 16:
       six fp32 dots, the kernel's order)
@@ -178,19 +199,33 @@ def chunked_flush_state(cache, S0, slots, k, v, g, beta):
         Kd = Kr * np.exp(Gc)[..., None]
         Kd2 = Kr * np.exp(gtot[..., None] - Gc)[..., None]
         dL = np.exp(gtot[..., None] + np.zeros(BK, np.float32))
-    Vr = np.zeros((n, HV, V, LP), np.float32)
-    Vr[..., :L - 1] = np.swapaxes(cache.ring_v[slots].cpu().numpy(), -1, -2)
-    Vr[..., L - 1] = v.cpu().numpy()
     # rows in sub-blocks of R (the kernel's flush tile; matmul rounding depends on the row count)
     R = replay_flush_rows(cache)
     nb = -(-V // R)
     S0n = np.zeros((n, HV, nb * R, BK), np.float32)
     S0n[:, :, :V] = _np(S0, BK)
     S0n = S0n.reshape(n, HV, nb, R, BK)
+    cached = cached_corrections(cache)
     Vp = np.zeros((n, HV, nb * R, LP), np.float32)
-    Vp[:, :, :V] = Vr
+    ring = cache.ring_u if cached else cache.ring_v
+    Vp[:, :, :V, :L - 1] = np.swapaxes(ring[slots].cpu().numpy(), -1, -2)
+    if not cached:
+        Vp[:, :, :V, L - 1] = v.cpu().numpy()
     Vr = Vp.reshape(n, HV, nb, R, LP)
-    if cache.delta:
+    if cached:
+        # Algorithm 1 (shared spec): U = the cached corrections u_0 .. u_{L-2} (computed on the non-flush
+        # steps from this same checkpoint) and the current one, u_{L-1} = beta (v - S' k) with
+        # S' k = S0 (k d_{1:L}) + sum_{j<L-1} u_j (Kd2_j . k)  (Kd_{L-1} = k d_{1:L} = k * dL)
+        kt = np.ascontiguousarray(Kr[:, :, L - 1])                              # [n, HV, BK]
+        kdl = kt * dL
+        c = np.where(np.arange(LP) < L - 1, _npsum(Kd2 * kt[:, :, None, :]), np.float32(0.0))   # [n, HV, LP]
+        vf = np.zeros((n, HV, nb * R), np.float32)
+        vf[:, :, :V] = v.cpu().numpy()
+        vf = vf.reshape(n, HV, nb, R)
+        acc = _npsum(S0n * kdl[:, :, None, None, :]) + _npsum(Vr * c[:, :, None, None, :])
+        U = Vr.copy()
+        U[..., L - 1] = beta.cpu().numpy()[:, :, None, None] * (vf - acc)
+    elif cache.delta:
         br = np.zeros((n, HV, LP), np.float32)
         br[:, :, :L - 1] = cache.ring_beta[slots].cpu().numpy()
         br[:, :, L - 1] = beta.cpu().numpy()
@@ -239,37 +274,55 @@ def _flush(cache, slots, h, q, k, v, g, beta):
 
 
 def _non_flush(cache, slots, h, q, k, v, g, beta):
-    a = exp32(g)
+    """Non-flush step in the kernel's exact fp32 op order (numpy, ring as zero-padded ``[L1P, .]`` tiles,
+    decays from an exclusive reverse cumsum of the log decays), so that the cached corrections ``u_j`` are
+    bit-identical to the kernel's under the interpreter (shared delta-rule specs flush with them)."""
     n, HV, V = v.shape
-    gam = a
-    acc_q = torch.zeros(n, HV, V, dtype=torch.float32, device=v.device)
-    acc_k = torch.zeros_like(acc_q)
+    K = cache.head_k
+    BK = block_k(K)
+    L1 = cache.ring_k.shape[2]
+    L1P = max(2, 1 << (L1 - 1).bit_length())
+    qn, kn = _np(q, BK), _np(k, BK)                                             # [n, HV, BK]
+    Kr = np.zeros((n, HV, L1P, BK), np.float32)
+    Kr[:, :, :h] = _np(cache.ring_k[slots][:, :, :h], BK)
     ring_u = cache.ring_u if cache.delta else cache.ring_v
-    for i in range(h):
-        j = h - 1 - i
-        kj = cache.ring_k[slots, :, j]
-        uj = ring_u[slots, :, j]
-        cq = rowsum(kj * gam * q)
-        acc_q = acc_q + uj * cq.unsqueeze(-1)
-        if cache.delta:
-            ck = rowsum(kj * gam * k)
-            acc_k = acc_k + uj * ck.unsqueeze(-1)
-        gam = gam * exp32(cache.ring_g[slots, :, j])
-    S = cache.lp.decode(slots)
-    acc_q = acc_q + rowsum(S * (gam * q).unsqueeze(-2))
-    if cache.delta:
-        acc_k = acc_k + rowsum(S * (gam * k).unsqueeze(-2))
-        u = beta.unsqueeze(-1) * (v - acc_k)
-        cache.ring_u[slots, :, h] = u
+    Ur = np.zeros((n, HV, L1P, V), np.float32)
+    Ur[:, :, :h] = ring_u[slots][:, :, :h].cpu().numpy()
+    if cache.per_key:
+        gt = _np(g, BK)                                                          # [n, HV, BK]
+        Gr = np.zeros((n, HV, L1P, BK), np.float32)
+        Gr[:, :, :h] = _np(cache.ring_g[slots][:, :, :h], BK)
+        dec = np.exp(np.flip(np.cumsum(np.flip(Gr, -2), axis=-2), -2) - Gr + gt[:, :, None, :])
+        cq = _npsum(Kr * dec * qn[:, :, None, :])
+        ck = _npsum(Kr * dec * kn[:, :, None, :])
+        gam = np.exp(np.sum(Gr, axis=-2) + gt)
     else:
-        u = v
-    o = acc_q + u * rowsum(k * q).unsqueeze(-1)
+        gts = np.ascontiguousarray(g[..., 0].cpu().numpy())                       # [n, HV]
+        gt = gts[..., None] + np.zeros(BK, np.float32)
+        gr = np.zeros((n, HV, L1P), np.float32)
+        gr[:, :, :h] = cache.ring_g[slots][:, :, :h, 0].cpu().numpy()
+        g_after = np.flip(np.cumsum(np.flip(gr, -1), axis=-1), -1) - gr
+        dec = np.exp(g_after + gts[..., None])
+        cq = _npsum(Kr * qn[:, :, None, :]) * dec
+        ck = _npsum(Kr * kn[:, :, None, :]) * dec
+        gam = np.exp(_npsum(gr)[..., None] + gt)
+    S = _np(cache.lp.decode(slots), BK)                                         # [n, HV, V, BK]
+    acc_q = np.sum(Ur * cq[..., None], axis=-2) + _npsum(S * (gam * qn)[:, :, None, :])
+    vn = v.cpu().numpy()
+    if cache.delta:
+        acc_k = np.sum(Ur * ck[..., None], axis=-2) + _npsum(S * (gam * kn)[:, :, None, :])
+        u = beta.cpu().numpy()[..., None] * (vn - acc_k)
+        cache.ring_u[slots, :, h] = torch.from_numpy(np.ascontiguousarray(u)).to(v.device)
+    else:
+        u = vn
+    o = acc_q + u * _npsum(kn * qn)[..., None]
     cache.ring_g[slots, :, h] = g
     cache.ring_k[slots, :, h] = k
-    cache.ring_v[slots, :, h] = v
-    if cache.delta:
-        cache.ring_beta[slots, :, h] = beta
-    return o
+    if not cached_corrections(cache):    # raw v, beta: only the recompute (separate specs) and mamba2 need them
+        cache.ring_v[slots, :, h] = v
+        if cache.delta:
+            cache.ring_beta[slots, :, h] = beta
+    return torch.from_numpy(np.ascontiguousarray(o)).to(v.device)
 
 
 def torch_step(cache, slot_idx, q, k, v, g, beta):

@@ -7,8 +7,11 @@ Holds, for ``num_slots`` slots and ``num_heads`` (= HV) heads of ``[V, K]`` stat
 * the ring of inputs received since the last flush, capacity ``L - 1``
   (``ring_g float32 [S, HV, L-1, GK]`` log decays, GK = K for kda else 1;
   ``ring_k [S, HV, L-1, K]``; ``ring_v [S, HV, L-1, V]`` raw v (mamba2: v = u);
-  ``ring_beta [S, HV, L-1]``; ``ring_u [S, HV, L-1, V]`` the corrections used
-  for outputs (gdn/kda));
+  ``ring_beta [S, HV, L-1]``; ``ring_u [S, HV, L-1, V]`` the corrections
+  (gdn/kda): used for outputs, and for a shared spec also by the flush
+  (Algorithm 1), whose ring then keeps no raw v / beta: ``ring_v`` is
+  ``[S, HV, L-1, 0]`` and ``ring_beta`` ``[S, HV, 0]``; a separate spec's flush
+  recomputes the corrections from ``S_hp`` and the raw v, beta (Algorithm 3));
 * ``ring_count int32 [S + 1]`` entries in the ring, ``flush_count int32 [S + 1]``
   (Philox c2); entry ``S`` is a scratch slot that padded rows write to, so counter
   updates need no host synchronisation.
@@ -29,7 +32,7 @@ from replayssm_quant.quant.philox import check_seed
 from replayssm_quant.quant.spec import check_mode
 
 from .naive import DELTA_RULE, PER_KEY_DECAY, check_family
-from .reference import replay_ring, torch_step
+from .reference import cached_corrections, replay_ring, torch_step
 from .storage import StoredState, TAG_CONVENTIONAL, TAG_FLUSH, sr_rbits
 
 _ACT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -90,8 +93,11 @@ class SSMStateCache:
         f32 = dict(dtype=torch.float32, device=dev)
         self.ring_g = torch.zeros(S, HV, L1, GK, **f32)
         self.ring_k = torch.zeros(S, HV, L1, K, **f32)
-        self.ring_v = torch.zeros(S, HV, L1, V, **f32)
-        self.ring_beta = torch.zeros(S, HV, L1, **f32)
+        # shared delta-rule spec (Algorithm 1): the flush uses the cached corrections u_j, so the ring keeps no
+        # raw v_j / beta_j (empty tensors); separate specs (Algorithm 3) recompute u_j from them
+        raw = not cached_corrections(self)
+        self.ring_v = torch.zeros(S, HV, L1, V if raw else 0, **f32)
+        self.ring_beta = torch.zeros(S, HV, L1 if raw else 0, **f32)
         self.ring_u = torch.zeros(S, HV, L1, V, **f32) if self.delta else self.ring_v
         self.ring_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
         self.flush_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
@@ -177,7 +183,8 @@ class SSMStateCache:
 
     def state(self, slots) -> torch.Tensor:
         """Current float32 state ``[n, HV, V, K]``: the recurrence checkpoint replayed through the ring
-        (as the next flush would build it, corrections recomputed)."""
+        sequentially, with the corrections the next flush would use (shared delta-rule specs: the cached
+        ``u_j``; separate specs: recomputed from the checkpoint)."""
         slots = self._slots(slots, allow_negative=False)
         S = self.hp.decode(slots)
         hs = self.ring_count[slots]

@@ -160,12 +160,10 @@ def test_triton_bit_exact_vs_torch(family, spec, mode, block_v):
         assert not torch.isnan(outs[1]).any()
         assert _rel(outs[1], outs[0]) <= 1e-5
         assert torch.all(outs[1][item < 0] == 0)
-        # checkpoints, ring inputs and counters bit for bit; the cached corrections u_j are outputs
-        # of the (differently ordered) output path, so within 1e-5 like the outputs
-        for a, b in zip(_all_tensors(cs[0], with_u=False), _all_tensors(cs[1], with_u=False)):
+        # checkpoints, ring inputs, the cached corrections u_j (a shared spec's flush uses them) and
+        # counters bit for bit
+        for a, b in zip(_all_tensors(cs[0]), _all_tensors(cs[1])):
             assert torch.equal(a, b)
-        if cs[0].delta:
-            assert _rel(cs[1].ring_u, cs[0].ring_u) <= 1e-5
     assert cs[1].flush_count[:-1].max() >= 2 if mode == "replay" else True
 
 
@@ -297,10 +295,12 @@ def test_bytes_per_slot():
     assert conv.bytes_per_slot() == 4 * 64 * 128 * 4 + 8
 
 
-@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp8+sr"), ("mamba2", "nvfp4+sr")])
+@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp8+sr"), ("mamba2", "nvfp4+sr"), ("gdn", "nvfp4+sr"),
+                                         ("kda", "nvfp4")])
 def test_nvfp4_two_pass_flush_bit_exact(family, spec):
     """V = 40 with 16-row flush sub-blocks: the nvfp4 flush takes the two-pass path (amax pass saving the
-    corrections, then the encode pass reloading them); still bit for bit the torch reference."""
+    corrections, then the encode pass reloading them; shared delta-rule specs: only the current correction,
+    the others are the ring's cached ones); still bit for bit the torch reference."""
     HV, K, V, L = 1, 32, 40, 3
     x = random_decode_inputs(family, 7, 2, HV, K, V, generator=_gen(21), device=DEV)
     S0 = torch.randn(2, HV, V, K, generator=_gen(22)).to(DEV)
@@ -311,7 +311,10 @@ def test_nvfp4_two_pass_flush_bit_exact(family, spec):
     for t in range(7):
         outs = [_step(c, idx, x, t) for c in cs]
         assert _rel(outs[1], outs[0]) <= 1e-5, t
-        for a, b in zip(_all_tensors(cs[0], with_u=False), _all_tensors(cs[1], with_u=False)):
+        # separate specs: pass 1 parks the recomputed corrections in the (dead) ring u slots, which the
+        # reference does not; shared specs flush with the cached u_j and leave them as they are
+        with_u = cs[0].spec.shared
+        for a, b in zip(_all_tensors(cs[0], with_u), _all_tensors(cs[1], with_u)):
             assert torch.equal(a, b), t
     assert cs[1].flush_count[:-1].max() >= 3
 
@@ -358,3 +361,56 @@ def test_gpu_launch_config_heuristic(monkeypatch):
     assert cfg("fp32", 16, 256, block_v=64) == (64, 32, 8, False, 128)
     assert cfg("fp32", 16, 256, block_v=64, maxnreg=0) == (64, 32, 8, False, None)
     assert cfg("fp32", 16, 256, maxnreg=96) == (32, 16, 4, False, 96)
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("family,spec", [("gdn", "fp32"), ("kda", "fp8+sr"), ("gdn", "nvfp4+sr"),
+                                         ("gdn", "bf16/fp32"), ("kda", "nvfp4/fp16")])
+def test_flush_corrections_cached_for_shared_recomputed_for_separate(family, spec, backend):
+    """Shared spec (Algorithm 1): the flush builds S_L from the corrections u_j cached in the ring (no raw
+    v_j / beta_j are kept): NaN in a slot's cached u_j right before its flush reaches that slot's checkpoint.
+    Separate spec (Algorithm 3): the flush recomputes u_j from S_hp and the raw v_j, beta_j: NaN in the cached
+    u_j leaves the checkpoint bit-identical to the unpoisoned run, NaN in v_j / beta_j reaches it.
+    The other slot of the launch is never affected."""
+    HV, K, V, L = 2, 32, 12, 4
+    x = random_decode_inputs(family, L, 2, HV, K, V, generator=_gen(50), device=DEV)
+    S0 = torch.randn(2, HV, V, K, generator=_gen(51)).to(DEV)
+    idx = torch.tensor([1, 0])
+
+    def run(poison=None):
+        c = _cache(family, spec, HV, K, V, backend, L=L, slots=2, seed=3, block_v=8 if backend == "triton" else None)
+        c.load_state(torch.tensor([0, 1]), S0)
+        for t in range(L):
+            if t == L - 1 and poison:                 # right before slot 1's flush step
+                for name in poison:
+                    getattr(c, name)[1] = float("nan")
+            _step(c, idx, x, t)
+        assert torch.all(c.ring_count[:2] == 0) and torch.all(c.flush_count[:2] == 2)
+        return c.checkpoint(torch.tensor([0, 1])).cpu()
+
+    clean = run()
+    assert torch.isfinite(clean).all()
+    shared = _cache(family, spec, HV, K, V, backend, L=L).spec.shared
+    if shared:
+        c = _cache(family, spec, HV, K, V, backend, L=L)
+        assert c.ring_v.numel() == 0 and c.ring_beta.numel() == 0     # no raw v / beta in the ring
+        bad = run(["ring_u"])
+        assert torch.isnan(bad[1]).any()
+        assert torch.equal(bad[0], clean[0])
+    else:
+        assert torch.equal(run(["ring_u"]), clean)
+        for name in ("ring_v", "ring_beta"):
+            bad = run([name])
+            assert torch.isnan(bad[1]).any(), name
+            assert torch.equal(bad[0], clean[0]), name
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda"])
+def test_bytes_per_slot_shared_ring_has_no_raw_inputs(family):
+    """Shared delta-rule spec: the ring holds g, k, u (no raw v, beta); separate: g, k, v, beta, u."""
+    GK = 128 if family == "kda" else 1
+    shared = _cache(family, "fp32", 4, 128, 128, "torch", L=16, slots=1)
+    assert shared.ring_bytes_per_slot() == 4 * 15 * (GK + 128 + 128) * 4 + 8
+    assert shared.bytes_per_slot() == 4 * 128 * 128 * 4 + shared.ring_bytes_per_slot()
+    sep = _cache(family, "bf16/fp32", 4, 128, 128, "torch", L=16, slots=1)
+    assert sep.ring_bytes_per_slot() == 4 * 15 * (GK + 128 + 128 + 1 + 128) * 4 + 8
