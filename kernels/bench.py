@@ -18,7 +18,9 @@ with input_precision="ieee": no TF32). Replay rows also report the time of a non
 
 Writes ``results.csv``, ``memory.csv``, ``correctness.csv``, ``report.md`` and
 ``bench.png`` under ``--out`` (plus ``sweep.csv`` with ``--sweep-block-v``: replay times over V-block
-sizes with and without the launcher's register cap).
+sizes with and without the launcher's register cap, each fused and split: the replay step as one kernel, or
+as two launches, non-flush rows then flush rows). ``split_flush`` (``--split-flush auto|on|off``) sets the
+launcher's split for the main table; the rows record the one used.
 """
 
 from __future__ import annotations
@@ -140,9 +142,11 @@ def bench_inputs(family, batch, shape, window, device):
 
 
 def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, block_v=None, flush_block_v=None,
-                 maxnreg=None):
+                 maxnreg=None, split_flush=None):
     """Time one decode configuration on inputs ``x`` (:func:`bench_inputs`); returns a dict row.
-    ``block_v``, ``flush_block_v``, ``maxnreg`` (0 = no register cap): launcher knobs, None = heuristic."""
+    ``block_v``, ``flush_block_v``, ``maxnreg`` (0 = no register cap), ``split_flush`` (True: the replay step
+    as two launches, non-flush rows then flush rows; False: one fused kernel): launcher knobs, None = heuristic.
+    """
     probe = SSMStateCache(family, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"],
                           window=window, mode=mode, backend="torch")
     ckpt_bytes = probe.hp.bytes_per_slot() + (0 if probe.spec.shared else probe.lp.bytes_per_slot())
@@ -155,6 +159,8 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
         cache.flush_block_v = flush_block_v
     if maxnreg is not None:
         cache.maxnreg = maxnreg    # 0 = no register cap
+    if split_flush is not None:
+        cache.split_flush = split_flush
     _fill_states(cache, 7)
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
     out = torch.empty(batch, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
@@ -184,11 +190,11 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
     elems = batch * cache.num_heads * cache.head_k * cache.head_v
     min_bytes = cache.spec.step_bytes_per_element(mode, window) * elems
     from .decode import launch_config
-    bv, bvf, nw, _, mr = launch_config(cache, batch)
+    bv, bvf, nw, _, mr, split = launch_config(cache, batch)
     row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,
                nonflush_us=nf_us, flush_us=fl_us, min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9,
                rotation=R,
-               block_v=bv, flush_block_v=bvf, num_warps=nw, maxnreg=mr or 0,
+               block_v=bv, flush_block_v=bvf, num_warps=nw, maxnreg=mr or 0, split_flush=bool(split),
                finite=bool(torch.isfinite(out).all()))
     del cache, out
     if device.type == "cuda":
@@ -389,7 +395,7 @@ def write_report(out, df, mem, corr, meta, notes):
               md(df[["family", "spec", "mode", "batch", "time_us", "nonflush_us", "flush_us", "min_bytes", "GBps",
                      "frac_copy_bw",
                      "speedup_vs_conv_fp32", "speedup_vs_fla", "rotation", "block_v", "flush_block_v", "num_warps",
-                     "maxnreg"]]), "",
+                     "maxnreg", "split_flush"]]), "",
               "## Memory per sequence slot per layer (checkpoints + ring, L = "
               f"{meta['window']})", "", md(mdf, ".4g"), "", "![time per step](bench.png)", ""]
     with open(os.path.join(out, "report.md"), "w") as f:
@@ -397,31 +403,39 @@ def write_report(out, df, mem, corr, meta, notes):
 
 
 # ------------------------------------------------------------------------------- driver
-def tile_sweep(families, specs, batch, block_vs, shapes, window, timer, device, maxnregs=(None, 0)):
-    """Replay timings of ``families`` x ``specs`` at ``batch`` over V-block sizes ``block_vs`` and register
-    caps ``maxnregs`` (None = the launcher's default, 0 = no cap): the data behind the launcher's tile
-    heuristic. Returns a DataFrame (one row per configuration, columns as :func:`bench_kernel`)."""
+def tile_sweep(families, specs, batch, block_vs, shapes, window, timer, device, maxnregs=(None, 0),
+               splits=(False, True)):
+    """Replay timings of ``families`` x ``specs`` at ``batch`` over V-block sizes ``block_vs``, register
+    caps ``maxnregs`` (None = the launcher's default, 0 = no cap; in a split step the cap applies to the
+    flush launch, the non-flush launch is never capped) and ``splits`` (False: one fused kernel, True: non-flush
+    and flush rows as two launches): the data behind the launcher's tile and split heuristics. Returns a
+    DataFrame (one row per configuration, columns as :func:`bench_kernel`)."""
     import pandas as pd
     from tqdm import tqdm
 
     rows = []
-    todo = [(f, s, bv, mr) for f in families for s in specs for bv in block_vs for mr in maxnregs]
+    todo = [(f, s, bv, mr, sp) for f in families for s in specs for bv in block_vs for mr in maxnregs
+            for sp in splits]
     x, key = None, None
-    for fam, spec, bv, mr in tqdm(todo, desc="tile sweep", disable=None):
+    for fam, spec, bv, mr, sp in tqdm(todo, desc="tile sweep", disable=None):
         if key != fam:
             x, key = bench_inputs(fam, batch, shapes[fam], window, device), fam
-        rows.append(bench_kernel(fam, spec, "replay", batch, shapes[fam], window, timer, device, x, bv, None, mr))
+        rows.append(bench_kernel(fam, spec, "replay", batch, shapes[fam], window, timer, device, x, bv, None, mr,
+                                 sp))
     return pd.DataFrame(rows)
 
 
 def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40, cpu_smoke=False,
               command=None, block_v=None, flush_block_v=None, maxnreg=None, sweep_block_v=None,
-              sweep_maxnreg=(128, 0), sweep_specs=("fp32", "nvfp4/fp16"), sweep_families=("gdn",)):
+              sweep_maxnreg=(128, 0), sweep_specs=("fp32", "nvfp4/fp16"), sweep_families=("gdn",),
+              split_flush=None):
     """Run the whole benchmark and write the report; returns the results DataFrame.
 
+    ``split_flush`` (None = the launcher's heuristic, True/False forced): replay step as two launches
+    (non-flush rows, flush rows) or one fused kernel, for the main table (column ``split_flush``).
     ``sweep_block_v`` (list of V-block sizes): also run :func:`tile_sweep` for ``sweep_families`` x
-    ``sweep_specs`` x ``sweep_maxnreg`` register caps (0 = none) at the largest batch; written to
-    ``sweep.csv``, appended to report.md and printed."""
+    ``sweep_specs`` x ``sweep_maxnreg`` register caps (0 = none) x split off/on at the largest batch; written
+    to ``sweep.csv``, appended to report.md and printed."""
     import pandas as pd
     from tqdm import tqdm
 
@@ -473,7 +487,7 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
             x, key = None, (fam, b)
             x = bench_inputs(fam, b, shapes[fam], window, device)
         rows.append(bench_kernel(fam, spec, mode, b, shapes[fam], window, timer, device, x, block_v,
-                                 flush_block_v, maxnreg))
+                                 flush_block_v, maxnreg, split_flush))
     del x
     if fla_ok:
         for b in tqdm(batches, desc="fla", disable=None):
@@ -505,10 +519,12 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
         sw = tile_sweep(fams, list(sweep_specs), max(batches), sweep_block_v, shapes, window, timer, device,
                         list(sweep_maxnreg))
         sw.to_csv(os.path.join(out, "sweep.csv"), index=False)
-        cols = ["family", "spec", "batch", "block_v", "flush_block_v", "num_warps", "maxnreg", "time_us",
-                "nonflush_us", "flush_us"]
+        cols = ["family", "spec", "batch", "block_v", "flush_block_v", "num_warps", "maxnreg", "split_flush",
+                "time_us", "nonflush_us", "flush_us"]
         table = markdown_table(sw[cols], ".1f")
         with open(os.path.join(out, "report.md"), "a") as f:
-            f.write("\n## Tile sweep (replay; maxnreg 0 = no register cap)\n\n" + table + "\n")
+            f.write("\n## Tile sweep (replay; maxnreg 0 = no register cap, of the flush launch when split; "
+                    "split_flush: non-flush and flush rows as two launches, the non-flush one uncapped)\n\n"
+                    + table + "\n")
         print(table)
     return df

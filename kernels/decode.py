@@ -33,6 +33,11 @@ log decays). Flush step: reads the recurrence tile, builds S_L in registers
 (Algorithm 1), separate specs recompute them from S_hp (Algorithm 3)), writes
 the recurrence tile (and the read tile when separate).
 All arithmetic in fp32; activations may be bf16/fp16 (converted after load).
+
+Split flush (large replay grids, :func:`launch_config`): the constexpr ``PHASE`` selects the rows a launch
+handles: 0 all (fused), 1 the non-flush rows (no flush code compiled in: the non-flush path's register count
+alone, no register cap), 2 the flush rows (no speculative non-flush loads); a split step is launch 1 then
+launch 2, both before the counter advance (docs/KERNELS.md "Split flush").
 """
 
 from __future__ import annotations
@@ -326,8 +331,18 @@ def _decode_step_kernel(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr, NV4: tl.constexpr,
     GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr,
+    CACHED: tl.constexpr, PHASE: tl.constexpr = 0,
 ):
+    # PHASE (replay, L > 1; conventional is always 0): 0 = fused (flush and non-flush branch in one kernel);
+    # 1 = non-flush rows only (flush rows read h and write nothing; padded rows write their zero output);
+    # 2 = flush rows only (non-flush rows read h and write nothing, no speculative non-flush loads; padded rows
+    # write nothing). A split step is launch PHASE 1 + launch PHASE 2, both before the counter advance, so
+    # both read the same ring counts h. Invariant that makes the split exact: the rows of one step have
+    # distinct slots (validated in SSMStateCache.step; the bench and the decode sessions never repeat a slot
+    # in one step), and a program reads and writes only its own row's slot (checkpoints, ring entries,
+    # flush counter), its own output row and the read-only inputs; a row is handled entirely by one of the
+    # two launches (flush iff h + 1 >= L), so the two launches touch disjoint slots and output rows and
+    # their order does not matter.
     # grid (V-blocks, HV, B): the V-block programs of one (row, head) are adjacent in launch order, so
     # the ring tiles they share are read from DRAM once (L2 hits for the others)
     pv = tl.program_id(0)
@@ -357,7 +372,7 @@ def _decode_step_kernel(
         beta = tl.load(beta_ptr + bh).to(tl.float32)
     else:
         beta = 0.0
-    if L > 1:
+    if L > 1 and PHASE != 2:
         # speculative non-flush loads (wasted on the 1-in-L flush step; L2 hits for its own re-reads):
         # the read-copy tile and ALL L-1 ring entries (allocated for every slot); validity j < h is
         # applied to the loaded values with tl.where (stale entries may hold anything, NaN included)
@@ -377,110 +392,113 @@ def _decode_step_kernel(
                            other=0.0)                                                     # [L1P, BK]
     at = tl.exp(gt)
     if slot < 0:
-        tl.store(out_ptr + bh * V + offs_v, tl.zeros([BV], dtype=tl.float32), mask=mv)
+        if PHASE != 2:   # padded row: zero output (written by the fused or the non-flush launch)
+            tl.store(out_ptr + bh * V + offs_v, tl.zeros([BV], dtype=tl.float32), mask=mv)
     else:
         if h + 1 >= L:
-            # ---- flush: S_hp + ring -> S_L in registers (corrections: cached for shared delta-rule specs,
-            # recomputed from S_hp for separate ones) -> both checkpoints.
-            # Rows are independent: tiles are processed in sub-blocks of BVF rows (fewer registers).
-            fc = tl.load(fcnt_ptr + slot)
-            if L > 1:   # per-(row, head) terms of the chunked flush, shared by the sub-blocks
-                Kd, Kd2, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k,
-                                                          mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED)
-            else:
-                Kd = kt
-                Kd2 = kt
-                T = kt
-                dL = at
-                br = at
-                kdl = at
-                cl = at
-            if NV4:
-                # nvfp4 needs the amax of the whole (slot, head) state: the pv == 0 program flushes the
-                # whole head in two passes (amax, then encode), recomputing S_L (deterministic).
-                if NVF == 1 and pv == 0:
-                    # the whole head fits one sub-block: one pass, S_L stays in registers
-                    offs_f = tl.arange(0, BVF)
-                    mf = offs_f < V
-                    S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
-                                 h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, L1, LP,
-                                 GK, DELTA, FMT_HP, BK, CACHED)
-                    s_enc = nvfp4_encode_scale(nvfp4_amax(S))
-                    _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
-                                       seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
-                    _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
-                elif pv == 0:
-                    amax = 0.0
-                    for r in tl.range(0, NVF, loop_unroll_factor=1):
-                        offs_f = r * BVF + tl.arange(0, BVF)
+            if PHASE != 1:   # constexpr: the non-flush launch (PHASE 1) contains no flush code
+                # ---- flush: S_hp + ring -> S_L in registers (corrections: cached for shared delta-rule specs,
+                # recomputed from S_hp for separate ones) -> both checkpoints.
+                # Rows are independent: tiles are processed in sub-blocks of BVF rows (fewer registers).
+                fc = tl.load(fcnt_ptr + slot)
+                if L > 1:   # per-(row, head) terms of the chunked flush, shared by the sub-blocks
+                    Kd, Kd2, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k,
+                                                              mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED)
+                else:
+                    Kd = kt
+                    Kd2 = kt
+                    T = kt
+                    dL = at
+                    br = at
+                    kdl = at
+                    cl = at
+                if NV4:
+                    # nvfp4 needs the amax of the whole (slot, head) state: the pv == 0 program flushes the
+                    # whole head in two passes (amax, then encode), recomputing S_L (deterministic).
+                    if NVF == 1 and pv == 0:
+                        # the whole head fits one sub-block: one pass, S_L stays in registers
+                        offs_f = tl.arange(0, BVF)
                         mf = offs_f < V
-                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
-                                     ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
-                                     L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 1)
-                        amax = tl.maximum(amax, nvfp4_amax(S))
-                    s_enc = nvfp4_encode_scale(amax)
-                    tl.debug_barrier()   # pass 1's saved corrections are visible to every thread of pass 2
-                    for r in tl.range(0, NVF, loop_unroll_factor=1):
-                        offs_f = r * BVF + tl.arange(0, BVF)
-                        mf = offs_f < V
-                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
-                                     ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
-                                     L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 2)
+                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
+                                     h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, L1, LP,
+                                     GK, DELTA, FMT_HP, BK, CACHED)
+                        s_enc = nvfp4_encode_scale(nvfp4_amax(S))
                         _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                            seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
-                    _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
-            else:
-                for r in tl.range(0, BV // BVF, loop_unroll_factor=1):
-                    offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
-                    mf = offs_f < V
-                    S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
-                                 h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, L1, LP,
-                                 GK, DELTA, FMT_HP, BK, CACHED)
-                    _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
-                                       seed, fc, 1.0, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
+                        _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
+                    elif pv == 0:
+                        amax = 0.0
+                        for r in tl.range(0, NVF, loop_unroll_factor=1):
+                            offs_f = r * BVF + tl.arange(0, BVF)
+                            mf = offs_f < V
+                            S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
+                                         ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
+                                         L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 1)
+                            amax = tl.maximum(amax, nvfp4_amax(S))
+                        s_enc = nvfp4_encode_scale(amax)
+                        tl.debug_barrier()   # pass 1's saved corrections are visible to every thread of pass 2
+                        for r in tl.range(0, NVF, loop_unroll_factor=1):
+                            offs_f = r * BVF + tl.arange(0, BVF)
+                            mf = offs_f < V
+                            S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
+                                         ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
+                                         L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 2)
+                            _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
+                                               seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
+                        _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
+                else:
+                    for r in tl.range(0, BV // BVF, loop_unroll_factor=1):
+                        offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
+                        mf = offs_f < V
+                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
+                                     h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, L1, LP,
+                                     GK, DELTA, FMT_HP, BK, CACHED)
+                        _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
+                                           seed, fc, 1.0, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
         elif L > 1:
-            # ---- non-flush: output from the read copy + ring; append the current input.
-            # Ring entries j < h as [L1P, BK] / [L1P, BV] tiles; decay from entry j to now:
-            # exp(sum_{l>j} g_l + g_t) via an exclusive reverse cumsum of the log decays.
-            mj = offs_j < h
-            S = S_nf
-            Kr = tl.where(mj[:, None], Kr_nf, 0.0)
-            Ur = tl.where(mj[:, None], Ur_nf, 0.0)
-            if GK == 1:
-                gr = tl.where(mj, g_nf, 0.0)                                        # [L1P]
-                g_after = tl.cumsum(gr, 0, reverse=True) - gr                        # sum_{l>j} g_l
-                dec = tl.exp(g_after + gts)                          # [L1P]
-                cq = tl.sum(Kr * q[None, :], 1) * dec
-                ck = tl.sum(Kr * kt[None, :], 1) * dec
-                gam = tl.exp(tl.sum(gr, 0) + gt)                                    # [BK] gamma_{1:t}
-            else:
-                Gr = tl.where(mj[:, None], g_nf, 0.0)                               # [L1P, BK]
-                dec = tl.exp(tl.cumsum(Gr, 0, reverse=True) - Gr + gt[None, :])
-                cq = tl.sum(Kr * dec * q[None, :], 1)
-                ck = tl.sum(Kr * dec * kt[None, :], 1)
-                gam = tl.exp(tl.sum(Gr, 0) + gt)
-            acc_q = tl.sum(Ur * cq[:, None], 0)                                     # [BV]
-            acc_q = acc_q + tl.sum(S * (gam * q)[None, :], 1)
-            eh = ring0 + h
-            if DELTA:
-                acc_k = tl.sum(Ur * ck[:, None], 0) + tl.sum(S * (gam * kt)[None, :], 1)
-                u = beta * (vt - acc_k)
-                tl.store(ru_ptr + eh * V + offs_v, u, mask=mv)
-            else:
-                u = vt
-            o = acc_q + u * tl.sum(kt * q, 0)
-            tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
-            if not CACHED:   # raw v (and beta below): only the recompute (separate specs) and mamba2 read them
-                tl.store(rv_ptr + eh * V + offs_v, vt, mask=mv)
-            lead = pv == 0
-            tl.store(rk_ptr + eh * K + offs_k, kt, mask=mk & lead)
-            if GK == 1:
-                tl.store(rg_ptr + eh + offs_k, gt, mask=(offs_k == 0) & lead)
-            else:
-                tl.store(rg_ptr + eh * GK + offs_k, gt, mask=mk & lead)
-            if DELTA and not CACHED:
-                tl.store(rb_ptr + eh + offs_k, beta + tl.zeros([BK], dtype=tl.float32),
-                         mask=(offs_k == 0) & lead)
+            if PHASE != 2:   # constexpr: the flush launch (PHASE 2) contains no non-flush code
+                # ---- non-flush: output from the read copy + ring; append the current input.
+                # Ring entries j < h as [L1P, BK] / [L1P, BV] tiles; decay from entry j to now:
+                # exp(sum_{l>j} g_l + g_t) via an exclusive reverse cumsum of the log decays.
+                mj = offs_j < h
+                S = S_nf
+                Kr = tl.where(mj[:, None], Kr_nf, 0.0)
+                Ur = tl.where(mj[:, None], Ur_nf, 0.0)
+                if GK == 1:
+                    gr = tl.where(mj, g_nf, 0.0)                                        # [L1P]
+                    g_after = tl.cumsum(gr, 0, reverse=True) - gr                        # sum_{l>j} g_l
+                    dec = tl.exp(g_after + gts)                          # [L1P]
+                    cq = tl.sum(Kr * q[None, :], 1) * dec
+                    ck = tl.sum(Kr * kt[None, :], 1) * dec
+                    gam = tl.exp(tl.sum(gr, 0) + gt)                                    # [BK] gamma_{1:t}
+                else:
+                    Gr = tl.where(mj[:, None], g_nf, 0.0)                               # [L1P, BK]
+                    dec = tl.exp(tl.cumsum(Gr, 0, reverse=True) - Gr + gt[None, :])
+                    cq = tl.sum(Kr * dec * q[None, :], 1)
+                    ck = tl.sum(Kr * dec * kt[None, :], 1)
+                    gam = tl.exp(tl.sum(Gr, 0) + gt)
+                acc_q = tl.sum(Ur * cq[:, None], 0)                                     # [BV]
+                acc_q = acc_q + tl.sum(S * (gam * q)[None, :], 1)
+                eh = ring0 + h
+                if DELTA:
+                    acc_k = tl.sum(Ur * ck[:, None], 0) + tl.sum(S * (gam * kt)[None, :], 1)
+                    u = beta * (vt - acc_k)
+                    tl.store(ru_ptr + eh * V + offs_v, u, mask=mv)
+                else:
+                    u = vt
+                o = acc_q + u * tl.sum(kt * q, 0)
+                tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
+                if not CACHED:   # raw v (and beta below): only the recompute (separate specs) and mamba2 read them
+                    tl.store(rv_ptr + eh * V + offs_v, vt, mask=mv)
+                lead = pv == 0
+                tl.store(rk_ptr + eh * K + offs_k, kt, mask=mk & lead)
+                if GK == 1:
+                    tl.store(rg_ptr + eh + offs_k, gt, mask=(offs_k == 0) & lead)
+                else:
+                    tl.store(rg_ptr + eh * GK + offs_k, gt, mask=mk & lead)
+                if DELTA and not CACHED:
+                    tl.store(rb_ptr + eh + offs_k, beta + tl.zeros([BK], dtype=tl.float32),
+                             mask=(offs_k == 0) & lead)
 
 
 def _num_sms(device) -> int:
@@ -514,7 +532,7 @@ REPLAY_MAXNREG = 128   # register cap of a large replay launch on the GPU (4 war
 
 
 def launch_config(cache, batch: int):
-    """Block sizes of a launch for ``batch`` rows: ``(BV, BVF, num_warps, nvfp4, maxnreg)``.
+    """Block sizes of a launch for ``batch`` rows: ``(BV, BVF, num_warps, nvfp4, maxnreg, split)``.
 
     ``BV`` rows of V per program (:func:`choose_block_v`); ``BVF`` rows per flush sub-block
     (conventional: 32, nvfp4 the whole head in one pass; replay: :func:`.reference.replay_flush_rows`,
@@ -526,6 +544,13 @@ def launch_config(cache, batch: int):
     than 2 programs per SM, replay launches on the GPU get the cap :data:`REPLAY_MAXNREG` (4 programs of 4
     warps per SM; a few dozen bytes of spills in the flush branch) unless the ``maxnreg`` knob (bench
     ``--maxnreg``; 0 = no cap) says otherwise; small grids (batch 1) run uncapped (no spills).
+
+    ``split`` (replay only): run the step as two launches, the non-flush rows (``PHASE = 1``: no flush code,
+    so its register count is the non-flush path's alone; no register cap, ``num_warps`` from the ``[BV, BK]``
+    tile) and then the flush rows (``PHASE = 2``: ``BVF``, ``num_warps`` and ``maxnreg`` above). Heuristic:
+    split on the GPU when the grid has more than 2 programs per SM (the grids that get the register cap),
+    fused otherwise (batch 1: a second launch would cost ~2-3 us); the ``split_flush`` knob (bench
+    ``--split-flush``; None = heuristic) forces it. Conventional (L = 1: every step is a flush) never splits.
     """
     V = cache.head_v
     BK = block_k(cache.head_k)
@@ -545,10 +570,13 @@ def launch_config(cache, batch: int):
         raise ValueError(f"flush_block_v={BVF} must divide block_v={BV}")
     num_warps = max(4, min(16, max(BV, BVF) * BK // 1024))   # <= 32 state elements per thread
     maxnreg = getattr(cache, "maxnreg", None)
-    if maxnreg is None and cache.window > 1 and cache.device.type == "cuda" \
-            and batch * cache.num_heads * triton.cdiv(V, BV) > 2 * _num_sms(cache.device):
+    large = cache.window > 1 and cache.device.type == "cuda" \
+        and batch * cache.num_heads * triton.cdiv(V, BV) > 2 * _num_sms(cache.device)
+    if maxnreg is None and large:
         maxnreg = REPLAY_MAXNREG
-    return BV, BVF, num_warps, nvfp4, (maxnreg or None)
+    split = getattr(cache, "split_flush", None)
+    split = cache.window > 1 and (large if split is None else bool(split))
+    return BV, BVF, num_warps, nvfp4, (maxnreg or None), split
 
 
 def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
@@ -569,7 +597,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     if B == 0:
         return out
     BK = block_k(K)
-    BV, BVF, num_warps, nvfp4, maxnreg = launch_config(cache, B)
+    BV, BVF, num_warps, nvfp4, maxnreg, split = launch_config(cache, B)
     extra = dict(maxnreg=maxnreg) if maxnreg and v.device.type == "cuda" else {}
     hp0, hp1, hp2 = cache.hp.tensors()
     lp0, lp1, lp2 = cache.lp.tensors()
@@ -579,17 +607,26 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     # touches those pointers then; pass the u ring in their place (no null/empty pointer arguments)
     rv = cache.ring_u if cached else cache.ring_v
     rb = cache.ring_u if cached else cache.ring_beta
-    _decode_step_kernel[grid](
-        q, k, v, g, beta, slot_idx, out,
-        hp0, hp1, hp2, lp0, lp1, lp2,
-        cache.ring_g, cache.ring_k, rv, rb, cache.ring_u,
-        cache.ring_count, cache.flush_count,
-        cache.seed, HV, K=K, V=V, L=cache.window, L1=cache.ring_k.shape[2], L1P=max(2, triton.next_power_of_2(cache.ring_k.shape[2])),
-        LP=flush_entries(cache.window), LPLOG=flush_entries(cache.window).bit_length() - 1, BK=BK, BV=BV, BVF=BVF, NVF=triton.cdiv(V, BVF), NV4=nvfp4, GK=K if cache.per_key else 1, DELTA=cache.delta,
-        FMT_HP=FORMAT_CODE[cache.spec.recur.name], FMT_LP=FORMAT_CODE[cache.spec.read.name],
-        SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag, CACHED=cached,
-        num_warps=num_warps, **extra,
-    )
+    args = (q, k, v, g, beta, slot_idx, out,
+            hp0, hp1, hp2, lp0, lp1, lp2,
+            cache.ring_g, cache.ring_k, rv, rb, cache.ring_u,
+            cache.ring_count, cache.flush_count,
+            cache.seed, HV)
+    consts = dict(K=K, V=V, L=cache.window, L1=cache.ring_k.shape[2],
+                  L1P=max(2, triton.next_power_of_2(cache.ring_k.shape[2])),
+                  LP=flush_entries(cache.window), LPLOG=flush_entries(cache.window).bit_length() - 1, BK=BK, BV=BV,
+                  BVF=BVF, NVF=triton.cdiv(V, BVF), NV4=nvfp4, GK=K if cache.per_key else 1, DELTA=cache.delta,
+                  FMT_HP=FORMAT_CODE[cache.spec.recur.name], FMT_LP=FORMAT_CODE[cache.spec.read.name],
+                  SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag, CACHED=cached)
+    if split:
+        # two launches, both before the counter advance (same ring counts h); they touch disjoint slots because
+        # the rows of one step have distinct slots (see the kernel): non-flush rows + padded rows' zero output
+        # (no flush code: fewer registers, no cap, warps from the tile), then the flush rows (the fused
+        # kernel's flush config: BVF, warps, register cap)
+        _decode_step_kernel[grid](*args, **consts, PHASE=1, num_warps=max(4, min(16, BV * BK // 1024)))
+        _decode_step_kernel[grid](*args, **consts, PHASE=2, num_warps=num_warps, **extra)
+    else:
+        _decode_step_kernel[grid](*args, **consts, PHASE=0, num_warps=num_warps, **extra)
     return out
 
 

@@ -32,6 +32,10 @@ def configure(parser):
                              "x the --sweep-maxnreg caps (sweep.csv, report.md, stdout)")
     parser.add_argument("--sweep-maxnreg", type=_csv("sweep-maxnreg"), default=["128", "0"],
                         help="register caps of the tile sweep (0 = none; default 128,0)")
+    parser.add_argument("--split-flush", choices=("auto", "on", "off"), default="auto",
+                        help="replay step as two launches, non-flush rows then flush rows (on), one fused kernel "
+                             "(off), or the launcher's heuristic: split large GPU grids (auto, default); the tile "
+                             "sweep times both")
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="tiny shapes in the Triton CPU interpreter (tests only; times are meaningless)")
 
@@ -74,6 +78,7 @@ def run(args):
                    rep_ms=args.rep_ms, cpu_smoke=args.cpu_smoke, block_v=args.block_v,
                    flush_block_v=args.flush_block_v, maxnreg=args.maxnreg, sweep_block_v=sweep,
                    sweep_maxnreg=sweep_mr,
+                   split_flush={"auto": None, "on": True, "off": False}[getattr(args, "split_flush", "auto")],
                    command="replayssm-quant bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"]
                    else " ".join(sys.argv))
     print(f"wrote {args.out}/results.csv, report.md, bench.png ({len(df)} measurements)")

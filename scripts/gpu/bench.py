@@ -3,6 +3,8 @@
 Does everything in one go (correctness vs the float64 oracle, copy bandwidth,
 all families x specs x modes x batches, fla anchor when importable) and writes
 results.csv, memory.csv, correctness.csv, report.md and bench.png under --out.
+Options as ``replayssm-quant bench`` (``--help``), e.g. ``--split-flush auto|on|off`` (replay step as two
+launches, non-flush rows then flush rows; ``--sweep-block-v`` times fused and split).
 Run `source scripts/gpu/setup.sh` first on a machine without the package installed.
 """
 

@@ -50,7 +50,11 @@ def test_bench_cpu_smoke_writes_report(tmp_path):
     report = (out / "report.md").read_text()
     assert "| fp32 | replay |" in report and "Memory per sequence slot" in report
     assert (out / "bench.png").stat().st_size > 10_000
-    sw = pd.read_csv(out / "sweep.csv")      # gdn x {fp32, nvfp4/fp16} x block_v 16 x register caps {96, none}
-    assert len(sw) == 4 and (sw.block_v == 16).all() and (sw.time_us > 0).all() and sw.finite.all()
-    assert sorted(sw.maxnreg) == [0, 0, 96, 96]
+    assert "split_flush" in df and not df.split_flush.any()     # auto: tiny CPU grids run the fused kernel
+    # gdn x {fp32, nvfp4/fp16} x block_v 16 x register caps {96, none} x split {off, on}
+    sw = pd.read_csv(out / "sweep.csv")
+    assert len(sw) == 8 and (sw.block_v == 16).all() and (sw.time_us > 0).all() and sw.finite.all()
+    assert sorted(sw.maxnreg) == [0] * 4 + [96] * 4
+    assert sorted(sw.split_flush) == [False] * 4 + [True] * 4
+    assert set(sw.groupby(["spec", "maxnreg"]).split_flush.nunique()) == {2}
     assert "## Tile sweep" in report

@@ -32,11 +32,14 @@ def _rel(a, b):
     return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
 
 
-def _cache(family, spec, HV, K, V, backend, mode="replay", L=4, slots=6, seed=0, block_v=None, flush_block_v=4):
+def _cache(family, spec, HV, K, V, backend, mode="replay", L=4, slots=6, seed=0, block_v=None, flush_block_v=4,
+           split_flush=None):
     c = SSMStateCache(family, spec, num_slots=slots, num_heads=HV, head_k=K, head_v=V, window=L, mode=mode,
                       seed=seed, device=DEV, backend=backend)
     if block_v:
         c.block_v = block_v
+    if split_flush is not None:
+        c.split_flush = split_flush   # launcher knob: two launches (non-flush rows, flush rows) or one fused
     c.flush_block_v = flush_block_v   # flush in sub-blocks of rows (kernel tuning knob; several per tile)
     return c
 
@@ -135,13 +138,17 @@ CASES = [  # (family, spec, mode, block_v)
 ]
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["fused", "split"])
 @pytest.mark.parametrize("family,spec,mode,block_v", CASES)
-def test_triton_bit_exact_vs_torch(family, spec, mode, block_v):
+def test_triton_bit_exact_vs_torch(family, spec, mode, block_v, split):
+    """split: the replay step as two launches (non-flush rows, then flush rows; forced: the heuristic only
+    splits large GPU grids); conventional ignores the knob (every step is a flush)."""
     HV, K, V, L = 2, 48, 13, 4
     x = random_decode_inputs(family, 9, 4, HV, K, V, generator=_gen(hash((family, spec, mode)) % 1000),
                              device=DEV)
     S0 = torch.randn(3, HV, V, K, generator=_gen(7)).to(DEV)
     kw = dict(flush_block_v=None) if block_v == "default" else dict(block_v=block_v)
+    kw["split_flush"] = split
     cs = [_cache(family, spec, HV, K, V, b, mode=mode, L=L, seed=11, **kw) for b in ("torch", "triton")]
     for c in cs:
         c.load_state(torch.tensor([4, 0]), S0[:2])
@@ -354,13 +361,111 @@ def test_gpu_launch_config_heuristic(monkeypatch):
                             device=torch.device("cuda"), **knobs)
         return decode.launch_config(c, batch)
 
-    assert cfg("fp32", 16, 256) == (32, 16, 4, False, 128)           # replay: 4096-element tiles, capped
-    assert cfg("nvfp4/fp16", 16, 256) == (32, 16, 4, True, 128)
-    assert cfg("fp32", 16, 1) == (16, 16, 4, False, None)            # batch 1: fine split, no cap
-    assert cfg("fp32", 1, 256) == (64, 32, 8, False, None)           # conventional: unchanged 8192 tiles
-    assert cfg("fp32", 16, 256, block_v=64) == (64, 32, 8, False, 128)
-    assert cfg("fp32", 16, 256, block_v=64, maxnreg=0) == (64, 32, 8, False, None)
-    assert cfg("fp32", 16, 256, maxnreg=96) == (32, 16, 4, False, 96)
+    # replay, large grid: 4096-element tiles, flush launch capped, split into non-flush + flush launches
+    assert cfg("fp32", 16, 256) == (32, 16, 4, False, 128, True)
+    assert cfg("nvfp4/fp16", 16, 256) == (32, 16, 4, True, 128, True)
+    assert cfg("fp32", 16, 1) == (16, 16, 4, False, None, False)     # batch 1: fine split, no cap, one launch
+    assert cfg("fp32", 1, 256) == (64, 32, 8, False, None, False)    # conventional: unchanged 8192 tiles
+    assert cfg("fp32", 16, 256, block_v=64) == (64, 32, 8, False, 128, True)
+    assert cfg("fp32", 16, 256, block_v=64, maxnreg=0) == (64, 32, 8, False, None, True)
+    assert cfg("fp32", 16, 256, maxnreg=96) == (32, 16, 4, False, 96, True)
+    # the split_flush knob forces it either way; conventional never splits
+    assert cfg("fp32", 16, 256, split_flush=False)[5] is False
+    assert cfg("fp32", 16, 1, split_flush=True)[5] is True
+    assert cfg("fp32", 1, 256, split_flush=True)[5] is False
+    assert cfg("fp32", 16, 2)[5] is True      # BV = 16: 2 * 32 * 8 = 512 programs > 2 per SM (batch 1: 256)
+    assert cfg("fp32", 16, 16)[5] is True
+
+
+def _split_pair(family, spec, block_v, **kw):
+    HV, K, V, L = 2, 48, 13, 4
+    return [_cache(family, spec, HV, K, V, "triton", L=L, seed=11, block_v=block_v, split_flush=s, **kw)
+            for s in (False, True)]
+
+
+@pytest.mark.parametrize("family,spec,block_v", [("gdn", "fp32", 8), ("gdn", "nvfp4+sr", None),
+                                                 ("kda", "nvfp4/fp8+sr", None), ("mamba2", "fp8+sr", 8),
+                                                 ("gdn", "bf16/fp32", 16)])
+def test_split_flush_bit_identical_to_fused(family, spec, block_v):
+    """The split step (launch 1: non-flush rows, launch 2: flush rows) == the fused kernel bit for bit:
+    outputs, checkpoints, ring (cached corrections included), counters, on a schedule where one launch mixes
+    flushing and non-flushing rows, padded rows and permuted slots; the output is NaN-poisoned before every
+    step and must be fully overwritten (padded rows: zeros) in both modes."""
+    from replayssm_quant.kernels import decode
+
+    HV, K, V = 2, 48, 13
+    x = random_decode_inputs(family, 9, 4, HV, K, V, generator=_gen(60), device=DEV)
+    S0 = torch.randn(3, HV, V, K, generator=_gen(61)).to(DEV)
+    cs = _split_pair(family, spec, block_v)
+    assert [decode.launch_config(c, 4)[5] for c in cs] == [False, True]
+    for c in cs:
+        c.load_state(torch.tensor([4, 0]), S0[:2])
+    schedule = [torch.tensor([4, -1, 0, -1]), torch.tensor([0, 4, -1, -1]), "load",
+                torch.tensor([1, 0, -1, 4]), torch.tensor([4, 1, 0, -1]), torch.tensor([-1, 0, 4, 1]),
+                torch.tensor([1, -1, 4, 0]), torch.tensor([0, 1, 4, -1]), torch.tensor([-1, -1, -1, -1])]
+    t, mixed = 0, 0
+    for item in schedule:
+        if isinstance(item, str):
+            for c in cs:
+                c.load_state(torch.tensor([1]), S0[2:])
+            continue
+        h = cs[1].ring_count[item.clamp_min(0)]
+        fl = (h + 1 >= 4) & (item >= 0)
+        mixed += bool(fl.any() and (~fl & (item >= 0)).any())
+        outs = [_step(c, item, x, t % 9) for c in cs]
+        t += 1
+        for o in outs:
+            assert not torch.isnan(o).any()
+            assert torch.all(o[item < 0] == 0)
+        assert torch.equal(outs[0], outs[1]), t
+        for a, b in zip(_all_tensors(cs[0]), _all_tensors(cs[1])):
+            assert torch.equal(a, b), t
+    assert mixed >= 2                                   # launches that flush some rows and not others
+    assert cs[1].flush_count[:-1].max() >= 2
+
+
+@pytest.mark.parametrize("phase", [1, 2])
+def test_split_phases_touch_only_their_rows(phase, monkeypatch):
+    """One launch of a split step alone: PHASE 1 leaves every flushing slot untouched and writes the outputs
+    of the non-flush and padded rows only; PHASE 2 leaves every non-flushing slot untouched and writes the
+    flush rows' outputs only (padded and non-flush rows keep the NaN poison)."""
+    from replayssm_quant.kernels import decode
+
+    HV, K, V, L = 2, 48, 13, 4
+    x = random_decode_inputs("gdn", 4, 4, HV, K, V, generator=_gen(62), device=DEV)
+    c = _cache("gdn", "fp8/fp16+sr", HV, K, V, "triton", L=L, seed=3, block_v=8, split_flush=True)
+    c.load_state(torch.tensor([0, 1, 2]), torch.randn(3, HV, V, K, generator=_gen(63)).to(DEV))
+    for t in range(L - 1):                             # slot 2 is now one step before its flush
+        _step(c, torch.tensor([2, -1, -1, -1]), x, t)
+    _step(c, torch.tensor([-1, 0, -1, -1]), x, 0)
+    idx = torch.tensor([1, 2, -1, 0]).to(DEV)          # rows: non-flush (h=0), flush, padded, non-flush (h=1)
+    before = _all_tensors(c)
+    orig, phases = decode._decode_step_kernel, []
+
+    class OnePhase:                                    # runs only the launch of this phase
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                phases.append(kw["PHASE"])
+                if kw["PHASE"] == phase:
+                    orig[grid](*args, **kw)
+            return launch
+
+    monkeypatch.setattr(decode, "_decode_step_kernel", OnePhase())
+    out = torch.full((4, HV, V), float("nan"), device=DEV)
+    decode.triton_step(c, idx, x["q"][3], x["k"][3], x["v"][3], x["g"][3], x["beta"][3], out)
+    assert phases == [1, 2]
+    written = [0, 2, 3] if phase == 1 else [1]
+    for r in range(4):
+        assert (not torch.isnan(out[r]).any()) if r in written else torch.isnan(out[r]).all(), (phase, r)
+    if phase == 1:
+        assert torch.all(out[2] == 0)
+    untouched, changed = ([2], [0, 1]) if phase == 1 else ([0, 1], [2])
+    per_slot = [(a, b) for a, b in zip(before, _all_tensors(c)) if a.dim() and a.shape[0] >= 3]
+    for a, b in per_slot:
+        for s_ in untouched:
+            assert torch.equal(a[s_], b[s_]), (phase, s_)
+    for s_ in changed:
+        assert any(not torch.equal(a[s_], b[s_]) for a, b in per_slot), (phase, s_)
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
