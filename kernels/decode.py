@@ -549,7 +549,9 @@ def launch_config(cache, batch: int):
     so its register count is the non-flush path's alone; no register cap, ``num_warps`` from the ``[BV, BK]``
     tile) and then the flush rows (``PHASE = 2``: ``BVF``, ``num_warps`` and ``maxnreg`` above). Heuristic:
     split on the GPU when the grid has more than 2 programs per SM (the grids that get the register cap),
-    fused otherwise (batch 1: a second launch would cost ~2-3 us); the ``split_flush`` knob (bench
+    for gdn and mamba2 without an nvfp4 read copy (where the PHASE 1 kernel needs clearly fewer registers
+    than the fused one; unmeasured in time until the next GPU bench), fused otherwise (batch 1: a second
+    launch would cost ~2-3 us); the ``split_flush`` knob (bench
     ``--split-flush``; None = heuristic) forces it. Conventional (L = 1: every step is a flush) never splits.
     """
     V = cache.head_v
@@ -575,7 +577,12 @@ def launch_config(cache, batch: int):
     if maxnreg is None and large:
         maxnreg = REPLAY_MAXNREG
     split = getattr(cache, "split_flush", None)
-    split = cache.window > 1 and (large if split is None else bool(split))
+    if split is None:
+        # only where the non-flush-only kernel is clearly lighter (sm_90a AOT, docs/KERNELS.md "Split
+        # flush": gdn fp32 95 vs 113-128 registers, mamba2 78 vs 125); an nvfp4 read copy (190 vs 167)
+        # and kda (150 vs 159) stay fused until the GPU sweep says otherwise
+        split = large and cache.spec.read.name != "nvfp4" and cache.family in ("gdn", "mamba2")
+    split = cache.window > 1 and bool(split)
     return BV, BVF, num_warps, nvfp4, (maxnreg or None), split
 
 

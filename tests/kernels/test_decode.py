@@ -356,14 +356,16 @@ def test_gpu_launch_config_heuristic(monkeypatch):
 
     monkeypatch.setattr(decode, "_num_sms", lambda device: 132)
 
-    def cfg(spec, window, batch, **knobs):
+    def cfg(spec, window, batch, family="gdn", **knobs):
         c = SimpleNamespace(head_v=128, head_k=128, num_heads=32, window=window, spec=parse_state_spec(spec),
-                            device=torch.device("cuda"), **knobs)
+                            device=torch.device("cuda"), family=family, **knobs)
         return decode.launch_config(c, batch)
 
     # replay, large grid: 4096-element tiles, flush launch capped, split into non-flush + flush launches
     assert cfg("fp32", 16, 256) == (32, 16, 4, False, 128, True)
-    assert cfg("nvfp4/fp16", 16, 256) == (32, 16, 4, True, 128, True)
+    assert cfg("nvfp4/fp16", 16, 256) == (32, 16, 4, True, 128, False)   # nvfp4 read copy: stays fused
+    assert cfg("fp8/fp16", 16, 256)[5] is True and cfg("fp32", 16, 256, family="mamba2")[5] is True
+    assert cfg("fp32", 16, 256, family="kda")[5] is False                 # kda: stays fused
     assert cfg("fp32", 16, 1) == (16, 16, 4, False, None, False)     # batch 1: fine split, no cap, one launch
     assert cfg("fp32", 1, 256) == (64, 32, 8, False, None, False)    # conventional: unchanged 8192 tiles
     assert cfg("fp32", 16, 256, block_v=64) == (64, 32, 8, False, 128, True)
