@@ -160,6 +160,7 @@ class DecodeSession:
         self.cuda_graphs = bool(cuda_graphs) and os.environ.get("REPLAYSSM_CUDA_GRAPHS", "1") != "0"
         self._graphs: dict[int, tuple] = {}
         self._graph_pools: dict = {}
+        self._graphable = False
         self.layers = ssm_layers(model)
         if not self.layers:
             raise ValueError(f"{type(model).__name__} has no SSM layer this toolkit supports; supported: {SUPPORTED_MODELS}")
@@ -219,8 +220,7 @@ class DecodeSession:
 
     # ---- CUDA graphs of the per-layer SSM step ---------------------------------------------
     def _use_graphs(self, q: torch.Tensor) -> bool:
-        return (self.cuda_graphs and q.device.type == "cuda" and not torch.cuda.is_current_stream_capturing()
-                and all(c.backend == "triton" for c in self._caches[self._first_layer]))
+        return self._graphable and q.device.type == "cuda" and not torch.cuda.is_current_stream_capturing()
 
     def _graphed_step(self, idx: int, q, k, v, g, beta) -> torch.Tensor:
         """The step of every variant of layer ``idx`` as one CUDA graph replay.
@@ -245,7 +245,9 @@ class DecodeSession:
         static_in = tuple(None if x is None else x.detach().clone() for x in inputs)
         graph = torch.cuda.CUDAGraph()
         torch.cuda.current_stream().synchronize()
-        pool = self._graph_pools.setdefault(q.device.index, torch.cuda.graph_pool_handle())  # one per GPU
+        if q.device.index not in self._graph_pools:   # one memory pool per GPU, shared by its layers' graphs
+            self._graph_pools[q.device.index] = torch.cuda.graph_pool_handle()
+        pool = self._graph_pools[q.device.index]
         with torch.cuda.graph(graph, pool=pool):   # records only: nothing runs here
             static_out = self._step_all(idx, *static_in)
         self._graphs[idx] = (key, graph, static_in, static_out)
@@ -255,7 +257,6 @@ class DecodeSession:
         from replayssm_quant.kernels.state_cache import SSMStateCache
 
         self._caches, self._slots, self._graphs = {}, {}, {}
-        self._first_layer = self.layers[0][0]
         for idx, layer, fam in self.layers:
             dev = _device_of(layer)
             backend = self.backend or ("triton" if dev.type == "cuda" else "torch")
@@ -266,6 +267,8 @@ class DecodeSession:
                               backend=backend)
                 for var in self.variants]
             self._slots[idx] = torch.arange(num_docs, device=dev, dtype=torch.int64)
+        # decided once per prefill, not per step: graphs need every cache on the triton backend
+        self._graphable = self.cuda_graphs and all(c.backend == "triton" for cs in self._caches.values() for c in cs)
 
     # ---- prefill / step ------------------------------------------------------------
     @torch.no_grad()

@@ -40,35 +40,32 @@ def configure(parser):
                         help="tiny shapes in the Triton CPU interpreter (tests only; times are meaningless)")
 
 
+def _ints(option: str, values) -> list[int] | None:
+    """``values`` (strings) as integers; None when the option was not given."""
+    if not values:
+        return None
+    try:
+        return [int(v) for v in values]
+    except ValueError:
+        raise ValueError(f"{option} must be integers, got {','.join(values)}") from None
+
+
 def run(args):
     import sys
 
     from replayssm_quant.kernels.bench import run_bench
 
-    batches = None
-    if args.batches:
-        try:
-            batches = [int(b) for b in args.batches]
-        except ValueError:
-            raise ValueError(f"--batches must be integers, got {','.join(args.batches)}") from None
-        if min(batches) < 1:
-            raise ValueError("--batches must be positive")
+    batches = _ints("--batches", args.batches)
+    if batches is not None and min(batches) < 1:
+        raise ValueError("--batches must be positive")
     for name in ("block_v", "flush_block_v"):
         x = getattr(args, name)
         if x is not None and (x < 1 or x & (x - 1)):
             raise ValueError(f"--{name.replace('_', '-')} must be a power of two, got {x}")
-    sweep = None
-    if args.sweep_block_v:
-        try:
-            sweep = [int(b) for b in args.sweep_block_v]
-        except ValueError:
-            raise ValueError(f"--sweep-block-v must be integers, got {','.join(args.sweep_block_v)}") from None
-        if any(x < 16 or x & (x - 1) for x in sweep):
-            raise ValueError(f"--sweep-block-v sizes must be powers of two >= 16, got {sweep}")
-    try:
-        sweep_mr = [int(x) for x in args.sweep_maxnreg]
-    except ValueError:
-        raise ValueError(f"--sweep-maxnreg must be integers, got {','.join(args.sweep_maxnreg)}") from None
+    sweep = _ints("--sweep-block-v", args.sweep_block_v)
+    if sweep is not None and any(x < 16 or x & (x - 1) for x in sweep):
+        raise ValueError(f"--sweep-block-v sizes must be powers of two >= 16, got {sweep}")
+    sweep_mr = _ints("--sweep-maxnreg", args.sweep_maxnreg) or []
     for x in [args.maxnreg] + sweep_mr:
         if x is not None and x != 0 and not 24 <= x <= 255:
             raise ValueError(f"--maxnreg/--sweep-maxnreg must be 0 (no cap) or in 24..255, got {x}")
