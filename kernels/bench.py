@@ -14,7 +14,7 @@ ring and activation bytes are extra and not counted. The device copy bandwidth
 importable. Correctness on the device: fp32 replay/conventional outputs and
 checkpoints against the float64 oracle (the only tl.dot, in the replay flush, is fp32
 with input_precision="ieee": no TF32). Replay rows also report the time of a non-flush step alone
-(``nonflush_us``) and the implied flush-step time (``flush_us = L t - (L-1) nonflush``).
+(``nonflush_us``) and the flush step alone (``flush_us``: every slot's ring count set to L - 1 first).
 
 Writes ``results.csv``, ``memory.csv``, ``correctness.csv``, ``report.md`` and
 ``bench.png`` under ``--out`` (plus ``sweep.csv`` with ``--sweep-block-v``: replay times over V-block
@@ -142,10 +142,11 @@ def bench_inputs(family, batch, shape, window, device):
 
 
 def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, block_v=None, flush_block_v=None,
-                 maxnreg=None, split_flush=None):
+                 maxnreg=None, split_flush=None, prefetch=None):
     """Time one decode configuration on inputs ``x`` (:func:`bench_inputs`); returns a dict row.
     ``block_v``, ``flush_block_v``, ``maxnreg`` (0 = no register cap), ``split_flush`` (True: the replay step
-    as two launches, non-flush rows then flush rows; False: one fused kernel): launcher knobs, None = heuristic.
+    as two launches, non-flush rows then flush rows; False: one fused kernel), ``prefetch`` (the split
+    non-flush launch loads the next tile before reducing the current one): launcher knobs, None = heuristic.
     """
     probe = SSMStateCache(family, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"],
                           window=window, mode=mode, backend="torch")
@@ -161,6 +162,8 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
         cache.maxnreg = maxnreg    # 0 = no register cap
     if split_flush is not None:
         cache.split_flush = split_flush
+    if prefetch is not None:
+        cache.nonflush_prefetch = prefetch
     _fill_states(cache, 7)
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
     out = torch.empty(batch, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
@@ -186,15 +189,24 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
                                None if x["beta"] is None else x["beta"][s], out=out, validate=False)
 
         nf_us = timer(nonflush) * 1e3 / ((window - 1) * R)
-        fl_us = window * t_us - (window - 1) * nf_us
+
+        def flush():   # every slot one step before its flush (a difference L t - (L-1) t_nf is too noisy)
+            cache.ring_count.fill_(window - 1)
+            for idx in groups:
+                s = window - 1
+                cache.step(idx, x["q"][s], x["k"][s], x["v"][s], x["g"][s],
+                           None if x["beta"] is None else x["beta"][s], out=out, validate=False)
+
+        fl_us = timer(flush) * 1e3 / R
     elems = batch * cache.num_heads * cache.head_k * cache.head_v
     min_bytes = cache.spec.step_bytes_per_element(mode, window) * elems
-    from .decode import launch_config
+    from .decode import launch_config, nonflush_prefetch
     bv, bvf, nw, _, mr, split = launch_config(cache, batch)
     row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,
                nonflush_us=nf_us, flush_us=fl_us, min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9,
                rotation=R,
                block_v=bv, flush_block_v=bvf, num_warps=nw, maxnreg=mr or 0, split_flush=bool(split),
+               prefetch=bool(split) and nonflush_prefetch(cache),
                finite=bool(torch.isfinite(out).all()))
     del cache, out
     if device.type == "cuda":
@@ -395,7 +407,7 @@ def write_report(out, df, mem, corr, meta, notes):
               md(df[["family", "spec", "mode", "batch", "time_us", "nonflush_us", "flush_us", "min_bytes", "GBps",
                      "frac_copy_bw",
                      "speedup_vs_conv_fp32", "speedup_vs_fla", "rotation", "block_v", "flush_block_v", "num_warps",
-                     "maxnreg", "split_flush"]]), "",
+                     "maxnreg", "split_flush", "prefetch"]]), "",
               "## Memory per sequence slot per layer (checkpoints + ring, L = "
               f"{meta['window']})", "", md(mdf, ".4g"), "", "![time per step](bench.png)", ""]
     with open(os.path.join(out, "report.md"), "w") as f:
@@ -408,20 +420,21 @@ def tile_sweep(families, specs, batch, block_vs, shapes, window, timer, device, 
     """Replay timings of ``families`` x ``specs`` at ``batch`` over V-block sizes ``block_vs``, register
     caps ``maxnregs`` (None = the launcher's default, 0 = no cap; in a split step the cap applies to the
     flush launch, the non-flush launch is never capped) and ``splits`` (False: one fused kernel, True: non-flush
-    and flush rows as two launches): the data behind the launcher's tile and split heuristics. Returns a
-    DataFrame (one row per configuration, columns as :func:`bench_kernel`)."""
+    and flush rows as two launches; split steps are timed with and without the non-flush prefetch): the data
+    behind the launcher's tile, split and prefetch heuristics. Returns a DataFrame (one row per
+    configuration, columns as :func:`bench_kernel`)."""
     import pandas as pd
     from tqdm import tqdm
 
     rows = []
-    todo = [(f, s, bv, mr, sp) for f in families for s in specs for bv in block_vs for mr in maxnregs
-            for sp in splits]
+    todo = [(f, s, bv, mr, sp, pf) for f in families for s in specs for bv in block_vs for mr in maxnregs
+            for sp in splits for pf in ((True, False) if sp else (None,))]
     x, key = None, None
-    for fam, spec, bv, mr, sp in tqdm(todo, desc="tile sweep", disable=None):
+    for fam, spec, bv, mr, sp, pf in tqdm(todo, desc="tile sweep", disable=None):
         if key != fam:
             x, key = bench_inputs(fam, batch, shapes[fam], window, device), fam
         rows.append(bench_kernel(fam, spec, "replay", batch, shapes[fam], window, timer, device, x, bv, None, mr,
-                                 sp))
+                                 sp, pf))
     return pd.DataFrame(rows)
 
 
@@ -520,7 +533,7 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
                         list(sweep_maxnreg))
         sw.to_csv(os.path.join(out, "sweep.csv"), index=False)
         cols = ["family", "spec", "batch", "block_v", "flush_block_v", "num_warps", "maxnreg", "split_flush",
-                "time_us", "nonflush_us", "flush_us"]
+                "prefetch", "time_us", "nonflush_us", "flush_us"]
         table = markdown_table(sw[cols], ".1f")
         with open(os.path.join(out, "report.md"), "a") as f:
             f.write("\n## Tile sweep (replay; maxnreg 0 = no register cap, of the flush launch when split; "

@@ -34,10 +34,9 @@ log decays). Flush step: reads the recurrence tile, builds S_L in registers
 the recurrence tile (and the read tile when separate).
 All arithmetic in fp32; activations may be bf16/fp16 (converted after load).
 
-Split flush (large replay grids, :func:`launch_config`): the constexpr ``PHASE`` selects the rows a launch
-handles: 0 all (fused), 1 the non-flush rows (no flush code compiled in: the non-flush path's register count
-alone, no register cap), 2 the flush rows (no speculative non-flush loads); a split step is launch 1 then
-launch 2, both before the counter advance (docs/KERNELS.md "Split flush").
+Split step (large replay grids, :func:`launch_config`): :func:`_nonflush_kernel` handles the non-flush
+rows (one program per (row, head): the ring is read once and only its live entries), then this kernel with
+``FLUSH_ONLY`` the flush rows; both before the counter advance (docs/KERNELS.md "Split flush").
 """
 
 from __future__ import annotations
@@ -323,6 +322,66 @@ def _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_p
 
 
 @triton.jit
+def _ring_coeffs(Kr, gr, q, kt, gt, gts, GK: tl.constexpr):
+    """Ring terms of a non-flush step. ``Kr`` [L1P, BK] ring keys and ``gr`` their log decays ([L1P], or
+    [L1P, BK] when GK = K), both zero at the entries j >= h. The decay from entry j to now is
+    exp(sum_{l>j} g_l + g_t) (an exclusive reverse cumsum). Returns ``cq``, ``ck`` [L1P] (the entries'
+    decayed key products with q_t and k_t) and ``gam`` [BK] = gamma_{1:t} (decay of the checkpoint)."""
+    if GK == 1:
+        g_after = tl.cumsum(gr, 0, reverse=True) - gr                        # sum_{l>j} g_l
+        dec = tl.exp(g_after + gts)                                          # [L1P]
+        cq = tl.sum(Kr * q[None, :], 1) * dec
+        ck = tl.sum(Kr * kt[None, :], 1) * dec
+    else:
+        dec = tl.exp(tl.cumsum(gr, 0, reverse=True) - gr + gt[None, :])
+        cq = tl.sum(Kr * dec * q[None, :], 1)
+        ck = tl.sum(Kr * dec * kt[None, :], 1)
+    gam = tl.exp(tl.sum(gr, 0) + gt)
+    return cq, ck, gam
+
+
+@triton.jit
+def _nonflush_rows(S, Ur, cq, ck, gam, q, kt, vt, beta, DELTA: tl.constexpr):
+    """Output rows of a non-flush step from the read-copy tile ``S`` [BV, BK] and the ring's corrections
+    (mamba2: raw inputs) ``Ur`` [L1P, BV] (zero at j >= h): o = S (gam q) + sum_j u_j cq_j + u_t (k_t . q_t)
+    with u_t = beta (v_t - S (gam k_t) - sum_j u_j ck_j) (delta rule) or v_t. Returns (o, u_t), [BV] each."""
+    acc_q = tl.sum(Ur * cq[:, None], 0)                                       # [BV]
+    acc_q = acc_q + tl.sum(S * (gam * q)[None, :], 1)
+    if DELTA:
+        acc_k = tl.sum(Ur * ck[:, None], 0) + tl.sum(S * (gam * kt)[None, :], 1)
+        u = beta * (vt - acc_k)
+    else:
+        u = vt
+    o = acc_q + u * tl.sum(kt * q, 0)
+    return o, u
+
+
+@triton.jit
+def _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V: tl.constexpr, DELTA: tl.constexpr,
+                 CACHED: tl.constexpr):
+    """Append the V rows ``offs_v`` of the current input as ring entry ``eh``: the correction u_t (delta
+    rule) and, where the flush needs it (mamba2, separate delta-rule specs), the raw v_t."""
+    if DELTA:
+        tl.store(ru_ptr + eh * V + offs_v, u, mask=mv)
+    if not CACHED:
+        tl.store(rv_ptr + eh * V + offs_v, vt, mask=mv)
+
+
+@triton.jit
+def _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, gt, beta, offs_k, mk, lead, K: tl.constexpr,
+                 GK: tl.constexpr, DELTA: tl.constexpr, CACHED: tl.constexpr):
+    """Append k_t, g_t (and beta_t where the flush recomputes the corrections) as ring entry ``eh``; only
+    the ``lead`` program of a (row, head) writes them."""
+    tl.store(rk_ptr + eh * K + offs_k, kt, mask=mk & lead)
+    if GK == 1:
+        tl.store(rg_ptr + eh + offs_k, gt, mask=(offs_k == 0) & lead)
+    else:
+        tl.store(rg_ptr + eh * GK + offs_k, gt, mask=mk & lead)
+    if DELTA and not CACHED:
+        tl.store(rb_ptr + eh + offs_k, beta + tl.zeros(offs_k.shape, dtype=tl.float32), mask=(offs_k == 0) & lead)
+
+
+@triton.jit
 def _decode_step_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
     hp0, hp1, hp2, lp0, lp1, lp2,
@@ -331,18 +390,16 @@ def _decode_step_kernel(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr, NV4: tl.constexpr,
     GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, PHASE: tl.constexpr = 0,
+    CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr = False,
 ):
-    # PHASE (replay, L > 1; conventional is always 0): 0 = fused (flush and non-flush branch in one kernel);
-    # 1 = non-flush rows only (flush rows read h and write nothing; padded rows write their zero output);
-    # 2 = flush rows only (non-flush rows read h and write nothing, no speculative non-flush loads; padded rows
-    # write nothing). A split step is launch PHASE 1 + launch PHASE 2, both before the counter advance, so
-    # both read the same ring counts h. Invariant that makes the split exact: the rows of one step have
-    # distinct slots (validated in SSMStateCache.step; the bench and the decode sessions never repeat a slot
-    # in one step), and a program reads and writes only its own row's slot (checkpoints, ring entries,
-    # flush counter), its own output row and the read-only inputs; a row is handled entirely by one of the
-    # two launches (flush iff h + 1 >= L), so the two launches touch disjoint slots and output rows and
-    # their order does not matter.
+    # FLUSH_ONLY (replay, L > 1): the second launch of a split step (the first is _nonflush_kernel): only the
+    # flush rows are handled (non-flush and padded rows read h and write nothing; no speculative non-flush
+    # loads). Both launches run before the counter advance, so both read the same ring counts h. The split
+    # is exact because the rows of one step have distinct slots (validated in SSMStateCache.step; the bench
+    # and the decode sessions never repeat a slot in one step) and a program reads and writes only its own
+    # row's slot (checkpoints, ring entries, flush counter), its own output row and the read-only inputs; a
+    # row is handled entirely by one of the two launches (flush iff h + 1 >= L), so they touch disjoint
+    # slots and output rows and their order does not matter.
     # grid (V-blocks, HV, B): the V-block programs of one (row, head) are adjacent in launch order, so
     # the ring tiles they share are read from DRAM once (L2 hits for the others)
     pv = tl.program_id(0)
@@ -372,7 +429,7 @@ def _decode_step_kernel(
         beta = tl.load(beta_ptr + bh).to(tl.float32)
     else:
         beta = 0.0
-    if L > 1 and PHASE != 2:
+    if L > 1 and not FLUSH_ONLY:
         # speculative non-flush loads (wasted on the 1-in-L flush step; L2 hits for its own re-reads):
         # the read-copy tile and ALL L-1 ring entries (allocated for every slot); validity j < h is
         # applied to the loaded values with tl.where (stale entries may hold anything, NaN included)
@@ -392,113 +449,163 @@ def _decode_step_kernel(
                            other=0.0)                                                     # [L1P, BK]
     at = tl.exp(gt)
     if slot < 0:
-        if PHASE != 2:   # padded row: zero output (written by the fused or the non-flush launch)
+        if not FLUSH_ONLY:   # padded row: zero output (written by the fused or the non-flush launch)
             tl.store(out_ptr + bh * V + offs_v, tl.zeros([BV], dtype=tl.float32), mask=mv)
     else:
         if h + 1 >= L:
-            if PHASE != 1:   # constexpr: the non-flush launch (PHASE 1) contains no flush code
-                # ---- flush: S_hp + ring -> S_L in registers (corrections: cached for shared delta-rule specs,
-                # recomputed from S_hp for separate ones) -> both checkpoints.
-                # Rows are independent: tiles are processed in sub-blocks of BVF rows (fewer registers).
-                fc = tl.load(fcnt_ptr + slot)
-                if L > 1:   # per-(row, head) terms of the chunked flush, shared by the sub-blocks
-                    Kd, Kd2, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k,
-                                                              mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED)
-                else:
-                    Kd = kt
-                    Kd2 = kt
-                    T = kt
-                    dL = at
-                    br = at
-                    kdl = at
-                    cl = at
-                if NV4:
-                    # nvfp4 needs the amax of the whole (slot, head) state: the pv == 0 program flushes the
-                    # whole head in two passes (amax, then encode), recomputing S_L (deterministic).
-                    if NVF == 1 and pv == 0:
-                        # the whole head fits one sub-block: one pass, S_L stays in registers
-                        offs_f = tl.arange(0, BVF)
+            # ---- flush: S_hp + ring -> S_L in registers (corrections: cached for shared delta-rule specs,
+            # recomputed from S_hp for separate ones) -> both checkpoints.
+            # Rows are independent: tiles are processed in sub-blocks of BVF rows (fewer registers).
+            fc = tl.load(fcnt_ptr + slot)
+            if L > 1:   # per-(row, head) terms of the chunked flush, shared by the sub-blocks
+                Kd, Kd2, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k,
+                                                          mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED)
+            else:
+                Kd = kt
+                Kd2 = kt
+                T = kt
+                dL = at
+                br = at
+                kdl = at
+                cl = at
+            if NV4:
+                # nvfp4 needs the amax of the whole (slot, head) state: the pv == 0 program flushes the
+                # whole head in two passes (amax, then encode), recomputing S_L (deterministic).
+                if NVF == 1 and pv == 0:
+                    # the whole head fits one sub-block: one pass, S_L stays in registers
+                    offs_f = tl.arange(0, BVF)
+                    mf = offs_f < V
+                    S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
+                                 h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, L1, LP,
+                                 GK, DELTA, FMT_HP, BK, CACHED)
+                    s_enc = nvfp4_encode_scale(nvfp4_amax(S))
+                    _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
+                                       seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
+                    _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
+                elif pv == 0:
+                    amax = 0.0
+                    for r in tl.range(0, NVF, loop_unroll_factor=1):
+                        offs_f = r * BVF + tl.arange(0, BVF)
                         mf = offs_f < V
-                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
-                                     h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, L1, LP,
-                                     GK, DELTA, FMT_HP, BK, CACHED)
-                        s_enc = nvfp4_encode_scale(nvfp4_amax(S))
+                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
+                                     ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
+                                     L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 1)
+                        amax = tl.maximum(amax, nvfp4_amax(S))
+                    s_enc = nvfp4_encode_scale(amax)
+                    tl.debug_barrier()   # pass 1's saved corrections are visible to every thread of pass 2
+                    for r in tl.range(0, NVF, loop_unroll_factor=1):
+                        offs_f = r * BVF + tl.arange(0, BVF)
+                        mf = offs_f < V
+                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
+                                     ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
+                                     L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 2)
                         _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                            seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
-                        _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
-                    elif pv == 0:
-                        amax = 0.0
-                        for r in tl.range(0, NVF, loop_unroll_factor=1):
-                            offs_f = r * BVF + tl.arange(0, BVF)
-                            mf = offs_f < V
-                            S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
-                                         ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
-                                         L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 1)
-                            amax = tl.maximum(amax, nvfp4_amax(S))
-                        s_enc = nvfp4_encode_scale(amax)
-                        tl.debug_barrier()   # pass 1's saved corrections are visible to every thread of pass 2
-                        for r in tl.range(0, NVF, loop_unroll_factor=1):
-                            offs_f = r * BVF + tl.arange(0, BVF)
-                            mf = offs_f < V
-                            S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
-                                         ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
-                                         L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 2)
-                            _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
-                                               seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
-                        _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
-                else:
-                    for r in tl.range(0, BV // BVF, loop_unroll_factor=1):
-                        offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
-                        mf = offs_f < V
-                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
-                                     h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, L1, LP,
-                                     GK, DELTA, FMT_HP, BK, CACHED)
-                        _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
-                                           seed, fc, 1.0, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
+                    _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
+            else:
+                for r in tl.range(0, BV // BVF, loop_unroll_factor=1):
+                    offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
+                    mf = offs_f < V
+                    S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
+                                 h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, L1, LP,
+                                 GK, DELTA, FMT_HP, BK, CACHED)
+                    _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
+                                       seed, fc, 1.0, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
         elif L > 1:
-            if PHASE != 2:   # constexpr: the flush launch (PHASE 2) contains no non-flush code
+            if not FLUSH_ONLY:   # constexpr: the flush launch contains no non-flush code
                 # ---- non-flush: output from the read copy + ring; append the current input.
-                # Ring entries j < h as [L1P, BK] / [L1P, BV] tiles; decay from entry j to now:
-                # exp(sum_{l>j} g_l + g_t) via an exclusive reverse cumsum of the log decays.
                 mj = offs_j < h
-                S = S_nf
                 Kr = tl.where(mj[:, None], Kr_nf, 0.0)
                 Ur = tl.where(mj[:, None], Ur_nf, 0.0)
                 if GK == 1:
-                    gr = tl.where(mj, g_nf, 0.0)                                        # [L1P]
-                    g_after = tl.cumsum(gr, 0, reverse=True) - gr                        # sum_{l>j} g_l
-                    dec = tl.exp(g_after + gts)                          # [L1P]
-                    cq = tl.sum(Kr * q[None, :], 1) * dec
-                    ck = tl.sum(Kr * kt[None, :], 1) * dec
-                    gam = tl.exp(tl.sum(gr, 0) + gt)                                    # [BK] gamma_{1:t}
+                    gr = tl.where(mj, g_nf, 0.0)                                     # [L1P]
                 else:
-                    Gr = tl.where(mj[:, None], g_nf, 0.0)                               # [L1P, BK]
-                    dec = tl.exp(tl.cumsum(Gr, 0, reverse=True) - Gr + gt[None, :])
-                    cq = tl.sum(Kr * dec * q[None, :], 1)
-                    ck = tl.sum(Kr * dec * kt[None, :], 1)
-                    gam = tl.exp(tl.sum(Gr, 0) + gt)
-                acc_q = tl.sum(Ur * cq[:, None], 0)                                     # [BV]
-                acc_q = acc_q + tl.sum(S * (gam * q)[None, :], 1)
-                eh = ring0 + h
-                if DELTA:
-                    acc_k = tl.sum(Ur * ck[:, None], 0) + tl.sum(S * (gam * kt)[None, :], 1)
-                    u = beta * (vt - acc_k)
-                    tl.store(ru_ptr + eh * V + offs_v, u, mask=mv)
-                else:
-                    u = vt
-                o = acc_q + u * tl.sum(kt * q, 0)
+                    gr = tl.where(mj[:, None], g_nf, 0.0)                            # [L1P, BK]
+                cq, ck, gam = _ring_coeffs(Kr, gr, q, kt, gt, gts, GK)
+                o, u = _nonflush_rows(S_nf, Ur, cq, ck, gam, q, kt, vt, beta, DELTA)
                 tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
-                if not CACHED:   # raw v (and beta below): only the recompute (separate specs) and mamba2 read them
-                    tl.store(rv_ptr + eh * V + offs_v, vt, mask=mv)
-                lead = pv == 0
-                tl.store(rk_ptr + eh * K + offs_k, kt, mask=mk & lead)
-                if GK == 1:
-                    tl.store(rg_ptr + eh + offs_k, gt, mask=(offs_k == 0) & lead)
-                else:
-                    tl.store(rg_ptr + eh * GK + offs_k, gt, mask=mk & lead)
-                if DELTA and not CACHED:
-                    tl.store(rb_ptr + eh + offs_k, beta + tl.zeros([BK], dtype=tl.float32),
-                             mask=(offs_k == 0) & lead)
+                eh = ring0 + h
+                _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
+                _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, gt, beta, offs_k, mk, pv == 0, K, GK, DELTA, CACHED)
+
+
+@triton.jit
+def _nonflush_kernel(
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, lp0, lp1, lp2,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr,
+    HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr, BK: tl.constexpr,
+    BV: tl.constexpr, NVC: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_LP: tl.constexpr,
+    CACHED: tl.constexpr, PREFETCH: tl.constexpr,
+):
+    """First launch of a split replay step: the non-flush rows (and the padded rows' zero output).
+
+    Grid ``(cdiv(V, NVC * BV), HV, B)``: a program handles ``NVC`` consecutive ``[BV, BK]`` tiles of one
+    (row, head) (by default the whole head), so the ring's keys and decays are read and reduced once per
+    (row, head) rather than once per V-block, and only the ``h`` live entries are read (loads masked by
+    ``j < h``; the fused kernel loads all ``L - 1`` speculatively). The first tile of the read copy is
+    loaded before ``h`` is known; with ``PREFETCH`` each next tile is loaded before the current one is
+    reduced (two tiles in registers: :func:`nonflush_prefetch`).
+    Flush rows (``h + 1 >= L``) are left to the second launch (``_decode_step_kernel``, FLUSH_ONLY)."""
+    pg = tl.program_id(0)
+    head = tl.program_id(1)
+    b = tl.program_id(2)
+    offs_k = tl.arange(0, BK)
+    mk = offs_k < K
+    offs_b = tl.arange(0, BV)
+    v0 = pg * (NVC * BV)
+    bh = b.to(tl.int64) * HV + head
+    slot = tl.load(idx_ptr + b).to(tl.int64)
+    sh = tl.maximum(slot, 0) * HV + head
+    ring0 = sh * L1
+    h = tl.load(cnt_ptr + tl.maximum(slot, 0))
+    S_next = _load_tile(lp0, lp1, lp2, sh, v0 + offs_b, offs_k, v0 + offs_b < V, mk, K, V, FMT_LP, BK)
+    q = tl.load(q_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+    kt = tl.load(k_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+    if GK == 1:
+        gts = tl.load(g_ptr + bh).to(tl.float32)
+        gt = gts + tl.zeros([BK], dtype=tl.float32)
+    else:
+        gts = 0.0
+        gt = tl.load(g_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+    if DELTA:
+        beta = tl.load(beta_ptr + bh).to(tl.float32)
+    else:
+        beta = 0.0
+    if slot < 0:
+        for c in tl.static_range(NVC):
+            offs_v = v0 + c * BV + offs_b
+            tl.store(out_ptr + bh * V + offs_v, tl.zeros([BV], dtype=tl.float32), mask=offs_v < V)
+    elif h + 1 < L:
+        offs_j = tl.arange(0, L1P)
+        mj = offs_j < h                     # h <= L - 2: only live entries are read
+        ej = ring0 + offs_j
+        Kr = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mj[:, None] & mk[None, :], other=0.0)
+        if GK == 1:
+            gr = tl.load(rg_ptr + ej, mask=mj, other=0.0)
+        else:
+            gr = tl.load(rg_ptr + ej[:, None] * GK + offs_k[None, :], mask=mj[:, None] & mk[None, :], other=0.0)
+        cq, ck, gam = _ring_coeffs(Kr, gr, q, kt, gt, gts, GK)
+        eh = ring0 + h
+        for c in tl.static_range(NVC):
+            offs_v = v0 + c * BV + offs_b
+            mv = offs_v < V
+            if PREFETCH:
+                S = S_next
+                if c + 1 < NVC:             # load the next tile before reducing this one
+                    S_next = _load_tile(lp0, lp1, lp2, sh, offs_v + BV, offs_k, offs_v + BV < V, mk, K, V, FMT_LP, BK)
+            elif c == 0:
+                S = S_next
+            else:
+                S = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)
+            if DELTA:
+                Ur = tl.load(ru_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :], other=0.0)
+            else:
+                Ur = tl.load(rv_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :], other=0.0)
+            vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
+            o, u = _nonflush_rows(S, Ur, cq, ck, gam, q, kt, vt, beta, DELTA)
+            tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
+            _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
+        _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, gt, beta, offs_k, mk, pg == 0, K, GK, DELTA, CACHED)
 
 
 def _num_sms(device) -> int:
@@ -545,14 +652,14 @@ def launch_config(cache, batch: int):
     warps per SM; a few dozen bytes of spills in the flush branch) unless the ``maxnreg`` knob (bench
     ``--maxnreg``; 0 = no cap) says otherwise; small grids (batch 1) run uncapped (no spills).
 
-    ``split`` (replay only): run the step as two launches, the non-flush rows (``PHASE = 1``: no flush code,
-    so its register count is the non-flush path's alone; no register cap, ``num_warps`` from the ``[BV, BK]``
-    tile) and then the flush rows (``PHASE = 2``: ``BVF``, ``num_warps`` and ``maxnreg`` above). Heuristic:
+    ``split`` (replay only): run the step as two launches, the non-flush rows (:func:`_nonflush_kernel`: one
+    program per (row, head) looping over its ``[BV, BK]`` tiles with a prefetch, ring read once and only its
+    live entries; no flush code, no register cap, ``num_warps`` from the tile) and then the flush rows
+    (``_decode_step_kernel`` with ``FLUSH_ONLY``: ``BVF``, ``num_warps`` and ``maxnreg`` above). Heuristic:
     split on the GPU when the grid has more than 2 programs per SM (the grids that get the register cap),
-    for gdn and mamba2 without an nvfp4 read copy (where the PHASE 1 kernel needs clearly fewer registers
-    than the fused one; unmeasured in time until the next GPU bench), fused otherwise (batch 1: a second
-    launch would cost ~2-3 us); the ``split_flush`` knob (bench
-    ``--split-flush``; None = heuristic) forces it. Conventional (L = 1: every step is a flush) never splits.
+    every family and spec; fused otherwise (batch 1: a second launch would cost ~2-3 us); the
+    ``split_flush`` knob (bench ``--split-flush``; None = heuristic) forces it. Conventional (L = 1: every
+    step is a flush) never splits.
     """
     V = cache.head_v
     BK = block_k(cache.head_k)
@@ -578,12 +685,18 @@ def launch_config(cache, batch: int):
         maxnreg = REPLAY_MAXNREG
     split = getattr(cache, "split_flush", None)
     if split is None:
-        # only where the non-flush-only kernel is clearly lighter (sm_90a AOT, docs/KERNELS.md "Split
-        # flush": gdn fp32 95 vs 113-128 registers, mamba2 78 vs 125); an nvfp4 read copy (190 vs 167)
-        # and kda (150 vs 159) stay fused until the GPU sweep says otherwise
-        split = large and cache.spec.read.name != "nvfp4" and cache.family in ("gdn", "mamba2")
+        split = large
     split = cache.window > 1 and bool(split)
     return BV, BVF, num_warps, nvfp4, (maxnreg or None), split
+
+
+def nonflush_prefetch(cache) -> bool:
+    """Whether the split step's non-flush launch loads each next read-copy tile before reducing the current
+    one. Default: only for an fp32 read copy, where the decoded tile is the loaded one (sm_90a, BV = 32,
+    4 warps: gdn 128 registers with, 95 without: 4 vs 5 programs per SM; an fp8 read copy needs 177 vs 128,
+    nvfp4 202 vs 166, so there the occupancy loss outweighs it). The ``nonflush_prefetch`` knob overrides."""
+    knob = getattr(cache, "nonflush_prefetch", None)
+    return bool(knob) if knob is not None else cache.spec.read.name == "fp32"
 
 
 def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
@@ -627,13 +740,19 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
                   SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag, CACHED=cached)
     if split:
         # two launches, both before the counter advance (same ring counts h); they touch disjoint slots because
-        # the rows of one step have distinct slots (see the kernel): non-flush rows + padded rows' zero output
-        # (no flush code: fewer registers, no cap, warps from the tile), then the flush rows (the fused
-        # kernel's flush config: BVF, warps, register cap)
-        _decode_step_kernel[grid](*args, **consts, PHASE=1, num_warps=max(4, min(16, BV * BK // 1024)))
-        _decode_step_kernel[grid](*args, **consts, PHASE=2, num_warps=num_warps, **extra)
+        # the rows of one step have distinct slots (see the kernels): the non-flush rows + the padded rows' zero
+        # output (one program per (row, head) by default: ring read once, h-masked; no flush code, no register
+        # cap), then the flush rows (the fused kernel's flush config: BVF, warps, register cap)
+        NVC = triton.cdiv(V, BV)   # one program per (row, head)
+        _nonflush_kernel[(1, HV, B)](
+            q, k, v, g, beta, slot_idx, out, lp0, lp1, lp2,
+            cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count, HV,
+            K=K, V=V, L=cache.window, L1=consts["L1"], L1P=consts["L1P"], BK=BK, BV=BV, NVC=NVC,
+            GK=consts["GK"], DELTA=cache.delta, FMT_LP=consts["FMT_LP"], CACHED=cached,
+            PREFETCH=nonflush_prefetch(cache), num_warps=max(4, min(16, BV * BK // 1024)))
+        _decode_step_kernel[grid](*args, **consts, FLUSH_ONLY=True, num_warps=num_warps, **extra)
     else:
-        _decode_step_kernel[grid](*args, **consts, PHASE=0, num_warps=num_warps, **extra)
+        _decode_step_kernel[grid](*args, **consts, num_warps=num_warps, **extra)
     return out
 
 

@@ -363,9 +363,9 @@ def test_gpu_launch_config_heuristic(monkeypatch):
 
     # replay, large grid: 4096-element tiles, flush launch capped, split into non-flush + flush launches
     assert cfg("fp32", 16, 256) == (32, 16, 4, False, 128, True)
-    assert cfg("nvfp4/fp16", 16, 256) == (32, 16, 4, True, 128, False)   # nvfp4 read copy: stays fused
+    assert cfg("nvfp4/fp16", 16, 256) == (32, 16, 4, True, 128, True)    # every family and spec splits
     assert cfg("fp8/fp16", 16, 256)[5] is True and cfg("fp32", 16, 256, family="mamba2")[5] is True
-    assert cfg("fp32", 16, 256, family="kda")[5] is False                 # kda: stays fused
+    assert cfg("fp32", 16, 256, family="kda")[5] is True
     assert cfg("fp32", 16, 1) == (16, 16, 4, False, None, False)     # batch 1: fine split, no cap, one launch
     assert cfg("fp32", 1, 256) == (64, 32, 8, False, None, False)    # conventional: unchanged 8192 tiles
     assert cfg("fp32", 16, 256, block_v=64) == (64, 32, 8, False, 128, True)
@@ -428,9 +428,10 @@ def test_split_flush_bit_identical_to_fused(family, spec, block_v):
 
 @pytest.mark.parametrize("phase", [1, 2])
 def test_split_phases_touch_only_their_rows(phase, monkeypatch):
-    """One launch of a split step alone: PHASE 1 leaves every flushing slot untouched and writes the outputs
-    of the non-flush and padded rows only; PHASE 2 leaves every non-flushing slot untouched and writes the
-    flush rows' outputs only (padded and non-flush rows keep the NaN poison)."""
+    """One launch of a split step alone: launch 1 (_nonflush_kernel) leaves every flushing slot untouched and
+    writes the outputs of the non-flush and padded rows only; launch 2 (_decode_step_kernel, FLUSH_ONLY)
+    leaves every non-flushing slot untouched and writes the flush rows' outputs only (padded and non-flush
+    rows keep the NaN poison)."""
     from replayssm_quant.kernels import decode
 
     HV, K, V, L = 2, 48, 13, 4
@@ -442,17 +443,22 @@ def test_split_phases_touch_only_their_rows(phase, monkeypatch):
     _step(c, torch.tensor([-1, 0, -1, -1]), x, 0)
     idx = torch.tensor([1, 2, -1, 0]).to(DEV)          # rows: non-flush (h=0), flush, padded, non-flush (h=1)
     before = _all_tensors(c)
-    orig, phases = decode._decode_step_kernel, []
+    phases = []
 
     class OnePhase:                                    # runs only the launch of this phase
+        def __init__(self, kernel, which):
+            self.kernel, self.which = kernel, which
+
         def __getitem__(self, grid):
             def launch(*args, **kw):
-                phases.append(kw["PHASE"])
-                if kw["PHASE"] == phase:
-                    orig[grid](*args, **kw)
+                assert self.which == 1 or kw["FLUSH_ONLY"]
+                phases.append(self.which)
+                if self.which == phase:
+                    self.kernel[grid](*args, **kw)
             return launch
 
-    monkeypatch.setattr(decode, "_decode_step_kernel", OnePhase())
+    monkeypatch.setattr(decode, "_nonflush_kernel", OnePhase(decode._nonflush_kernel, 1))
+    monkeypatch.setattr(decode, "_decode_step_kernel", OnePhase(decode._decode_step_kernel, 2))
     out = torch.full((4, HV, V), float("nan"), device=DEV)
     decode.triton_step(c, idx, x["q"][3], x["k"][3], x["v"][3], x["g"][3], x["beta"][3], out)
     assert phases == [1, 2]
