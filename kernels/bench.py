@@ -493,6 +493,8 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
         notes.append("fla anchor not run (CPU smoke mode)")
 
     rows = []
+    os.makedirs(out, exist_ok=True)
+    partial = os.path.join(out, "results.partial.csv")
     todo = [(f, b, s, m) for f in families for b in batches for (s, m) in configs(specs)]
     x, key = None, None
     for fam, b, spec, mode in tqdm(todo, desc="bench", disable=None):
@@ -501,6 +503,7 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
             x = bench_inputs(fam, b, shapes[fam], window, device)
         rows.append(bench_kernel(fam, spec, mode, b, shapes[fam], window, timer, device, x, block_v,
                                  flush_block_v, maxnreg, split_flush))
+        pd.DataFrame(rows).to_csv(partial, index=False)   # a run cut short keeps what it measured
     del x
     if fla_ok:
         for b in tqdm(batches, desc="fla", disable=None):
@@ -526,6 +529,7 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
                 device=torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (Triton interpreter)",
                 versions=_versions(), window=window, copy_GBps=copy_bw, copy_detail=bw, shapes=shapes)
     write_report(out, df, memory_table(specs, shapes, window), corr, meta, notes)
+    os.remove(partial)
     if sweep_block_v:
         configs(list(sweep_specs))
         fams = [f for f in sweep_families if f in shapes]

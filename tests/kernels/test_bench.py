@@ -40,6 +40,7 @@ def test_bench_cpu_smoke_writes_report(tmp_path):
                    "--batches", "1", "--window", "2", "--sweep-block-v", "16", "--sweep-maxnreg", "96,0"])
     assert rc == 0
     df = pd.read_csv(out / "results.csv")
+    assert not (out / "results.partial.csv").exists()   # the incremental copy is gone once the report is written
     assert set(zip(df.spec, df["mode"])) == {("fp32", "conventional"), ("fp32", "replay"), ("nvfp4/fp16", "replay")}
     assert (df.time_us > 0).all() and df.finite.all()
     assert (df.min_bytes == [8 * 2 * 32 * 16, 4 * 1.5 * 2 * 32 * 16, (0.5625 + 2 * 2 / 2) * 2 * 32 * 16]).all()
