@@ -656,8 +656,8 @@ def launch_config(cache, batch: int):
     program per (row, head) looping over its ``[BV, BK]`` tiles with a prefetch, ring read once and only its
     live entries; no flush code, no register cap, ``num_warps`` from the tile) and then the flush rows
     (``_decode_step_kernel`` with ``FLUSH_ONLY``: ``BVF``, ``num_warps`` and ``maxnreg`` above). Heuristic:
-    split on the GPU when the grid has more than 2 programs per SM (the grids that get the register cap),
-    every family and spec; fused otherwise (batch 1: a second launch would cost ~2-3 us); the
+    split on the GPU when the grid has more than 8 programs per SM, every family and spec; fused otherwise
+    (a second launch costs ~3 us: mamba2 at batch 1, 512 programs, 9.5 us split vs 6.5 fused); the
     ``split_flush`` knob (bench ``--split-flush``; None = heuristic) forces it. Conventional (L = 1: every
     step is a flush) never splits.
     """
@@ -685,7 +685,9 @@ def launch_config(cache, batch: int):
         maxnreg = REPLAY_MAXNREG
     split = getattr(cache, "split_flush", None)
     if split is None:
-        split = large
+        # a second launch costs ~3 us: only grids of > 8 programs per SM (H200, mamba2 at batch 1, 512
+        # programs: 9.5 us split vs 6.5 fused)
+        split = large and batch * cache.num_heads * triton.cdiv(V, BV) > 8 * _num_sms(cache.device)
     split = cache.window > 1 and bool(split)
     return BV, BVF, num_warps, nvfp4, (maxnreg or None), split
 

@@ -375,8 +375,12 @@ def test_gpu_launch_config_heuristic(monkeypatch):
     assert cfg("fp32", 16, 256, split_flush=False)[5] is False
     assert cfg("fp32", 16, 1, split_flush=True)[5] is True
     assert cfg("fp32", 1, 256, split_flush=True)[5] is False
-    assert cfg("fp32", 16, 2)[5] is True      # BV = 16: 2 * 32 * 8 = 512 programs > 2 per SM (batch 1: 256)
-    assert cfg("fp32", 16, 16)[5] is True
+    assert cfg("fp32", 16, 2)[5] is False     # BV = 16: 2 * 32 * 8 = 512 programs: capped, not split (<= 8 per SM)
+    assert cfg("fp32", 16, 2)[4] == 128
+    m2 = SimpleNamespace(head_v=64, head_k=128, num_heads=128, window=16, spec=parse_state_spec("fp32"),
+                         device=torch.device("cuda"), family="mamba2")   # Nemotron-H: batch 1 is 512 programs
+    assert decode.launch_config(m2, 1)[4:] == (128, False) and decode.launch_config(m2, 2)[5] is True
+    assert cfg("fp32", 16, 16)[5] is True     # BV = 32: 16 * 32 * 4 = 2048 programs > 8 per SM
 
 
 def _split_pair(family, spec, block_v, **kw):
