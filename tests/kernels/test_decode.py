@@ -379,7 +379,7 @@ def test_gpu_launch_config_heuristic(monkeypatch):
     assert cfg("fp32", 16, 2)[4] == 128
     m2 = SimpleNamespace(head_v=64, head_k=128, num_heads=128, window=16, spec=parse_state_spec("fp32"),
                          device=torch.device("cuda"), family="mamba2")   # Nemotron-H: batch 1 is 512 programs
-    assert decode.launch_config(m2, 1)[4:] == (128, False) and decode.launch_config(m2, 2)[5] is True
+    assert decode.launch_config(m2, 1)[4:] == (128, False) and decode.launch_config(m2, 8)[5] is True
     assert cfg("fp32", 16, 16)[5] is True     # BV = 32: 16 * 32 * 4 = 2048 programs > 8 per SM
 
 
