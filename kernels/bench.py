@@ -441,8 +441,10 @@ def tile_sweep(families, specs, batch, block_vs, shapes, window, timer, device, 
 def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40, cpu_smoke=False,
               command=None, block_v=None, flush_block_v=None, maxnreg=None, sweep_block_v=None,
               sweep_maxnreg=(128, 0), sweep_specs=("fp32", "nvfp4/fp16"), sweep_families=("gdn",),
-              split_flush=None):
+              split_flush=None, resume=False):
     """Run the whole benchmark and write the report; returns the results DataFrame.
+    Measurements are appended to ``out/results.partial.csv`` as they finish; ``resume`` keeps the rows of
+    that file (a run cut short) and times only the missing (family, spec, mode, batch) configurations.
 
     ``split_flush`` (None = the launcher's heuristic, True/False forced): replay step as two launches
     (non-flush rows, flush rows) or one fused kernel, for the main table (column ``split_flush``).
@@ -495,25 +497,37 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
     rows = []
     os.makedirs(out, exist_ok=True)
     partial = os.path.join(out, "results.partial.csv")
-    todo = [(f, b, s, m) for f in families for b in batches for (s, m) in configs(specs)]
+    done = set()
+    if resume and os.path.exists(partial):
+        rows = pd.read_csv(partial).to_dict("records")
+        if rows and "copy_GBps" not in rows[0]:
+            raise ValueError(f"{partial} has no copy_GBps column (written by an older bench): it cannot be "
+                             "resumed; start a new --out folder")
+        done = {(r["family"], r["spec"], r["mode"], int(r["batch"])) for r in rows}
+        notes.append(f"resumed: {len(rows)} measurements from an earlier run into this folder (each row's "
+                     "copy_GBps is the copy bandwidth measured by the run that timed it)")
+    elif os.path.exists(partial):
+        os.remove(partial)
+    todo = [(f, b, s, m) for f in families for b in batches for (s, m) in configs(specs)
+            if (f, s, m, b) not in done]
     x, key = None, None
     for fam, b, spec, mode in tqdm(todo, desc="bench", disable=None):
         if key != (fam, b):
             x, key = None, (fam, b)
             x = bench_inputs(fam, b, shapes[fam], window, device)
-        rows.append(bench_kernel(fam, spec, mode, b, shapes[fam], window, timer, device, x, block_v,
-                                 flush_block_v, maxnreg, split_flush))
-        pd.DataFrame(rows).to_csv(partial, index=False)   # a run cut short keeps what it measured
+        rows.append(dict(bench_kernel(fam, spec, mode, b, shapes[fam], window, timer, device, x, block_v,
+                                      flush_block_v, maxnreg, split_flush), copy_GBps=copy_bw))
+        pd.DataFrame(rows).to_csv(partial, index=False)   # a run cut short keeps what it measured (--resume)
     del x
     if fla_ok:
         for b in tqdm(batches, desc="fla", disable=None):
             try:
-                rows.append(bench_fla(b, shapes["gdn"], window, timer, device))
+                rows.append(dict(bench_fla(b, shapes["gdn"], window, timer, device), copy_GBps=copy_bw))
             except Exception as e:  # pragma: no cover
                 notes.append(f"fla run failed at B={b}: {type(e).__name__}: {e}")
                 break
     df = pd.DataFrame(rows)
-    df["frac_copy_bw"] = df.GBps / copy_bw
+    df["frac_copy_bw"] = df.GBps / df.copy_GBps
     conv = df[(df.spec == "fp32") & (df["mode"] == "conventional")].set_index(["family", "batch"]).time_us
     df["speedup_vs_conv_fp32"] = [conv.get((f, b), float("nan")) / t for f, b, t in
                                   zip(df.family, df.batch, df.time_us)]

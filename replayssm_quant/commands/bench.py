@@ -36,6 +36,9 @@ def configure(parser):
                         help="replay step as two launches, non-flush rows then flush rows (on), one fused kernel "
                              "(off), or the launcher's heuristic: split large GPU grids (auto, default); the tile "
                              "sweep times both")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the measurements of a run into --out that was cut short (results.partial.csv) "
+                             "and time only the missing configurations")
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="tiny shapes in the Triton CPU interpreter (tests only; times are meaningless)")
 
@@ -76,6 +79,7 @@ def run(args):
                    flush_block_v=args.flush_block_v, maxnreg=args.maxnreg, sweep_block_v=sweep,
                    sweep_maxnreg=sweep_mr,
                    split_flush={"auto": None, "on": True, "off": False}[getattr(args, "split_flush", "auto")],
+                   resume=getattr(args, "resume", False),
                    command="replayssm-quant bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"]
                    else " ".join(sys.argv))
     print(f"wrote {args.out}/results.csv, report.md, bench.png ({len(df)} measurements)")

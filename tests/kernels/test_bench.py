@@ -61,3 +61,32 @@ def test_bench_cpu_smoke_writes_report(tmp_path):
     assert not sw[~sw.split_flush].prefetch.any() and sorted(sw[sw.split_flush].prefetch) == [False] * 4 + [True] * 4
     assert set(sw.groupby(["spec", "maxnreg"]).split_flush.nunique()) == {2}
     assert "## Tile sweep" in report
+
+
+@pytest.mark.skipif(torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") != "1",
+                    reason="CPU interpreter smoke run")
+def test_bench_resume_keeps_finished_measurements(tmp_path, capsys):
+    """A run cut short leaves results.partial.csv; --resume keeps its rows (not re-timed) and times only the
+    missing configurations; a partial file without per-row copy bandwidth is refused; without --resume a
+    stale partial file is discarded."""
+    import pandas as pd
+
+    out = tmp_path / "bench"
+    args = ["bench", "--cpu-smoke", "--out", str(out), "--families", "mamba2", "--specs", "fp32", "--batches", "1",
+            "--window", "2"]
+    assert cli.main(args) == 0
+    full = pd.read_csv(out / "results.csv")
+    assert len(full) == 2 and (full.copy_GBps > 0).all()
+    kept = full[full["mode"] == "conventional"].copy()
+    kept["time_us"] = 12345.0                              # a value no re-timing would reproduce
+    kept.drop(columns=["frac_copy_bw", "speedup_vs_conv_fp32", "speedup_vs_fla"]).to_csv(
+        out / "results.partial.csv", index=False)
+    assert cli.main(args + ["--resume"]) == 0
+    again = pd.read_csv(out / "results.csv").set_index("mode")
+    assert again.loc["conventional", "time_us"] == 12345.0 and again.loc["replay", "time_us"] != 12345.0
+    assert "resumed: 1 measurements" in (out / "report.md").read_text()
+    kept.drop(columns=["copy_GBps"]).to_csv(out / "results.partial.csv", index=False)
+    assert cli.main(args + ["--resume"]) == 2
+    assert "no copy_GBps column" in capsys.readouterr().err
+    assert cli.main(args) == 0                             # no --resume: the stale partial file is discarded
+    assert (pd.read_csv(out / "results.csv").time_us != 12345.0).all()
