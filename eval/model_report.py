@@ -25,6 +25,16 @@ DEFAULT_REPORT_DIR = REPO_ROOT / "reports" / "models"
 MODEL_FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
 
 
+
+def _stages(meta: dict) -> str:
+    """'1', or for a second stage (``--init-from``) the earlier stage's steps and settings."""
+    prior = meta.get("init_from")
+    if not prior:
+        return "1"
+    st = prior.get("settings", {})
+    return (f"2 (after {prior.get('steps')} steps at lr {st.get('lr')}, task fraction {st.get('task_fraction')}, "
+            f"seed {st.get('seed')})")
+
 def _md(df: pd.DataFrame) -> str:
     return df.to_markdown(index=False, floatfmt=".4g")
 
@@ -111,8 +121,10 @@ def write_report(models_dir: str | Path = DEFAULT_MODELS_DIR, report_dir: str | 
                       "mean tok/s": meta.get("mean_tok_per_s"), "batch x seq": f"{st.get('batch_size')} x {st.get('seq_len')}",
                       "peak lr": st.get("lr"), "task fraction": st.get("task_fraction"), "seed": st.get("seed"),
                       "shipped step": meta.get("selected_step"), "best val bpb": meta.get("best_val_bpb"),
-                      "final val bpb": meta.get("final_val_bpb")})
+                      "final val bpb": meta.get("final_val_bpb"), "stages": _stages(meta)})
     lines += ["## Training", "",
+              "Columns lr, task fraction, seed: the last stage's settings; steps, tokens and time: all stages; "
+              "'stages': earlier stages (`train-demo --init-from`) and their settings.", "",
               "bf16 autocast, AdamW, warmup + cosine learning rate over the wall-clock budget; the fast chunked "
               "GDN / SSD paths (eval/models/fast_gdn.py, fast_ssd.py) replace transformers' torch fallbacks during "
               "training only. Validation = the last 4% of every training book (never trained on); the shipped "

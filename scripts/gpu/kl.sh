@@ -5,11 +5,11 @@
 #
 # Per model: prefill 1024 tokens (fp32 model path), then 4096 teacher-forced decode tokens for 32
 # held-out windows (2 batches of 16 documents; 131072 tokens per spec, twice the 65536 asked), with
-# the fp32 reference and the specs fp32 (replay), bf16, fp16, fp8+sr, nvfp4+sr, nvfp4/fp16,
+# the fp32 reference (spec fp32, replay) and the specs bf16, fp16, fp8+sr, nvfp4+sr, nvfp4/fp16,
 # nvfp4/fp8+sr, fp8/fp16, conventional:fp16+sr, conventional:fp8+sr side by side (batch rows =
-# (spec, document) pairs, 11 x 16 = 176 rows). Triton state-cache kernels.
-# Estimate (not measured on the H200 yet): ~15-25 ms per decode step (launch-bound: ~6 SSM layers x
-# 11 caches), 2 x 4096 steps -> ~2-4 min per model plus Triton compile. If the 10-minute limit cuts
+# (spec, document) pairs, 10 x 16 = 160 rows). Triton state-cache kernels, CUDA-graphed per layer.
+# Measured (H200, --docs 16 --batch-docs 16, reports/kl/README.md): gdn-demo 2 min 28 s (72 s of it
+# Triton compile), mamba2-demo 1 min 1 s. If the 10-minute limit cuts
 # a run, rerun the same command: finished batches are kept and the run resumes.
 # Writes OUT/kl/<model>/ (run.json, records/, report.md, results.csv, buckets.csv, quartiles.csv,
 # ratios.csv, kl_vs_position.png, ratio_vs_position.png) and OUT/kl/<model>.log.

@@ -14,6 +14,9 @@
 # answer bits/byte, teacher-forced byte accuracy and exact match: copying has formed once the byte
 # accuracy passes ~0.95 (it jumps from ~0.50 when the attention's copy mechanism appears; with the
 # defaults, 4 x 4096 batches, at step ~1600 (gdn) / ~2700 (mamba2)).
+# The shipped models then had a second stage (one more call, reports/models/RUN.md): the same loop with
+#   bash scripts/gpu/train.sh $a --out "$OUT/$a" --init-from eval/default_models/$a --seed 1 --keep-last \
+#     --lr 1e-3 --task-fraction 0.85   (TRAIN_DEMO_TIMEOUT=550, TRAIN_DEMO_WORK=/tmp/tw_$a per run)
 # Install on the dev machine, then regenerate the report and run the tests:
 #   tar -xf <arch>.tar -C eval/default_models/
 #   replayssm-quant train-demo --report
