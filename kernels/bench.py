@@ -168,34 +168,28 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
     out = torch.empty(batch, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
 
-    def steps():
-        for s in range(window):
+    def rounds(ts):
+        """Decode steps t in ``ts`` for every slot group (one CUDA graph per timed function)."""
+        for t in ts:
             for idx in groups:
-                cache.step(idx, x["q"][s], x["k"][s], x["v"][s], x["g"][s],
-                           None if x["beta"] is None else x["beta"][s], out=out, validate=False)
+                cache.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t],
+                           None if x["beta"] is None else x["beta"][t], out=out, validate=False)
 
-    ms = timer(steps)
+    ms = timer(lambda: rounds(range(window)))
     n_steps = window * R
     t_us = ms * 1e3 / n_steps
     nf_us = fl_us = float("nan")
     if mode == "replay" and window > 1:
-        # the L - 1 non-flush steps alone (ring counters reset first, so every replay sees h = 0 .. L-2);
-        # the flush step then costs L * t - (L - 1) * t_nonflush
+        # the L - 1 non-flush steps alone (ring counters reset first, so every replay sees h = 0 .. L-2)
         def nonflush():
             cache.ring_count.zero_()
-            for s in range(window - 1):
-                for idx in groups:
-                    cache.step(idx, x["q"][s], x["k"][s], x["v"][s], x["g"][s],
-                               None if x["beta"] is None else x["beta"][s], out=out, validate=False)
+            rounds(range(window - 1))
 
         nf_us = timer(nonflush) * 1e3 / ((window - 1) * R)
 
         def flush():   # every slot one step before its flush (a difference L t - (L-1) t_nf is too noisy)
             cache.ring_count.fill_(window - 1)
-            for idx in groups:
-                s = window - 1
-                cache.step(idx, x["q"][s], x["k"][s], x["v"][s], x["g"][s],
-                           None if x["beta"] is None else x["beta"][s], out=out, validate=False)
+            rounds([window - 1])
 
         fl_us = timer(flush) * 1e3 / R
     elems = batch * cache.num_heads * cache.head_k * cache.head_v

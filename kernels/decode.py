@@ -322,6 +322,38 @@ def _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_p
 
 
 @triton.jit
+def _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K: tl.constexpr, BK: tl.constexpr,
+                      GK: tl.constexpr, DELTA: tl.constexpr):
+    """The current input of row-head ``bh`` in fp32: q, k [BK]; log decay g as a [BK] vector and (GK = 1)
+    the scalar gts (else 0); beta (0 without the delta rule). Returns (q, kt, gt, gts, beta)."""
+    q = tl.load(q_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+    kt = tl.load(k_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+    if GK == 1:
+        gts = tl.load(g_ptr + bh).to(tl.float32)
+        gt = gts + tl.zeros([BK], dtype=tl.float32)
+    else:
+        gts = 0.0
+        gt = tl.load(g_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+    if DELTA:
+        beta = tl.load(beta_ptr + bh).to(tl.float32)
+    else:
+        beta = 0.0
+    return q, kt, gt, gts, beta
+
+
+@triton.jit
+def _load_ring_keys(rk_ptr, rg_ptr, ej, mrow, offs_k, mk, K: tl.constexpr, GK: tl.constexpr):
+    """Ring entries ``ej`` [L1P] (rows where ``mrow`` is false read as 0): keys [L1P, BK] and log decays
+    ([L1P], or [L1P, BK] when GK = K)."""
+    Kr = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mrow[:, None] & mk[None, :], other=0.0)
+    if GK == 1:
+        gr = tl.load(rg_ptr + ej, mask=mrow, other=0.0)
+    else:
+        gr = tl.load(rg_ptr + ej[:, None] * GK + offs_k[None, :], mask=mrow[:, None] & mk[None, :], other=0.0)
+    return Kr, gr
+
+
+@triton.jit
 def _ring_coeffs(Kr, gr, q, kt, gt, gts, GK: tl.constexpr):
     """Ring terms of a non-flush step. ``Kr`` [L1P, BK] ring keys and ``gr`` their log decays ([L1P], or
     [L1P, BK] when GK = K), both zero at the entries j >= h. The decay from entry j to now is
@@ -416,19 +448,8 @@ def _decode_step_kernel(
     sh = tl.maximum(slot, 0) * HV + head
     ring0 = sh * L1
     h = tl.load(cnt_ptr + tl.maximum(slot, 0))
-    q = tl.load(q_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
-    kt = tl.load(k_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+    q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
     vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
-    if GK == 1:
-        gts = tl.load(g_ptr + bh).to(tl.float32)
-        gt = gts + tl.zeros([BK], dtype=tl.float32)
-    else:
-        gts = 0.0
-        gt = tl.load(g_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
-    if DELTA:
-        beta = tl.load(beta_ptr + bh).to(tl.float32)
-    else:
-        beta = 0.0
     if L > 1 and not FLUSH_ONLY:
         # speculative non-flush loads (wasted on the 1-in-L flush step; L2 hits for its own re-reads):
         # the read-copy tile and ALL L-1 ring entries (allocated for every slot); validity j < h is
@@ -437,16 +458,11 @@ def _decode_step_kernel(
         offs_j = tl.arange(0, L1P)
         mr = offs_j < L1
         ej = ring0 + offs_j
-        Kr_nf = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mr[:, None] & mk[None, :], other=0.0)
+        Kr_nf, g_nf = _load_ring_keys(rk_ptr, rg_ptr, ej, mr, offs_k, mk, K, GK)
         if DELTA:
             Ur_nf = tl.load(ru_ptr + ej[:, None] * V + offs_v[None, :], mask=mr[:, None] & mv[None, :], other=0.0)
         else:
             Ur_nf = tl.load(rv_ptr + ej[:, None] * V + offs_v[None, :], mask=mr[:, None] & mv[None, :], other=0.0)
-        if GK == 1:
-            g_nf = tl.load(rg_ptr + ej, mask=mr, other=0.0)                              # [L1P]
-        else:
-            g_nf = tl.load(rg_ptr + ej[:, None] * K + offs_k[None, :], mask=mr[:, None] & mk[None, :],
-                           other=0.0)                                                     # [L1P, BK]
     at = tl.exp(gt)
     if slot < 0:
         if not FLUSH_ONLY:   # padded row: zero output (written by the fused or the non-flush launch)
@@ -559,18 +575,7 @@ def _nonflush_kernel(
     ring0 = sh * L1
     h = tl.load(cnt_ptr + tl.maximum(slot, 0))
     S_next = _load_tile(lp0, lp1, lp2, sh, v0 + offs_b, offs_k, v0 + offs_b < V, mk, K, V, FMT_LP, BK)
-    q = tl.load(q_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
-    kt = tl.load(k_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
-    if GK == 1:
-        gts = tl.load(g_ptr + bh).to(tl.float32)
-        gt = gts + tl.zeros([BK], dtype=tl.float32)
-    else:
-        gts = 0.0
-        gt = tl.load(g_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
-    if DELTA:
-        beta = tl.load(beta_ptr + bh).to(tl.float32)
-    else:
-        beta = 0.0
+    q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
     if slot < 0:
         for c in tl.static_range(NVC):
             offs_v = v0 + c * BV + offs_b
@@ -579,11 +584,7 @@ def _nonflush_kernel(
         offs_j = tl.arange(0, L1P)
         mj = offs_j < h                     # h <= L - 2: only live entries are read
         ej = ring0 + offs_j
-        Kr = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mj[:, None] & mk[None, :], other=0.0)
-        if GK == 1:
-            gr = tl.load(rg_ptr + ej, mask=mj, other=0.0)
-        else:
-            gr = tl.load(rg_ptr + ej[:, None] * GK + offs_k[None, :], mask=mj[:, None] & mk[None, :], other=0.0)
+        Kr, gr = _load_ring_keys(rk_ptr, rg_ptr, ej, mj, offs_k, mk, K, GK)
         cq, ck, gam = _ring_coeffs(Kr, gr, q, kt, gt, gts, GK)
         eh = ring0 + h
         for c in tl.static_range(NVC):
