@@ -52,11 +52,15 @@ def _step(c, idx, x, t, poison=True):
 
 
 def _all_tensors(c, with_u=True):
-    """Every stored tensor of the cache (checkpoints, ring, counters; padded-row scratch excluded)."""
+    """Every stored tensor of the cache (checkpoints, ring, counters; padded-row scratch excluded). The cached
+    corrections ``ring_u`` only at the live entries (j < ring count): a two-pass nvfp4 flush of a separate spec
+    parks its recomputed corrections in the slots that the flush empties, which the reference does not; dead
+    entries are never read (the next appends overwrite them first)."""
     ts = list(c.hp.tensors()) + list(c.lp.tensors())
     ts += [c.ring_g, c.ring_k, c.ring_v, c.ring_beta, c.ring_count[:-1], c.flush_count[:-1]]
     if with_u:
-        ts.append(c.ring_u)
+        live = torch.arange(c.ring_u.shape[2], device=c.ring_u.device) < c.ring_count[:-1, None]   # [S, L1]
+        ts.append(torch.where(live[:, None, :, None], c.ring_u, 0.0))
     return [t.clone() for t in ts]
 
 
@@ -304,24 +308,26 @@ def test_bytes_per_slot():
 
 @pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp8+sr"), ("mamba2", "nvfp4+sr"), ("gdn", "nvfp4+sr"),
                                          ("kda", "nvfp4")])
-def test_nvfp4_two_pass_flush_bit_exact(family, spec):
+@pytest.mark.parametrize("split", [False, True], ids=["fused", "split"])
+def test_nvfp4_two_pass_flush_bit_exact(family, spec, split):
     """V = 40 with 16-row flush sub-blocks: the nvfp4 flush takes the two-pass path (amax pass saving the
     corrections, then the encode pass reloading them; shared delta-rule specs: only the current correction,
-    the others are the ring's cached ones); still bit for bit the torch reference."""
+    the others are the ring's cached ones); still bit for bit the torch reference. Fused: the pv == 0 program
+    flushes the whole head; split: 16-row V-blocks (3 per head, the last one masked: 40 = 16 + 16 + 8) each
+    flush their rows, pass 1 storing amax partials that pass 2 combines."""
     HV, K, V, L = 1, 32, 40, 3
     x = random_decode_inputs(family, 7, 2, HV, K, V, generator=_gen(21), device=DEV)
     S0 = torch.randn(2, HV, V, K, generator=_gen(22)).to(DEV)
-    cs = [_cache(family, spec, HV, K, V, b, L=L, slots=3, seed=5, flush_block_v=16) for b in ("torch", "triton")]
+    kw = dict(block_v=16, split_flush=True) if split else {}
+    cs = [_cache(family, spec, HV, K, V, b, L=L, slots=3, seed=5, flush_block_v=16, **kw)
+          for b in ("torch", "triton")]
     for c in cs:
         c.load_state(torch.tensor([2, 0]), S0)
     idx = torch.tensor([2, 0])
     for t in range(7):
         outs = [_step(c, idx, x, t) for c in cs]
         assert _rel(outs[1], outs[0]) <= 1e-5, t
-        # separate specs: pass 1 parks the recomputed corrections in the (dead) ring u slots, which the
-        # reference does not; shared specs flush with the cached u_j and leave them as they are
-        with_u = cs[0].spec.shared
-        for a, b in zip(_all_tensors(cs[0], with_u), _all_tensors(cs[1], with_u)):
+        for a, b in zip(_all_tensors(cs[0]), _all_tensors(cs[1])):
             assert torch.equal(a, b), t
     assert cs[1].flush_count[:-1].max() >= 3
 
@@ -432,10 +438,10 @@ def test_split_flush_bit_identical_to_fused(family, spec, block_v):
 
 @pytest.mark.parametrize("phase", [1, 2])
 def test_split_phases_touch_only_their_rows(phase, monkeypatch):
-    """One launch of a split step alone: launch 1 (_nonflush_kernel) leaves every flushing slot untouched and
-    writes the outputs of the non-flush and padded rows only; launch 2 (_decode_step_kernel, FLUSH_ONLY)
-    leaves every non-flushing slot untouched and writes the flush rows' outputs only (padded and non-flush
-    rows keep the NaN poison)."""
+    """One phase of a split step alone: the non-flush launches (_nonflush_coeff_kernel, _nonflush_tile_kernel)
+    leave every flushing slot untouched and write the outputs of the non-flush and padded rows only; the flush
+    launch (_decode_step_kernel, FLUSH_ONLY) leaves every non-flushing slot untouched and writes the flush rows'
+    outputs only (padded and non-flush rows keep the NaN poison)."""
     from replayssm_quant.kernels import decode
 
     HV, K, V, L = 2, 48, 13, 4
@@ -461,11 +467,12 @@ def test_split_phases_touch_only_their_rows(phase, monkeypatch):
                     self.kernel[grid](*args, **kw)
             return launch
 
-    monkeypatch.setattr(decode, "_nonflush_kernel", OnePhase(decode._nonflush_kernel, 1))
+    monkeypatch.setattr(decode, "_nonflush_coeff_kernel", OnePhase(decode._nonflush_coeff_kernel, 1))
+    monkeypatch.setattr(decode, "_nonflush_tile_kernel", OnePhase(decode._nonflush_tile_kernel, 1))
     monkeypatch.setattr(decode, "_decode_step_kernel", OnePhase(decode._decode_step_kernel, 2))
     out = torch.full((4, HV, V), float("nan"), device=DEV)
     decode.triton_step(c, idx, x["q"][3], x["k"][3], x["v"][3], x["g"][3], x["beta"][3], out)
-    assert phases == [1, 2]
+    assert phases == [1, 1, 2]
     written = [0, 2, 3] if phase == 1 else [1]
     for r in range(4):
         assert (not torch.isnan(out[r]).any()) if r in written else torch.isnan(out[r]).all(), (phase, r)
