@@ -419,13 +419,84 @@ def _decode_step_kernel(
     hp0, hp1, hp2, lp0, lp1, lp2,
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, amax_ptr,
     seed, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr,
-    LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr, NV4: tl.constexpr,
-    GK: tl.constexpr, DELTA: tl.constexpr,
+    LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
+    NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr = False, NV4_PASS: tl.constexpr = 0, NVB: tl.constexpr = 1,
-    NVBP: tl.constexpr = 1,
+    CACHED: tl.constexpr,
 ):
-    # FLUSH_ONLY (replay, L > 1): the second launch of a split step (the first is _nonflush_kernel): only the
+    """The fused step (every row, flush or not) and conventional decoding: grid ``(cdiv(V, BV), HV, B)``, one
+    program per (V-block, head, row) (:func:`_step_program`). The V-block programs of one (row, head) are
+    adjacent in launch order, so the ring tiles they share are read from DRAM once (L2 hits for the others)."""
+    _step_program(tl.program_id(0), tl.program_id(1), tl.program_id(2), q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2,
+                  rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, amax_ptr, seed, HV, K, V, L, L1, L1P, LP,
+                  LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, False, 0, 1, 1)
+
+
+@triton.jit
+def _flush_rows_kernel(idx_ptr, cnt_ptr, rows_ptr, nrows_ptr, B, L: tl.constexpr, BLOCK: tl.constexpr):
+    """Split step: the list of the rows that flush this step (slot >= 0, h + 1 >= L), in row order, into
+    ``rows[0:n]`` and its length n into ``nrows[0]``. One program, BLOCK rows at a time (prefix sums)."""
+    n = 0
+    start = 0
+    while start < B:   # (a range() with a runtime bound fails in the Triton 3.6 interpreter)
+        offs = start + tl.arange(0, BLOCK)
+        m = offs < B
+        slot = tl.load(idx_ptr + offs, mask=m, other=-1).to(tl.int64)
+        h = tl.load(cnt_ptr + tl.maximum(slot, 0), mask=m, other=0)
+        fl = (m & (slot >= 0) & (h + 1 >= L)).to(tl.int32)
+        pos = n + tl.cumsum(fl, 0) - 1
+        tl.store(rows_ptr + pos, offs, mask=fl > 0)
+        n += tl.sum(fl, 0)
+        start += BLOCK
+    tl.store(nrows_ptr, n)
+
+
+@triton.jit
+def _flush_kernel(
+    rows_ptr, nrows_ptr,
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
+    hp0, hp1, hp2, lp0, lp1, lp2,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, amax_ptr,
+    seed, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr,
+    LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
+    NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
+    FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
+    CACHED: tl.constexpr, NV4_PASS: tl.constexpr, NVB: tl.constexpr, NVBP: tl.constexpr,
+):
+    """Split step, flush launch (FLUSH_ONLY; nvfp4: once per NV4_PASS): a persistent grid of a few programs
+    per SM loops over the work items (flush row, head, V-block) of the rows listed by
+    :func:`_flush_rows_kernel`, each handled like a program of the fused grid. On the L - 1 of L steps where a
+    slot group does not flush the list is empty and the launch costs a few microseconds (a full grid of
+    programs that each read their row's slot and ring count and exit cost ~100 us at batch 256 on the H200)."""
+    n = tl.load(nrows_ptr) * (HV * NVB)
+    w = tl.program_id(0)
+    while w < n:   # (a range() with a loaded bound fails in the Triton 3.6 interpreter)
+        i = w // (HV * NVB)
+        head = (w // NVB) % HV
+        pv = w % NVB
+        b = tl.load(rows_ptr + i)
+        _step_program(pv, head, b, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2,
+                  rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, amax_ptr, seed, HV, K, V, L, L1, L1P, LP,
+                  LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, True, NV4_PASS, NVB, NVBP)
+        w += tl.num_programs(0)
+
+
+@triton.jit
+def _step_program(
+    pv, head, b,
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
+    hp0, hp1, hp2, lp0, lp1, lp2,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, amax_ptr,
+    seed, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr,
+    LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
+    NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
+    FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
+    CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr, NV4_PASS: tl.constexpr, NVB: tl.constexpr,
+    NVBP: tl.constexpr,
+):
+    """One (V-block ``pv``, head, row ``b``) of a decode step: the fused step's program, or (FLUSH_ONLY) a
+    work item of the split step's flush launch."""
+    # FLUSH_ONLY (replay, L > 1): the flush launch of a split step (after _nonflush_coeff_kernel and _nonflush_tile_kernel): only the
     # flush rows are handled (non-flush and padded rows read h and write nothing; no speculative non-flush
     # loads). Both launches run before the counter advance, so both read the same ring counts h. The split
     # is exact because the rows of one step have distinct slots (validated in SSMStateCache.step; the bench
@@ -439,11 +510,6 @@ def _decode_step_kernel(
     # them from the saved corrections (UMODE 2, bit-identical), takes the max of the NVB partials and
     # encodes its rows; _nvfp4_head_scale_kernel then stores the head scales. The fused kernel (NV4_PASS = 0)
     # flushes the whole head from the pv == 0 program instead.
-    # grid (V-blocks, HV, B): the V-block programs of one (row, head) are adjacent in launch order, so
-    # the ring tiles they share are read from DRAM once (L2 hits for the others)
-    pv = tl.program_id(0)
-    head = tl.program_id(1)
-    b = tl.program_id(2)
     offs_v = pv * BV + tl.arange(0, BV)
     mv = offs_v < V
     offs_k = tl.arange(0, BK)
@@ -577,19 +643,22 @@ def _decode_step_kernel(
 
 
 @triton.jit
-def _nvfp4_head_scale_kernel(idx_ptr, cnt_ptr, amax_ptr, hp2, lp2, HV, L: tl.constexpr, NVB: tl.constexpr,
+def _nvfp4_head_scale_kernel(rows_ptr, nrows_ptr, idx_ptr, amax_ptr, hp2, lp2, HV, NVB: tl.constexpr,
                              NVBP: tl.constexpr, FMT_HP: tl.constexpr, FMT_LP: tl.constexpr):
-    """Split nvfp4 flush, last launch: grid ``(HV, B)``; for a flush row stores the (slot, head) encode scale
-    of each nvfp4 checkpoint from the NVB amax partials of pass 1 (pass 2 encoded the rows with the same
-    value; it cannot store it itself, its V-block programs decode S_hp with the old scale)."""
-    head = tl.program_id(0)
-    b = tl.program_id(1)
-    slot = tl.load(idx_ptr + b).to(tl.int64)
-    h = tl.load(cnt_ptr + tl.maximum(slot, 0))
-    if (slot >= 0) & (h + 1 >= L):
-        offs_p = tl.arange(0, NVBP)
-        parts = tl.load(amax_ptr + (b.to(tl.int64) * HV + head) * NVB + offs_p, mask=offs_p < NVB, other=0.0)
+    """Split nvfp4 flush, last launch: a persistent grid loops over the (flush row, head) pairs of the rows
+    listed by :func:`_flush_rows_kernel` and stores the (slot, head) encode scale of each nvfp4 checkpoint from
+    the NVB amax partials of pass 1 (pass 2 encoded the rows with the same value; it cannot store it itself,
+    its V-block programs decode S_hp with the old one)."""
+    offs_p = tl.arange(0, NVBP)
+    n = tl.load(nrows_ptr) * HV
+    w = tl.program_id(0)
+    while w < n:
+        b = tl.load(rows_ptr + w // HV).to(tl.int64)
+        head = w % HV
+        slot = tl.load(idx_ptr + b).to(tl.int64)
+        parts = tl.load(amax_ptr + (b * HV + head) * NVB + offs_p, mask=offs_p < NVB, other=0.0)
         _store_head_scale(hp2, lp2, slot * HV + head, nvfp4_encode_scale(tl.max(parts, 0)), FMT_HP, FMT_LP)
+        w += tl.num_programs(0)
 
 
 @triton.jit
@@ -713,6 +782,7 @@ def choose_block_v(cache, batch: int) -> int:
     return bv
 
 
+FLUSH_PROGRAMS_PER_SM = 4   # persistent flush launch of a split step: 4 warps x 128 registers fill an SM
 REPLAY_MAXNREG = 128   # register cap of a large replay launch on the GPU (4 warps: 4 programs per SM)
 
 
@@ -853,16 +923,23 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
             K=K, V=V, L=cache.window, L1=consts["L1"], L1P=L1P, BK=BK, BV=BVN, GK=consts["GK"],
             DELTA=cache.delta, FMT_LP=consts["FMT_LP"], CACHED=cached,
             num_warps=max(4, min(16, BVN * BK // 1024)))
+        # the flush rows: listed first, then a persistent grid over their (row, head, V-block) work items
+        rows = torch.empty(B, dtype=torch.int32, device=v.device)
+        nrows = torch.empty(1, dtype=torch.int32, device=v.device)
+        _flush_rows_kernel[(1,)](slot_idx, cache.ring_count, rows, nrows, B, L=cache.window,
+                                 BLOCK=min(1024, triton.next_power_of_2(B)))
+        nprog = min(B * HV * NVB, FLUSH_PROGRAMS_PER_SM * _num_sms(v.device))
+        fargs = (rows, nrows) + args
         if nvfp4:   # the head's amax: pass 1 partials per V-block, pass 2 encodes (no idle V-block programs)
             NVBP = triton.next_power_of_2(NVB)
             for p in (1, 2):
-                _decode_step_kernel[grid](*args, **consts, FLUSH_ONLY=True, NV4_PASS=p, NVB=NVB, NVBP=NVBP,
-                                          num_warps=num_warps, **extra)
-            _nvfp4_head_scale_kernel[(HV, B)](slot_idx, cache.ring_count, amax, hp2, lp2, HV, L=cache.window,
-                                              NVB=NVB, NVBP=NVBP, FMT_HP=consts["FMT_HP"],
-                                              FMT_LP=consts["FMT_LP"], num_warps=1)
+                _flush_kernel[(nprog,)](*fargs, **consts, NV4_PASS=p, NVB=NVB, NVBP=NVBP, num_warps=num_warps,
+                                        **extra)
+            _nvfp4_head_scale_kernel[(min(B * HV, 32 * _num_sms(v.device)),)](
+                rows, nrows, slot_idx, amax, hp2, lp2, HV, NVB=NVB, NVBP=NVBP, FMT_HP=consts["FMT_HP"],
+                FMT_LP=consts["FMT_LP"], num_warps=1)
         else:
-            _decode_step_kernel[grid](*args, **consts, FLUSH_ONLY=True, num_warps=num_warps, **extra)
+            _flush_kernel[(nprog,)](*fargs, **consts, NV4_PASS=0, NVB=NVB, NVBP=1, num_warps=num_warps, **extra)
     else:
         _decode_step_kernel[grid](*args, **consts, num_warps=num_warps, **extra)
     return out

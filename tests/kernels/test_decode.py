@@ -440,7 +440,7 @@ def test_split_flush_bit_identical_to_fused(family, spec, block_v):
 def test_split_phases_touch_only_their_rows(phase, monkeypatch):
     """One phase of a split step alone: the non-flush launches (_nonflush_coeff_kernel, _nonflush_tile_kernel)
     leave every flushing slot untouched and write the outputs of the non-flush and padded rows only; the flush
-    launch (_decode_step_kernel, FLUSH_ONLY) leaves every non-flushing slot untouched and writes the flush rows'
+    launches (_flush_rows_kernel listing the flush rows, the persistent _flush_kernel) leave every non-flushing slot untouched and writes the flush rows'
     outputs only (padded and non-flush rows keep the NaN poison)."""
     from replayssm_quant.kernels import decode
 
@@ -461,7 +461,6 @@ def test_split_phases_touch_only_their_rows(phase, monkeypatch):
 
         def __getitem__(self, grid):
             def launch(*args, **kw):
-                assert self.which == 1 or kw["FLUSH_ONLY"]
                 phases.append(self.which)
                 if self.which == phase:
                     self.kernel[grid](*args, **kw)
@@ -469,10 +468,12 @@ def test_split_phases_touch_only_their_rows(phase, monkeypatch):
 
     monkeypatch.setattr(decode, "_nonflush_coeff_kernel", OnePhase(decode._nonflush_coeff_kernel, 1))
     monkeypatch.setattr(decode, "_nonflush_tile_kernel", OnePhase(decode._nonflush_tile_kernel, 1))
-    monkeypatch.setattr(decode, "_decode_step_kernel", OnePhase(decode._decode_step_kernel, 2))
+    monkeypatch.setattr(decode, "_flush_rows_kernel", OnePhase(decode._flush_rows_kernel, 2))
+    monkeypatch.setattr(decode, "_flush_kernel", OnePhase(decode._flush_kernel, 2))
+    monkeypatch.setattr(decode, "_decode_step_kernel", OnePhase(decode._decode_step_kernel, 0))   # never
     out = torch.full((4, HV, V), float("nan"), device=DEV)
     decode.triton_step(c, idx, x["q"][3], x["k"][3], x["v"][3], x["g"][3], x["beta"][3], out)
-    assert phases == [1, 1, 2]
+    assert phases == [1, 1, 2, 2]
     written = [0, 2, 3] if phase == 1 else [1]
     for r in range(4):
         assert (not torch.isnan(out[r]).any()) if r in written else torch.isnan(out[r]).all(), (phase, r)
@@ -538,3 +539,23 @@ def test_bytes_per_slot_shared_ring_has_no_raw_inputs(family):
     assert shared.bytes_per_slot() == 4 * 128 * 128 * 4 + shared.ring_bytes_per_slot()
     sep = _cache(family, "bf16/fp32", 4, 128, 128, "torch", L=16, slots=1)
     assert sep.ring_bytes_per_slot() == 4 * 15 * (GK + 128 + 128 + 1 + 128) * 4 + 8
+
+
+def test_flush_rows_list_over_several_blocks():
+    """_flush_rows_kernel lists the rows that flush (slot >= 0 and h + 1 >= L) in row order, also when the batch
+    spans several BLOCK-row chunks (B = 11, BLOCK = 4, masked tail); entries past the count are not written."""
+    from replayssm_quant.kernels import decode
+
+    g = _gen(70)
+    L, B = 4, 11
+    cnt = torch.randint(0, L, (9,), generator=g, dtype=torch.int32)
+    idx = torch.randperm(8, generator=g)[:B].to(torch.int32)
+    idx = torch.cat([idx, torch.tensor([-1, -1, -1, -1], dtype=torch.int32)])[torch.randperm(12, generator=g)][:B]
+    rows = torch.full((B,), -7, dtype=torch.int32)
+    n = torch.full((1,), -7, dtype=torch.int32)
+    decode._flush_rows_kernel[(1,)](idx.to(DEV), cnt.to(DEV), rows_d := rows.to(DEV), n_d := n.to(DEV), B, L=L,
+                                    BLOCK=4)
+    want = [b for b in range(B) if idx[b] >= 0 and cnt[idx[b].clamp_min(0)] + 1 >= L]
+    assert 0 < len(want) < B
+    assert n_d.item() == len(want) and rows_d[:len(want)].tolist() == want
+    assert (rows_d[len(want):] == -7).all()
