@@ -19,7 +19,7 @@ with input_precision="ieee": no TF32). Replay rows also report the time of a non
 Writes ``results.csv``, ``memory.csv``, ``correctness.csv``, ``report.md`` and
 ``bench.png`` under ``--out`` (plus ``sweep.csv`` with ``--sweep-block-v``: replay times over V-block
 sizes with and without the launcher's register cap, each fused and split: the replay step as one kernel, or
-as two launches, non-flush rows then flush rows). ``split_flush`` (``--split-flush auto|on|off``) sets the
+as separate launches, non-flush rows then flush rows). ``split_flush`` (``--split-flush auto|on|off``) sets the
 launcher's split for the main table; the rows record the one used.
 """
 
@@ -142,11 +142,11 @@ def bench_inputs(family, batch, shape, window, device):
 
 
 def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, block_v=None, flush_block_v=None,
-                 maxnreg=None, split_flush=None, nonflush_block_v=None):
+                 maxnreg=None, split_flush=None, prefetch=None):
     """Time one decode configuration on inputs ``x`` (:func:`bench_inputs`); returns a dict row.
     ``block_v``, ``flush_block_v``, ``maxnreg`` (0 = no register cap), ``split_flush`` (True: the replay step
-    as separate launches, non-flush rows then flush rows; False: one fused kernel), ``nonflush_block_v`` (V rows
-    per program of the split step's non-flush tile launch): launcher knobs, None = heuristic.
+    as separate launches, non-flush rows then flush rows; False: one fused kernel), ``prefetch`` (the split
+    non-flush launch loads the next tile before reducing the current one): launcher knobs, None = heuristic.
     """
     probe = SSMStateCache(family, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"],
                           window=window, mode=mode, backend="torch")
@@ -162,8 +162,8 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
         cache.maxnreg = maxnreg    # 0 = no register cap
     if split_flush is not None:
         cache.split_flush = split_flush
-    if nonflush_block_v:
-        cache.nonflush_block_v = nonflush_block_v
+    if prefetch is not None:
+        cache.nonflush_prefetch = prefetch
     _fill_states(cache, 7)
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
     out = torch.empty(batch, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
@@ -194,13 +194,13 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
         fl_us = timer(flush) * 1e3 / R
     elems = batch * cache.num_heads * cache.head_k * cache.head_v
     min_bytes = cache.spec.step_bytes_per_element(mode, window) * elems
-    from .decode import launch_config, nonflush_block_v as nf_block_v
+    from .decode import launch_config, nonflush_prefetch
     bv, bvf, nw, _, mr, split = launch_config(cache, batch)
     row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,
                nonflush_us=nf_us, flush_us=fl_us, min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9,
                rotation=R,
                block_v=bv, flush_block_v=bvf, num_warps=nw, maxnreg=mr or 0, split_flush=bool(split),
-               nonflush_block_v=nf_block_v(cache, batch) if split else 0,
+               prefetch=bool(split) and nonflush_prefetch(cache),
                finite=bool(torch.isfinite(out).all()))
     del cache, out
     if device.type == "cuda":
@@ -425,7 +425,7 @@ def write_report(out, df, mem, corr, meta, notes):
               md(df[["family", "spec", "mode", "batch", "time_us", "nonflush_us", "flush_us", "min_bytes", "GBps",
                      "frac_copy_bw",
                      "speedup_vs_conv_fp32", "speedup_vs_fla", "rotation", "block_v", "flush_block_v", "num_warps",
-                     "maxnreg", "split_flush", "nonflush_block_v"]]), "",
+                     "maxnreg", "split_flush", "prefetch"]]), "",
               "## Memory per sequence slot per layer (checkpoints + ring, L = "
               f"{meta['window']})", "", md(mdf, ".4g"), "", "![time per step](bench.png)", ""]
     with open(os.path.join(out, "report.md"), "w") as f:
@@ -437,22 +437,22 @@ def tile_sweep(families, specs, batch, block_vs, shapes, window, timer, device, 
                splits=(False, True)):
     """Replay timings of ``families`` x ``specs`` at ``batch`` over V-block sizes ``block_vs``, register
     caps ``maxnregs`` (None = the launcher's default, 0 = no cap; in a split step the cap applies to the
-    flush launch, the non-flush launches are never capped) and ``splits`` (False: one fused kernel whose tile
-    is ``block_vs``; True: non-flush and flush rows as separate launches, ``block_vs`` the non-flush tile launch's
-    V rows, the flush launch at its default tile): the data behind the launcher's tile and split heuristics.
-    Returns a DataFrame (one row per configuration, columns as :func:`bench_kernel`)."""
+    flush launch, the non-flush launch is never capped) and ``splits`` (False: one fused kernel, True: non-flush
+    and flush rows as separate launches; split steps are timed with and without the non-flush prefetch): the data
+    behind the launcher's tile, split and prefetch heuristics. Returns a DataFrame (one row per
+    configuration, columns as :func:`bench_kernel`)."""
     import pandas as pd
     from tqdm import tqdm
 
     rows = []
-    todo = [(f, s, bv, mr, sp) for f in families for s in specs for bv in block_vs for mr in maxnregs
-            for sp in splits]
+    todo = [(f, s, bv, mr, sp, pf) for f in families for s in specs for bv in block_vs for mr in maxnregs
+            for sp in splits for pf in ((True, False) if sp else (None,))]
     x, key = None, None
-    for fam, spec, bv, mr, sp in tqdm(todo, desc="tile sweep", disable=None):
+    for fam, spec, bv, mr, sp, pf in tqdm(todo, desc="tile sweep", disable=None):
         if key != fam:
             x, key = bench_inputs(fam, batch, shapes[fam], window, device), fam
-        rows.append(bench_kernel(fam, spec, "replay", batch, shapes[fam], window, timer, device, x,
-                                 None if sp else bv, None, mr, sp, bv if sp else None))
+        rows.append(bench_kernel(fam, spec, "replay", batch, shapes[fam], window, timer, device, x, bv, None, mr,
+                                 sp, pf))
     return pd.DataFrame(rows)
 
 
@@ -464,7 +464,7 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
     Measurements are appended to ``out/results.partial.csv`` as they finish; ``resume`` keeps the rows of
     that file (a run cut short) and times only the missing (family, spec, mode, batch) configurations.
 
-    ``split_flush`` (None = the launcher's heuristic, True/False forced): replay step as two launches
+    ``split_flush`` (None = the launcher's heuristic, True/False forced): replay step as separate launches
     (non-flush rows, flush rows) or one fused kernel, for the main table (column ``split_flush``).
     ``sweep_block_v`` (list of V-block sizes): also run :func:`tile_sweep` for ``sweep_families`` x
     ``sweep_specs`` x ``sweep_maxnreg`` register caps (0 = none) x split off/on at the largest batch; written
@@ -569,11 +569,11 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
                         list(sweep_maxnreg))
         sw.to_csv(os.path.join(out, "sweep.csv"), index=False)
         cols = ["family", "spec", "batch", "block_v", "flush_block_v", "num_warps", "maxnreg", "split_flush",
-                "nonflush_block_v", "time_us", "nonflush_us", "flush_us"]
+                "prefetch", "time_us", "nonflush_us", "flush_us"]
         table = markdown_table(sw[cols], ".1f")
         with open(os.path.join(out, "report.md"), "a") as f:
             f.write("\n## Tile sweep (replay; maxnreg 0 = no register cap, of the flush launch when split; "
-                    "split_flush: non-flush and flush rows as separate launches, the non-flush ones uncapped; nonflush_block_v: V rows of the non-flush tile launch)\n\n"
+                    "split_flush: non-flush and flush rows as separate launches, the non-flush one uncapped)\n\n"
                     + table + "\n")
         print(table)
     return df

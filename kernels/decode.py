@@ -417,7 +417,7 @@ def _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, gt, beta, offs_k, mk, lead, K: 
 def _decode_step_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
     hp0, hp1, hp2, lp0, lp1, lp2,
-    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, amax_ptr,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr,
     seed, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr,
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
@@ -428,8 +428,8 @@ def _decode_step_kernel(
     program per (V-block, head, row) (:func:`_step_program`). The V-block programs of one (row, head) are
     adjacent in launch order, so the ring tiles they share are read from DRAM once (L2 hits for the others)."""
     _step_program(tl.program_id(0), tl.program_id(1), tl.program_id(2), q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2,
-                  rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, amax_ptr, seed, HV, K, V, L, L1, L1P, LP,
-                  LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, False, 0, 1, 1)
+                  rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P, LP,
+                  LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, False)
 
 
 @triton.jit
@@ -456,18 +456,20 @@ def _flush_kernel(
     rows_ptr, nrows_ptr,
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
     hp0, hp1, hp2, lp0, lp1, lp2,
-    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, amax_ptr,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr,
     seed, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr,
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, NV4_PASS: tl.constexpr, NVB: tl.constexpr, NVBP: tl.constexpr,
+    CACHED: tl.constexpr, NVB: tl.constexpr,
 ):
-    """Split step, flush launch (FLUSH_ONLY; nvfp4: once per NV4_PASS): a persistent grid of a few programs
-    per SM loops over the work items (flush row, head, V-block) of the rows listed by
-    :func:`_flush_rows_kernel`, each handled like a program of the fused grid. On the L - 1 of L steps where a
-    slot group does not flush the list is empty and the launch costs a few microseconds (a full grid of
-    programs that each read their row's slot and ring count and exit cost ~100 us at batch 256 on the H200)."""
+    """Split step, flush launch (FLUSH_ONLY): a persistent grid of a few programs per SM loops over the work
+    items (flush row, head, V-block) of the rows listed by :func:`_flush_rows_kernel`, each handled like the
+    fused grid's program (``NVB`` V-blocks per head; 1 for an nvfp4 checkpoint, whose flush needs the whole
+    head's amax: the item is the fused grid's ``pv == 0`` program, which flushes the whole head). On the L - 1
+    of L steps where a slot group does not flush the list is empty and the launch is a few microseconds (a
+    full grid of programs that each read their row's slot and ring count and exit cost ~60 us per step at
+    batch 256 on the H200)."""
     n = tl.load(nrows_ptr) * (HV * NVB)
     w = tl.program_id(0)
     while w < n:   # (a range() with a loaded bound fails in the Triton 3.6 interpreter)
@@ -476,8 +478,8 @@ def _flush_kernel(
         pv = w % NVB
         b = tl.load(rows_ptr + i)
         _step_program(pv, head, b, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2,
-                  rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, amax_ptr, seed, HV, K, V, L, L1, L1P, LP,
-                  LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, True, NV4_PASS, NVB, NVBP)
+                  rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P, LP,
+                  LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, True)
         w += tl.num_programs(0)
 
 
@@ -486,17 +488,16 @@ def _step_program(
     pv, head, b,
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
     hp0, hp1, hp2, lp0, lp1, lp2,
-    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, amax_ptr,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr,
     seed, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr,
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr, NV4_PASS: tl.constexpr, NVB: tl.constexpr,
-    NVBP: tl.constexpr,
+    CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr,
 ):
     """One (V-block ``pv``, head, row ``b``) of a decode step: the fused step's program, or (FLUSH_ONLY) a
     work item of the split step's flush launch."""
-    # FLUSH_ONLY (replay, L > 1): the flush launch of a split step (after _nonflush_coeff_kernel and _nonflush_tile_kernel): only the
+    # FLUSH_ONLY (replay, L > 1): a work item of the split step's flush launch (_flush_kernel, after _nonflush_kernel): only the
     # flush rows are handled (non-flush and padded rows read h and write nothing; no speculative non-flush
     # loads). Both launches run before the counter advance, so both read the same ring counts h. The split
     # is exact because the rows of one step have distinct slots (validated in SSMStateCache.step; the bench
@@ -504,12 +505,6 @@ def _step_program(
     # row's slot (checkpoints, ring entries, flush counter), its own output row and the read-only inputs; a
     # row is handled entirely by one of the two launches (flush iff h + 1 >= L), so they touch disjoint
     # slots and output rows and their order does not matter.
-    # NV4_PASS (split step, nvfp4 checkpoint: the flush launch runs twice): the head's amax is needed before
-    # any row is encoded, so pass 1 has every V-block program build its rows' S_L, save their corrections
-    # (UMODE 1) and store its partial amax in amax_ptr[bh, pv] (NVB = V-blocks per head, NVBP its power of two); pass 2 rebuilds
-    # them from the saved corrections (UMODE 2, bit-identical), takes the max of the NVB partials and
-    # encodes its rows; _nvfp4_head_scale_kernel then stores the head scales. The fused kernel (NV4_PASS = 0)
-    # flushes the whole head from the pv == 0 program instead.
     offs_v = pv * BV + tl.arange(0, BV)
     mv = offs_v < V
     offs_k = tl.arange(0, BK)
@@ -557,31 +552,7 @@ def _step_program(
                 br = at
                 kdl = at
                 cl = at
-            if NV4 and NV4_PASS == 1:
-                amax = 0.0
-                for r in tl.range(0, BV // BVF, loop_unroll_factor=1):
-                    offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
-                    mf = offs_f < V
-                    S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
-                                 ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
-                                 L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 1)
-                    amax = tl.maximum(amax, nvfp4_amax(S))
-                tl.store(amax_ptr + bh * NVB + pv, amax)
-            elif NV4 and NV4_PASS == 2:
-                offs_p = tl.arange(0, NVBP)
-                parts = tl.load(amax_ptr + bh * NVB + offs_p, mask=offs_p < NVB, other=0.0)
-                s_enc = nvfp4_encode_scale(tl.max(parts, 0))
-                for r in tl.range(0, BV // BVF, loop_unroll_factor=1):
-                    offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
-                    mf = offs_f < V
-                    S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
-                                 ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
-                                 L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 2)
-                    _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K,
-                                       V, seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
-                # the head scale is stored by _nvfp4_head_scale_kernel after this launch: the other V-block
-                # programs still decode S_hp with the old one
-            elif NV4:
+            if NV4:
                 # nvfp4 needs the amax of the whole (slot, head) state: the pv == 0 program flushes the
                 # whole head in two passes (amax, then encode), recomputing S_L (deterministic).
                 if NVF == 1 and pv == 0:
@@ -643,116 +614,77 @@ def _step_program(
 
 
 @triton.jit
-def _nvfp4_head_scale_kernel(rows_ptr, nrows_ptr, idx_ptr, amax_ptr, hp2, lp2, HV, NVB: tl.constexpr,
-                             NVBP: tl.constexpr, FMT_HP: tl.constexpr, FMT_LP: tl.constexpr):
-    """Split nvfp4 flush, last launch: a persistent grid loops over the (flush row, head) pairs of the rows
-    listed by :func:`_flush_rows_kernel` and stores the (slot, head) encode scale of each nvfp4 checkpoint from
-    the NVB amax partials of pass 1 (pass 2 encoded the rows with the same value; it cannot store it itself,
-    its V-block programs decode S_hp with the old one)."""
-    offs_p = tl.arange(0, NVBP)
-    n = tl.load(nrows_ptr) * HV
-    w = tl.program_id(0)
-    while w < n:
-        b = tl.load(rows_ptr + w // HV).to(tl.int64)
-        head = w % HV
-        slot = tl.load(idx_ptr + b).to(tl.int64)
-        parts = tl.load(amax_ptr + (b * HV + head) * NVB + offs_p, mask=offs_p < NVB, other=0.0)
-        _store_head_scale(hp2, lp2, slot * HV + head, nvfp4_encode_scale(tl.max(parts, 0)), FMT_HP, FMT_LP)
-        w += tl.num_programs(0)
+def _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v, mv, V: tl.constexpr, DELTA: tl.constexpr):
+    """The V rows ``offs_v`` of a non-flush tile's ring terms: the live entries' corrections (mamba2: raw inputs)
+    ``[L1P, BV]`` (0 where ``mj`` is false) and the current v_t ``[BV]`` in fp32."""
+    if DELTA:
+        Ur = tl.load(ru_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :], other=0.0)
+    else:
+        Ur = tl.load(rv_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :], other=0.0)
+    vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
+    return Ur, vt
 
 
 @triton.jit
-def _nonflush_coeff_kernel(
-    q_ptr, k_ptr, g_ptr, beta_ptr, idx_ptr, rg_ptr, rk_ptr, rb_ptr, cnt_ptr, coef_ptr, nfh_ptr,
-    HV, K: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr, BK: tl.constexpr,
-    GK: tl.constexpr, DELTA: tl.constexpr, CACHED: tl.constexpr,
-):
-    """Split replay step, launch 1 of 3: the per-(row, head) terms of a non-flush step.
-
-    Grid ``(HV, B)``. For a non-flush row (``h + 1 < L``) reads the ring's ``h`` live keys and log decays once,
-    writes ``coef[b, head] = [cq (L1P), ck (L1P), gam (GK)]`` (:func:`_ring_coeffs`) and appends k_t, g_t
-    (beta_t where the flush needs it) as ring entry ``h``; the ``head == 0`` program writes the row's ring
-    count ``h`` to ``nfh[b]``, so that launch 2's tile programs get it without the slot -> count dependent
-    load. Padded and flush rows write no coefficients and touch no slot."""
-    head = tl.program_id(0)
-    b = tl.program_id(1)
-    offs_k = tl.arange(0, BK)
-    mk = offs_k < K
-    bh = b.to(tl.int64) * HV + head
-    slot = tl.load(idx_ptr + b).to(tl.int64)
-    h = tl.load(cnt_ptr + tl.maximum(slot, 0))
-    if head == 0:
-        tl.store(nfh_ptr + b, h)
-    if (slot >= 0) & (h + 1 < L):
-        q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
-        ring0 = (slot * HV + head) * L1
-        offs_j = tl.arange(0, L1P)
-        mj = offs_j < h                     # h <= L - 2: only live entries are read
-        Kr, gr = _load_ring_keys(rk_ptr, rg_ptr, ring0 + offs_j, mj, offs_k, mk, K, GK)
-        cq, ck, gam = _ring_coeffs(Kr, gr, q, kt, gt, gts, GK)
-        c0 = coef_ptr + bh * (2 * L1P + GK)
-        tl.store(c0 + offs_j, cq)
-        tl.store(c0 + L1P + offs_j, ck)
-        if GK == 1:
-            tl.store(c0 + 2 * L1P + offs_k, gam, mask=offs_k == 0)
-        else:
-            tl.store(c0 + 2 * L1P + offs_k, gam, mask=mk)
-        _append_keys(rk_ptr, rg_ptr, rb_ptr, ring0 + h, kt, gt, beta, offs_k, mk, True, K, GK, DELTA, CACHED)
-
-
-@triton.jit
-def _nonflush_tile_kernel(
-    q_ptr, k_ptr, v_ptr, beta_ptr, idx_ptr, out_ptr, lp0, lp1, lp2, rv_ptr, ru_ptr, coef_ptr, nfh_ptr,
+def _nonflush_kernel(
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, lp0, lp1, lp2,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr,
     HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr, BK: tl.constexpr,
-    BV: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_LP: tl.constexpr, CACHED: tl.constexpr,
+    BV: tl.constexpr, NVC: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_LP: tl.constexpr,
+    CACHED: tl.constexpr, PREFETCH: tl.constexpr,
 ):
-    """Split replay step, launch 2 of 3: the outputs of the non-flush rows (and the padded rows' zeros).
+    """First launch of a split replay step: the non-flush rows (and the padded rows' zero output).
 
-    Grid ``(cdiv(V, BV), HV, B)``, the conventional kernel's shape: one program per ``[BV, BK]`` read-copy
-    tile. Everything it loads depends on at most one earlier load (slot index and ring count are read side by
-    side: the count comes from launch 1's ``nfh``): the tile, the ``h`` live ring corrections (mamba2: raw
-    inputs) of its V rows, the coefficients of launch 1 and the inputs. Writes the output rows and appends the
-    correction u_t (and raw v_t where the flush needs it) as ring entry ``h``. Flush rows are left to launch 3
-    (``_decode_step_kernel`` with FLUSH_ONLY)."""
-    pv = tl.program_id(0)
+    Grid ``(1, HV, B)``: a program handles the ``NVC`` ``[BV, BK]`` tiles of one (row, head), so the ring's keys
+    and decays are read and reduced once per (row, head) rather than once per V-block, and only the ``h`` live
+    entries are read (loads masked by ``j < h``; the fused kernel loads all ``L - 1`` speculatively). The first
+    tile of the read copy is loaded before ``h`` is known; each next tile's ring corrections and v_t are loaded
+    before the current tile is reduced and, with ``PREFETCH``, its read-copy tile too (two tiles in registers:
+    :func:`nonflush_prefetch`). Flush rows (``h + 1 >= L``) are left to the flush launches."""
     head = tl.program_id(1)
     b = tl.program_id(2)
-    offs_v = pv * BV + tl.arange(0, BV)
-    mv = offs_v < V
     offs_k = tl.arange(0, BK)
     mk = offs_k < K
+    offs_b = tl.arange(0, BV)
     bh = b.to(tl.int64) * HV + head
     slot = tl.load(idx_ptr + b).to(tl.int64)
-    h = tl.load(nfh_ptr + b)
     sh = tl.maximum(slot, 0) * HV + head
-    S = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)
+    ring0 = sh * L1
+    h = tl.load(cnt_ptr + tl.maximum(slot, 0))
+    S_next = _load_tile(lp0, lp1, lp2, sh, offs_b, offs_k, offs_b < V, mk, K, V, FMT_LP, BK)
+    q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
     if slot < 0:
-        tl.store(out_ptr + bh * V + offs_v, tl.zeros([BV], dtype=tl.float32), mask=mv)
+        for c in tl.static_range(NVC):
+            offs_v = c * BV + offs_b
+            tl.store(out_ptr + bh * V + offs_v, tl.zeros([BV], dtype=tl.float32), mask=offs_v < V)
     elif h + 1 < L:
         offs_j = tl.arange(0, L1P)
-        mj = offs_j < h
-        ej = sh * L1 + offs_j
-        if DELTA:
-            Ur = tl.load(ru_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :], other=0.0)
-        else:
-            Ur = tl.load(rv_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :], other=0.0)
-        q = tl.load(q_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
-        kt = tl.load(k_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
-        vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
-        if DELTA:
-            beta = tl.load(beta_ptr + bh).to(tl.float32)
-        else:
-            beta = 0.0
-        c0 = coef_ptr + bh * (2 * L1P + GK)
-        cq = tl.load(c0 + offs_j)
-        ck = tl.load(c0 + L1P + offs_j)
-        if GK == 1:
-            gam = tl.load(c0 + 2 * L1P) + tl.zeros([BK], dtype=tl.float32)
-        else:
-            gam = tl.load(c0 + 2 * L1P + offs_k, mask=mk, other=0.0)
-        o, u = _nonflush_rows(S, Ur, cq, ck, gam, q, kt, vt, beta, DELTA)
-        tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
-        _append_rows(ru_ptr, rv_ptr, sh * L1 + h, u, vt, offs_v, mv, V, DELTA, CACHED)
+        mj = offs_j < h                     # h <= L - 2: only live entries are read
+        ej = ring0 + offs_j
+        Ur_next, vt_next = _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_b, offs_b < V, V, DELTA)
+        Kr, gr = _load_ring_keys(rk_ptr, rg_ptr, ej, mj, offs_k, mk, K, GK)
+        cq, ck, gam = _ring_coeffs(Kr, gr, q, kt, gt, gts, GK)
+        eh = ring0 + h
+        for c in tl.static_range(NVC):
+            offs_v = c * BV + offs_b
+            mv = offs_v < V
+            Ur = Ur_next
+            vt = vt_next
+            if PREFETCH:
+                S = S_next
+            elif c == 0:
+                S = S_next
+            else:
+                S = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)
+            if c + 1 < NVC:                 # the next tile's loads before this tile is reduced
+                mn = offs_v + BV < V
+                Ur_next, vt_next = _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v + BV, mn, V, DELTA)
+                if PREFETCH:
+                    S_next = _load_tile(lp0, lp1, lp2, sh, offs_v + BV, offs_k, mn, mk, K, V, FMT_LP, BK)
+            o, u = _nonflush_rows(S, Ur, cq, ck, gam, q, kt, vt, beta, DELTA)
+            tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
+            _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
+        _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, gt, beta, offs_k, mk, True, K, GK, DELTA, CACHED)
 
 
 def _num_sms(device) -> int:
@@ -800,12 +732,12 @@ def launch_config(cache, batch: int):
     warps per SM; a few dozen bytes of spills in the flush branch) unless the ``maxnreg`` knob (bench
     ``--maxnreg``; 0 = no cap) says otherwise; small grids (batch 1) run uncapped (no spills).
 
-    ``split`` (replay only): run the step as separate launches: the non-flush rows in two
-    (:func:`_nonflush_coeff_kernel`: per (row, head) the ring terms, ring keys read once and only the live
-    entries; :func:`_nonflush_tile_kernel`: per ``[BVN, BK]`` read-copy tile the outputs, BVN from
-    :func:`nonflush_block_v`; no flush code, no register cap), then the flush rows (``_decode_step_kernel``
-    with ``FLUSH_ONLY``: ``BVF``, ``num_warps`` and ``maxnreg`` above; an nvfp4 checkpoint in two passes that
-    exchange per-V-block amax partials, so every V-block program flushes its own rows). Heuristic:
+    ``split`` (replay only): run the step as separate launches: the non-flush rows (:func:`_nonflush_kernel`:
+    one program per (row, head) looping over its ``[BV, BK]`` tiles, the next tile's loads issued before the
+    current one is reduced, ring keys read once and only the live entries; no flush code, no register cap,
+    ``num_warps`` from the tile), then the flush rows: listed on the device (:func:`_flush_rows_kernel`) and
+    flushed by a persistent grid over their work items (:func:`_flush_kernel`: ``BVF``, ``num_warps`` and
+    ``maxnreg`` above), so that a step where no row flushes costs two near-empty launches. Heuristic:
     split on the GPU when the grid has more than 8 programs per SM, every family and spec; fused otherwise
     (a launch costs ~3 us: mamba2 at batch 1, 512 programs, 9.5 us split vs 6.5 fused); the
     ``split_flush`` knob (bench ``--split-flush``; None = heuristic) forces it. Conventional (L = 1: every
@@ -839,27 +771,16 @@ def launch_config(cache, batch: int):
         # programs: 9.5 us split vs 6.5 fused)
         split = large and batch * cache.num_heads * triton.cdiv(V, BV) > 8 * _num_sms(cache.device)
     split = cache.window > 1 and bool(split)
-    if split and nvfp4 and BV % BVF:
-        raise ValueError(f"a split nvfp4 flush needs flush_block_v ({BVF}) to divide block_v ({BV})")
     return BV, BVF, num_warps, nvfp4, (maxnreg or None), split
 
 
-def nonflush_block_v(cache, batch: int) -> int:
-    """V rows per program of the split step's non-flush tile launch (:func:`_nonflush_tile_kernel`): on the
-    GPU the conventional kernel's 8192-element tiles (BV = 64 for K = 128, 8 warps), halved (min 8) until the
-    grid has >= 4 programs per SM; the whole head on the CPU. The ``nonflush_block_v`` knob (bench
-    ``--nonflush-block-v``) overrides it."""
-    knob = getattr(cache, "nonflush_block_v", None)
-    if knob:
-        return knob
-    V = cache.head_v
-    full = triton.next_power_of_2(V)
-    if cache.device.type != "cuda":
-        return full
-    bv = min(full, max(8, 8192 // block_k(cache.head_k)))
-    while bv > 8 and batch * cache.num_heads * triton.cdiv(V, bv) < 4 * _num_sms(cache.device):
-        bv //= 2
-    return bv
+def nonflush_prefetch(cache) -> bool:
+    """Whether the split step's non-flush launch loads each next read-copy tile before reducing the current
+    one. Default: only for an fp32 read copy, where the decoded tile is the loaded one (sm_90a, BV = 32,
+    4 warps: gdn 128 registers with, 95 without: 4 vs 5 programs per SM; an fp8 read copy needs 177 vs 128,
+    nvfp4 202 vs 166, so there the occupancy loss outweighs it). The ``nonflush_prefetch`` knob overrides."""
+    knob = getattr(cache, "nonflush_prefetch", None)
+    return bool(knob) if knob is not None else cache.spec.read.name == "fp32"
 
 
 def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
@@ -890,13 +811,10 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     # touches those pointers then; pass the u ring in their place (no null/empty pointer arguments)
     rv = cache.ring_u if cached else cache.ring_v
     rb = cache.ring_u if cached else cache.ring_beta
-    NVB = triton.cdiv(V, BV)
-    # the split step's two nvfp4 flush passes exchange the per-V-block amax partials [B, HV, NVB]
-    amax = torch.empty(B, HV, NVB, dtype=torch.float32, device=v.device) if split and nvfp4 else out
     args = (q, k, v, g, beta, slot_idx, out,
             hp0, hp1, hp2, lp0, lp1, lp2,
             cache.ring_g, cache.ring_k, rv, rb, cache.ring_u,
-            cache.ring_count, cache.flush_count, amax,
+            cache.ring_count, cache.flush_count,
             cache.seed, HV)
     consts = dict(K=K, V=V, L=cache.window, L1=cache.ring_k.shape[2],
                   L1P=max(2, triton.next_power_of_2(cache.ring_k.shape[2])),
@@ -905,41 +823,26 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
                   FMT_HP=FORMAT_CODE[cache.spec.recur.name], FMT_LP=FORMAT_CODE[cache.spec.read.name],
                   SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag, CACHED=cached)
     if split:
-        # three launches, all before the counter advance (same ring counts h); they touch disjoint slots because
-        # the rows of one step have distinct slots (see the kernels): the non-flush rows' coefficients (one
-        # program per (row, head), ring keys read once) and their tiles (the padded rows' zeros too; the
-        # conventional kernel's grid shape, no flush code, no register cap), then the flush rows (the fused
-        # kernel's flush config: BVF, warps, register cap)
-        L1P = consts["L1P"]
-        coef = torch.empty(B, HV, 2 * L1P + consts["GK"], dtype=torch.float32, device=v.device)
-        nfh = torch.empty(B, dtype=torch.int32, device=v.device)
-        _nonflush_coeff_kernel[(HV, B)](
-            q, k, g, beta, slot_idx, cache.ring_g, cache.ring_k, rb, cache.ring_count, coef, nfh, HV,
-            K=K, L=cache.window, L1=consts["L1"], L1P=L1P, BK=BK, GK=consts["GK"], DELTA=cache.delta,
-            CACHED=cached, num_warps=2)
-        BVN = nonflush_block_v(cache, B)
-        _nonflush_tile_kernel[(triton.cdiv(V, BVN), HV, B)](
-            q, k, v, beta, slot_idx, out, lp0, lp1, lp2, rv, cache.ring_u, coef, nfh, HV,
-            K=K, V=V, L=cache.window, L1=consts["L1"], L1P=L1P, BK=BK, BV=BVN, GK=consts["GK"],
-            DELTA=cache.delta, FMT_LP=consts["FMT_LP"], CACHED=cached,
-            num_warps=max(4, min(16, BVN * BK // 1024)))
-        # the flush rows: listed first, then a persistent grid over their (row, head, V-block) work items
+        # all launches before the counter advance (same ring counts h); the non-flush and the flush launches touch
+        # disjoint slots because the rows of one step have distinct slots (see the kernels). 1) the non-flush
+        # rows + the padded rows' zero output (one program per (row, head): ring read once, h-masked; no flush
+        # code, no register cap)
+        NVC = triton.cdiv(V, BV)
+        _nonflush_kernel[(1, HV, B)](
+            q, k, v, g, beta, slot_idx, out, lp0, lp1, lp2,
+            cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count, HV,
+            K=K, V=V, L=cache.window, L1=consts["L1"], L1P=consts["L1P"], BK=BK, BV=BV, NVC=NVC,
+            GK=consts["GK"], DELTA=cache.delta, FMT_LP=consts["FMT_LP"], CACHED=cached,
+            PREFETCH=nonflush_prefetch(cache), num_warps=max(4, min(16, BV * BK // 1024)))
+        # 2) the flush rows, listed on the device, then a persistent grid over their (row, head, V-block) work
+        # items (nvfp4: (row, head), the whole head per item); the fused kernel's flush config
         rows = torch.empty(B, dtype=torch.int32, device=v.device)
         nrows = torch.empty(1, dtype=torch.int32, device=v.device)
         _flush_rows_kernel[(1,)](slot_idx, cache.ring_count, rows, nrows, B, L=cache.window,
                                  BLOCK=min(1024, triton.next_power_of_2(B)))
+        NVB = 1 if nvfp4 else NVC
         nprog = min(B * HV * NVB, FLUSH_PROGRAMS_PER_SM * _num_sms(v.device))
-        fargs = (rows, nrows) + args
-        if nvfp4:   # the head's amax: pass 1 partials per V-block, pass 2 encodes (no idle V-block programs)
-            NVBP = triton.next_power_of_2(NVB)
-            for p in (1, 2):
-                _flush_kernel[(nprog,)](*fargs, **consts, NV4_PASS=p, NVB=NVB, NVBP=NVBP, num_warps=num_warps,
-                                        **extra)
-            _nvfp4_head_scale_kernel[(min(B * HV, 32 * _num_sms(v.device)),)](
-                rows, nrows, slot_idx, amax, hp2, lp2, HV, NVB=NVB, NVBP=NVBP, FMT_HP=consts["FMT_HP"],
-                FMT_LP=consts["FMT_LP"], num_warps=1)
-        else:
-            _flush_kernel[(nprog,)](*fargs, **consts, NV4_PASS=0, NVB=NVB, NVBP=1, num_warps=num_warps, **extra)
+        _flush_kernel[(nprog,)](rows, nrows, *args, **consts, NVB=NVB, num_warps=num_warps, **extra)
     else:
         _decode_step_kernel[grid](*args, **consts, num_warps=num_warps, **extra)
     return out

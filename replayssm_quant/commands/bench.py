@@ -29,8 +29,7 @@ def configure(parser):
                         help="register cap per thread of the kernel (0 = none; default: 128 for replay on the GPU)")
     parser.add_argument("--sweep-block-v", type=_csv("sweep-block-v"), default=None,
                         help="also time gdn replay fp32 and nvfp4/fp16 at the largest batch for these V-block sizes "
-                             "(fused: the kernel's tile; split: the non-flush tile launch's) x the --sweep-maxnreg "
-                             "caps x fused/split (sweep.csv, report.md, stdout)")
+                             "x the --sweep-maxnreg caps (sweep.csv, report.md, stdout)")
     parser.add_argument("--sweep-maxnreg", type=_csv("sweep-maxnreg"), default=["128", "0"],
                         help="register caps of the tile sweep (0 = none; default 128,0)")
     parser.add_argument("--split-flush", choices=("auto", "on", "off"), default="auto",

@@ -52,15 +52,13 @@ def test_bench_cpu_smoke_writes_report(tmp_path):
     assert "| fp32 | replay |" in report and "Memory per sequence slot" in report
     assert (out / "bench.png").stat().st_size > 10_000
     assert "split_flush" in df and not df.split_flush.any()     # auto: tiny CPU grids run the fused kernel
-    # gdn x {fp32, nvfp4/fp16} x V rows 16 (fused: the tile, split: the non-flush tile) x register caps {96, none}
-    # x (fused, split)
+    # gdn x {fp32, nvfp4/fp16} x block_v 16 x register caps {96, none} x (fused, split with / without prefetch)
     sw = pd.read_csv(out / "sweep.csv")
-    assert len(sw) == 8 and (sw.time_us > 0).all() and sw.finite.all()
-    assert (sw[~sw.split_flush].block_v == 16).all() and (sw[~sw.split_flush].nonflush_block_v == 0).all()
-    assert (sw[sw.split_flush].nonflush_block_v == 16).all()
+    assert len(sw) == 12 and (sw.block_v == 16).all() and (sw.time_us > 0).all() and sw.finite.all()
     assert (sw.flush_us > 0).all() and (sw.nonflush_us > 0).all()
-    assert sorted(sw.maxnreg) == [0] * 4 + [96] * 4
-    assert sorted(sw.split_flush) == [False] * 4 + [True] * 4
+    assert sorted(sw.maxnreg) == [0] * 6 + [96] * 6
+    assert sorted(sw.split_flush) == [False] * 4 + [True] * 8
+    assert not sw[~sw.split_flush].prefetch.any() and sorted(sw[sw.split_flush].prefetch) == [False] * 4 + [True] * 4
     assert set(sw.groupby(["spec", "maxnreg"]).split_flush.nunique()) == {2}
     assert "## Tile sweep" in report
 

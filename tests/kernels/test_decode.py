@@ -312,9 +312,9 @@ def test_bytes_per_slot():
 def test_nvfp4_two_pass_flush_bit_exact(family, spec, split):
     """V = 40 with 16-row flush sub-blocks: the nvfp4 flush takes the two-pass path (amax pass saving the
     corrections, then the encode pass reloading them; shared delta-rule specs: only the current correction,
-    the others are the ring's cached ones); still bit for bit the torch reference. Fused: the pv == 0 program
-    flushes the whole head; split: 16-row V-blocks (3 per head, the last one masked: 40 = 16 + 16 + 8) each
-    flush their rows, pass 1 storing amax partials that pass 2 combines."""
+    the others are the ring's cached ones); still bit for bit the torch reference. Fused: the pv == 0 program of
+    the head's 16-row V-blocks (3, the last one masked: 40 = 16 + 16 + 8) flushes the whole head; split: the
+    same as a work item of the persistent flush launch."""
     HV, K, V, L = 1, 32, 40, 3
     x = random_decode_inputs(family, 7, 2, HV, K, V, generator=_gen(21), device=DEV)
     S0 = torch.randn(2, HV, V, K, generator=_gen(22)).to(DEV)
@@ -438,10 +438,10 @@ def test_split_flush_bit_identical_to_fused(family, spec, block_v):
 
 @pytest.mark.parametrize("phase", [1, 2])
 def test_split_phases_touch_only_their_rows(phase, monkeypatch):
-    """One phase of a split step alone: the non-flush launches (_nonflush_coeff_kernel, _nonflush_tile_kernel)
-    leave every flushing slot untouched and write the outputs of the non-flush and padded rows only; the flush
-    launches (_flush_rows_kernel listing the flush rows, the persistent _flush_kernel) leave every non-flushing slot untouched and writes the flush rows'
-    outputs only (padded and non-flush rows keep the NaN poison)."""
+    """One phase of a split step alone: the non-flush launch (_nonflush_kernel) leaves every flushing slot
+    untouched and writes the outputs of the non-flush and padded rows only; the flush launches (_flush_rows_kernel
+    listing the flush rows, the persistent _flush_kernel) leave every non-flushing slot untouched and write the
+    flush rows' outputs only (padded and non-flush rows keep the NaN poison)."""
     from replayssm_quant.kernels import decode
 
     HV, K, V, L = 2, 48, 13, 4
@@ -466,14 +466,13 @@ def test_split_phases_touch_only_their_rows(phase, monkeypatch):
                     self.kernel[grid](*args, **kw)
             return launch
 
-    monkeypatch.setattr(decode, "_nonflush_coeff_kernel", OnePhase(decode._nonflush_coeff_kernel, 1))
-    monkeypatch.setattr(decode, "_nonflush_tile_kernel", OnePhase(decode._nonflush_tile_kernel, 1))
+    monkeypatch.setattr(decode, "_nonflush_kernel", OnePhase(decode._nonflush_kernel, 1))
     monkeypatch.setattr(decode, "_flush_rows_kernel", OnePhase(decode._flush_rows_kernel, 2))
     monkeypatch.setattr(decode, "_flush_kernel", OnePhase(decode._flush_kernel, 2))
     monkeypatch.setattr(decode, "_decode_step_kernel", OnePhase(decode._decode_step_kernel, 0))   # never
     out = torch.full((4, HV, V), float("nan"), device=DEV)
     decode.triton_step(c, idx, x["q"][3], x["k"][3], x["v"][3], x["g"][3], x["beta"][3], out)
-    assert phases == [1, 1, 2, 2]
+    assert phases == [1, 2, 2]
     written = [0, 2, 3] if phase == 1 else [1]
     for r in range(4):
         assert (not torch.isnan(out[r]).any()) if r in written else torch.isnan(out[r]).all(), (phase, r)
