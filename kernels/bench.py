@@ -270,11 +270,12 @@ def correctness(family, shape, window, device, steps=None, rows=3):
         res.append(dict(family=family, spec=spec, mode=mode, steps=T, checked=what,
                         max_rel_out_err=out_err, max_rel_ckpt_err=ckpt_err,
                         ok=bool(out_err < 1e-5 and ckpt_err < 1e-5)))
-    # the split step (separate non-flush / flush launches; nvfp4: per-V-block flush passes) against the fused
-    # kernel on the same inputs (no oracle for rounded formats), over the first L steps (the flush included):
-    # outputs to fp32 rounding; the nvfp4 checkpoints after the flush may differ in a few elements (the two
-    # compilations may round S_L differently in the last bit, which can move a stochastic or block-scale
-    # rounding by one quantum), so the share of differing checkpoint elements is reported and bounded
+    # the split step (separate non-flush / flush launches) against the fused kernel on the same inputs (no oracle
+    # for rounded formats), over the first L steps (the flush included): outputs to fp32 rounding. The two kernels'
+    # reductions may round in a different order, so the cached corrections (shared delta-rule specs) and hence
+    # S_L can differ in the last bit: a head's nvfp4 scale s_enc then differs by an ulp (every element of the
+    # head decodes ~1e-7 apart) and a stochastic rounding may land one quantum apart in rare elements. So the
+    # share of decoded checkpoint elements more than 1e-5 (of the largest) apart is reported and bounded.
     for spec in ("nvfp4+sr", "nvfp4/fp8+sr"):
         cs = []
         for split in (False, True):
@@ -288,11 +289,11 @@ def correctness(family, shape, window, device, steps=None, rows=3):
             o = [c.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t],
                         None if x["beta"] is None else x["beta"][t]).double() for c in cs]
             out_err = max(out_err, ((o[1] - o[0]).abs().max() / o[0].abs().max()).item())
-        ck = [c.checkpoint(idx) for c in cs]
-        frac = (ck[1] != ck[0]).double().mean().item()
+        ck = [c.checkpoint(idx).double() for c in cs]
+        frac = ((ck[1] - ck[0]).abs() > 1e-5 * ck[0].abs().max()).double().mean().item()
         res.append(dict(family=family, spec=spec, mode="replay", steps=window,
-                        checked="split vs fused: outputs; ckpt column = share of checkpoint elements that differ",
-                        max_rel_out_err=out_err, max_rel_ckpt_err=frac, ok=bool(out_err < 1e-5 and frac < 1e-3)))
+                        checked="split vs fused: outputs; ckpt column = share of checkpoint elements > 1e-5 apart",
+                        max_rel_out_err=out_err, max_rel_ckpt_err=frac, ok=bool(out_err < 1e-5 and frac < 1e-4)))
     return res
 
 

@@ -34,9 +34,11 @@ log decays). Flush step: reads the recurrence tile, builds S_L in registers
 the recurrence tile (and the read tile when separate).
 All arithmetic in fp32; activations may be bf16/fp16 (converted after load).
 
-Split step (large replay grids, :func:`launch_config`): :func:`_nonflush_kernel` handles the non-flush
-rows (one program per (row, head): the ring is read once and only its live entries), then this kernel with
-``FLUSH_ONLY`` the flush rows; both before the counter advance (docs/KERNELS.md "Split flush").
+The fused kernel's program is :func:`_step_program`. Split step (large replay grids, :func:`launch_config`):
+:func:`_nonflush_kernel` handles the non-flush rows (one program per (row, head): the ring is read once and
+only its live entries), :func:`_flush_rows_kernel` lists the flush rows and the persistent
+:func:`_flush_kernel` runs ``_step_program`` (``FLUSH_ONLY``) over their work items; all before the counter
+advance (docs/KERNELS.md "Split flush").
 """
 
 from __future__ import annotations
