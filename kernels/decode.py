@@ -778,9 +778,11 @@ def launch_config(cache, batch: int):
 
 def nonflush_prefetch(cache) -> bool:
     """Whether the split step's non-flush launch loads each next read-copy tile before reducing the current
-    one. Default: only for an fp32 read copy, where the decoded tile is the loaded one (sm_90a, BV = 32,
-    4 warps: gdn 128 registers with, 95 without: 4 vs 5 programs per SM; an fp8 read copy needs 177 vs 128,
-    nvfp4 202 vs 166, so there the occupancy loss outweighs it). The ``nonflush_prefetch`` knob overrides."""
+    one (the next tile's ring corrections and v_t are always loaded early). Default: only for an fp32 read
+    copy, where the decoded tile is the loaded one (sm_90a, BV = 32, 4 warps: gdn 128 registers with, 100
+    without; an nvfp4 read copy needs 168 without). H200, gdn at B = 512: fp32 422 us per step with, 446
+    without; nvfp4/fp16 800 with, 689 without (reports/bench/full_51797a5/sweep.csv). The
+    ``nonflush_prefetch`` knob overrides."""
     knob = getattr(cache, "nonflush_prefetch", None)
     return bool(knob) if knob is not None else cache.spec.read.name == "fp32"
 
