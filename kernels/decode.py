@@ -499,14 +499,14 @@ def _step_program(
 ):
     """One (V-block ``pv``, head, row ``b``) of a decode step: the fused step's program, or (FLUSH_ONLY) a
     work item of the split step's flush launch."""
-    # FLUSH_ONLY (replay, L > 1): a work item of the split step's flush launch (_flush_kernel, after _nonflush_kernel): only the
-    # flush rows are handled (non-flush and padded rows read h and write nothing; no speculative non-flush
-    # loads). Both launches run before the counter advance, so both read the same ring counts h. The split
-    # is exact because the rows of one step have distinct slots (validated in SSMStateCache.step; the bench
-    # and the decode sessions never repeat a slot in one step) and a program reads and writes only its own
-    # row's slot (checkpoints, ring entries, flush counter), its own output row and the read-only inputs; a
-    # row is handled entirely by one of the two launches (flush iff h + 1 >= L), so they touch disjoint
-    # slots and output rows and their order does not matter.
+    # FLUSH_ONLY (replay, L > 1): a work item of the split step's flush launch (_flush_kernel, after
+    # _nonflush_kernel): only flush rows are handled (a non-flush row reads h and writes nothing; no
+    # speculative non-flush loads). All launches of a step run before the counter advance, so they read the
+    # same ring counts h. The split is exact because the rows of one step have distinct slots (validated in
+    # SSMStateCache.step; the bench and the decode sessions never repeat a slot in one step) and a program
+    # reads and writes only its own row's slot (checkpoints, ring entries, flush counter), its own output row
+    # and the read-only inputs; a row is handled entirely by the non-flush or by the flush launch (flush iff
+    # h + 1 >= L), so they touch disjoint slots and output rows and their order does not matter.
     offs_v = pv * BV + tl.arange(0, BV)
     mv = offs_v < V
     offs_k = tl.arange(0, BK)
