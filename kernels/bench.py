@@ -142,11 +142,12 @@ def bench_inputs(family, batch, shape, window, device):
 
 
 def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, block_v=None, flush_block_v=None,
-                 maxnreg=None, split_flush=None, prefetch=None):
+                 maxnreg=None, split_flush=None, prefetch=None, knobs=None):
     """Time one decode configuration on inputs ``x`` (:func:`bench_inputs`); returns a dict row.
     ``block_v``, ``flush_block_v``, ``maxnreg`` (0 = no register cap), ``split_flush`` (True: the replay step
     as separate launches, non-flush rows then flush rows; False: one fused kernel), ``prefetch`` (the split
-    non-flush launch loads the next tile before reducing the current one): launcher knobs, None = heuristic.
+    non-flush launch loads the next tile before reducing the current one): launcher knobs, None = heuristic;
+    ``knobs``: any other cache knob attributes (e.g. ``nonflush_block_v``, ``nonflush_ring_early``).
     """
     probe = SSMStateCache(family, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"],
                           window=window, mode=mode, backend="torch")
@@ -164,6 +165,8 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
         cache.split_flush = split_flush
     if prefetch is not None:
         cache.nonflush_prefetch = prefetch
+    for name, value in (knobs or {}).items():
+        setattr(cache, name, value)
     _fill_states(cache, 7)
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
     out = torch.empty(batch, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
@@ -194,13 +197,15 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
         fl_us = timer(flush) * 1e3 / R
     elems = batch * cache.num_heads * cache.head_k * cache.head_v
     min_bytes = cache.spec.step_bytes_per_element(mode, window) * elems
-    from .decode import launch_config, nonflush_prefetch
+    from .decode import launch_config, nonflush_config
     bv, bvf, nw, _, mr, split = launch_config(cache, batch)
+    bvn, pf, early = nonflush_config(cache, bv)
     row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,
                nonflush_us=nf_us, flush_us=fl_us, min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9,
                rotation=R,
                block_v=bv, flush_block_v=bvf, num_warps=nw, maxnreg=mr or 0, split_flush=bool(split),
-               prefetch=bool(split) and nonflush_prefetch(cache),
+               prefetch=bool(split) and pf, nonflush_block_v=bvn if split else None,
+               ring_early=bool(split) and early,
                finite=bool(torch.isfinite(out).all()))
     del cache, out
     if device.type == "cuda":

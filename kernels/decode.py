@@ -49,12 +49,18 @@ import triton.language as tl
 
 from .reference import block_k, cached_corrections, flush_entries, replay_flush_rows
 from .rounding import (FORMAT_CODE, decode_bits, encode_bits, nvfp4_amax, nvfp4_decode, nvfp4_encode,
-                       nvfp4_encode_scale, sr_bits)
+                       nvfp4_encode_scale, sr_bits4)
 
 
 @triton.jit
-def _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, BK: tl.constexpr):
-    """Decode the [BV, BK] tile of state (slot*HV+head = sh) to fp32 (0 outside [V, K])."""
+def _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, BK: tl.constexpr,
+               VALUES: tl.constexpr = False):
+    """Decode the [BV, BK] tile of state (slot*HV+head = sh) to fp32 (0 outside [V, K]).
+
+    A NaN's bits never reach a store (kernels only compute with the values), so fp16 / fp8 skip the NaN
+    fix-up of :func:`.rounding.decode_bits`. ``VALUES`` (the read copy of a non-flush output): nvfp4 also
+    skips its NaN select, which otherwise keeps each decoded value a rounded product (no fma contraction
+    with the caller's add), as the flush's bit-exact recurrence needs."""
     m = mv[:, None] & mk[None, :]
     if FMT == 0:
         S = tl.load(p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :], mask=m, other=0.0)
@@ -68,22 +74,22 @@ def _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, 
         sb = tl.load(p1 + sh * V * K16 + offs_v[:, None] * K16 + o16[None, :],
                      mask=mv[:, None] & (o16 < K16)[None, :], other=0)
         s_enc = tl.load(p2 + sh)
-        S = tl.where(m, nvfp4_decode(codes, sb, s_enc), 0.0)
+        S = tl.where(m, nvfp4_decode(codes, sb, s_enc, not VALUES), 0.0)
     else:
         bits = tl.load(p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :], mask=m, other=0)
-        S = tl.where(m, decode_bits(bits.to(tl.int32), FMT), 0.0)
+        S = tl.where(m, decode_bits(bits.to(tl.int32), FMT, False), 0.0)
     return S
 
 
 @triton.jit
 def _store_tile(S, p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, seed, c1, c2, s_enc,
                 FMT: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr, BK: tl.constexpr):
-    """Round the fp32 tile S [BV, BK] into format FMT (SR with Philox(seed, v*K+k, c1, c2, TAG)).
-    nvfp4: ``s_enc`` is the head's encode scale (stored by the caller)."""
+    """Round the fp32 tile S [BV, BK] into format FMT (SR: element (v, k) takes word k % 4 of
+    Philox(seed, v * ceil(K / 4) + k // 4, c1, c2, TAG)). nvfp4: ``s_enc`` is the head's encode scale
+    (stored by the caller). ``offs_k`` is ``arange(0, BK)``."""
     m = mv[:, None] & mk[None, :]
     if SR:
-        c0 = offs_v[:, None] * K + offs_k[None, :]
-        rbits = sr_bits(seed, c0, c1, c2, TAG)
+        rbits = sr_bits4(seed, offs_v[:, None] * ((K + 3) // 4) + tl.arange(0, BK // 4)[None, :], c1, c2, TAG)
     else:
         rbits = None
     if FMT == 0:
@@ -524,7 +530,7 @@ def _step_program(
         # speculative non-flush loads (wasted on the 1-in-L flush step; L2 hits for its own re-reads):
         # the read-copy tile and ALL L-1 ring entries (allocated for every slot); validity j < h is
         # applied to the loaded values with tl.where (stale entries may hold anything, NaN included)
-        S_nf = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)
+        S_nf = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK, True)
         offs_j = tl.arange(0, L1P)
         mr = offs_j < L1
         ej = ring0 + offs_j
@@ -633,16 +639,18 @@ def _nonflush_kernel(
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr,
     HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr, BK: tl.constexpr,
     BV: tl.constexpr, NVC: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_LP: tl.constexpr,
-    CACHED: tl.constexpr, PREFETCH: tl.constexpr,
+    CACHED: tl.constexpr, PREFETCH: tl.constexpr, RING_EARLY: tl.constexpr,
 ):
     """First launch of a split replay step: the non-flush rows (and the padded rows' zero output).
 
     Grid ``(1, HV, B)``: a program handles the ``NVC`` ``[BV, BK]`` tiles of one (row, head), so the ring's keys
-    and decays are read and reduced once per (row, head) rather than once per V-block, and only the ``h`` live
-    entries are read (loads masked by ``j < h``; the fused kernel loads all ``L - 1`` speculatively). The first
-    tile of the read copy is loaded before ``h`` is known; each next tile's ring corrections and v_t are loaded
-    before the current tile is reduced and, with ``PREFETCH``, its read-copy tile too (two tiles in registers:
-    :func:`nonflush_prefetch`). Flush rows (``h + 1 >= L``) are left to the flush launches."""
+    and decays are read and reduced once per (row, head) rather than once per V-block. The first tile of the
+    read copy is loaded before ``h`` is known; with ``RING_EARLY`` so are the ring keys, decays and the first
+    tile's corrections (all ``L - 1`` entries, the dead ones zeroed with ``tl.where`` once ``h`` is known: one
+    dependent round trip less, up to twice the ring bytes), else only the ``h`` live entries are read (loads
+    masked by ``j < h``). Each next tile's ring corrections and v_t are loaded before the current tile is
+    reduced and, with ``PREFETCH``, its read-copy tile too (two tiles in registers; :func:`nonflush_config`).
+    Flush rows (``h + 1 >= L``) are left to the flush launches."""
     head = tl.program_id(1)
     b = tl.program_id(2)
     offs_k = tl.arange(0, BK)
@@ -653,18 +661,30 @@ def _nonflush_kernel(
     sh = tl.maximum(slot, 0) * HV + head
     ring0 = sh * L1
     h = tl.load(cnt_ptr + tl.maximum(slot, 0))
-    S_next = _load_tile(lp0, lp1, lp2, sh, offs_b, offs_k, offs_b < V, mk, K, V, FMT_LP, BK)
+    S_next = _load_tile(lp0, lp1, lp2, sh, offs_b, offs_k, offs_b < V, mk, K, V, FMT_LP, BK, True)
     q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
+    offs_j = tl.arange(0, L1P)
+    ej = ring0 + offs_j
+    if RING_EARLY:
+        ma = offs_j < L1
+        Ur_next, vt_next = _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, ma, bh, offs_b, offs_b < V, V, DELTA)
+        Kr, gr = _load_ring_keys(rk_ptr, rg_ptr, ej, ma, offs_k, mk, K, GK)
     if slot < 0:
         for c in tl.static_range(NVC):
             offs_v = c * BV + offs_b
             tl.store(out_ptr + bh * V + offs_v, tl.zeros([BV], dtype=tl.float32), mask=offs_v < V)
     elif h + 1 < L:
-        offs_j = tl.arange(0, L1P)
-        mj = offs_j < h                     # h <= L - 2: only live entries are read
-        ej = ring0 + offs_j
-        Ur_next, vt_next = _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_b, offs_b < V, V, DELTA)
-        Kr, gr = _load_ring_keys(rk_ptr, rg_ptr, ej, mj, offs_k, mk, K, GK)
+        mj = offs_j < h                     # h <= L - 2: the live entries
+        if RING_EARLY:                      # stale entries may hold anything, NaN included
+            Ur_next = tl.where(mj[:, None], Ur_next, 0.0)
+            Kr = tl.where(mj[:, None], Kr, 0.0)
+            if GK == 1:
+                gr = tl.where(mj, gr, 0.0)
+            else:
+                gr = tl.where(mj[:, None], gr, 0.0)
+        else:
+            Ur_next, vt_next = _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_b, offs_b < V, V, DELTA)
+            Kr, gr = _load_ring_keys(rk_ptr, rg_ptr, ej, mj, offs_k, mk, K, GK)
         cq, ck, gam = _ring_coeffs(Kr, gr, q, kt, gt, gts, GK)
         eh = ring0 + h
         for c in tl.static_range(NVC):
@@ -677,12 +697,12 @@ def _nonflush_kernel(
             elif c == 0:
                 S = S_next
             else:
-                S = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)
+                S = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK, True)
             if c + 1 < NVC:                 # the next tile's loads before this tile is reduced
                 mn = offs_v + BV < V
                 Ur_next, vt_next = _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v + BV, mn, V, DELTA)
                 if PREFETCH:
-                    S_next = _load_tile(lp0, lp1, lp2, sh, offs_v + BV, offs_k, mn, mk, K, V, FMT_LP, BK)
+                    S_next = _load_tile(lp0, lp1, lp2, sh, offs_v + BV, offs_k, mn, mk, K, V, FMT_LP, BK, True)
             o, u = _nonflush_rows(S, Ur, cq, ck, gam, q, kt, vt, beta, DELTA)
             tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
             _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
@@ -776,15 +796,21 @@ def launch_config(cache, batch: int):
     return BV, BVF, num_warps, nvfp4, (maxnreg or None), split
 
 
-def nonflush_prefetch(cache) -> bool:
-    """Whether the split step's non-flush launch loads each next read-copy tile before reducing the current
-    one (the next tile's ring corrections and v_t are always loaded early). Default: only for an fp32 read
-    copy, where the decoded tile is the loaded one (sm_90a, BV = 32, 4 warps: gdn 128 registers with, 100
-    without; an nvfp4 read copy needs 168 without). H200, gdn at B = 512: fp32 422 us per step with, 446
-    without; nvfp4/fp16 800 with, 689 without (reports/bench/full_51797a5/sweep.csv). The
-    ``nonflush_prefetch`` knob overrides."""
+def nonflush_config(cache, BV: int):
+    """Tiling of the split step's non-flush launch (:func:`_nonflush_kernel`): ``(BV, prefetch, ring_early)``.
+
+    ``BV``: rows of V per tile (default: the step's V block; knob ``nonflush_block_v``). ``prefetch``: each
+    next read-copy tile is loaded before the current one is reduced (the next tile's ring corrections and v_t
+    always are); default only for an fp32 read copy, where the decoded tile is the loaded one (sm_90a, BV = 32,
+    4 warps: gdn 128 registers with, 100 without; an nvfp4 read copy needs 168 without). H200, gdn at
+    B = 512: fp32 422 us per step with, 446 without; nvfp4/fp16 800 with, 689 without
+    (reports/bench/full_51797a5/sweep.csv); knob ``nonflush_prefetch``. ``ring_early``: the ring is loaded
+    before the ring count (default off; knob ``nonflush_ring_early``)."""
+    bv = getattr(cache, "nonflush_block_v", None) or BV
     knob = getattr(cache, "nonflush_prefetch", None)
-    return bool(knob) if knob is not None else cache.spec.read.name == "fp32"
+    prefetch = bool(knob) if knob is not None else cache.spec.read.name == "fp32"
+    early = bool(getattr(cache, "nonflush_ring_early", None) or False)
+    return bv, prefetch, early
 
 
 def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
@@ -831,20 +857,20 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         # disjoint slots because the rows of one step have distinct slots (see the kernels). 1) the non-flush
         # rows + the padded rows' zero output (one program per (row, head): ring read once, h-masked; no flush
         # code, no register cap)
-        NVC = triton.cdiv(V, BV)
+        BVN, prefetch, early = nonflush_config(cache, BV)
         _nonflush_kernel[(1, HV, B)](
             q, k, v, g, beta, slot_idx, out, lp0, lp1, lp2,
             cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count, HV,
-            K=K, V=V, L=cache.window, L1=consts["L1"], L1P=consts["L1P"], BK=BK, BV=BV, NVC=NVC,
+            K=K, V=V, L=cache.window, L1=consts["L1"], L1P=consts["L1P"], BK=BK, BV=BVN, NVC=triton.cdiv(V, BVN),
             GK=consts["GK"], DELTA=cache.delta, FMT_LP=consts["FMT_LP"], CACHED=cached,
-            PREFETCH=nonflush_prefetch(cache), num_warps=max(4, min(16, BV * BK // 1024)))
+            PREFETCH=prefetch, RING_EARLY=early, num_warps=max(4, min(16, BVN * BK // 1024)))
         # 2) the flush rows, listed on the device, then a persistent grid over their (row, head, V-block) work
         # items (nvfp4: (row, head), the whole head per item); the fused kernel's flush config
         rows = torch.empty(B, dtype=torch.int32, device=v.device)
         nrows = torch.empty(1, dtype=torch.int32, device=v.device)
         _flush_rows_kernel[(1,)](slot_idx, cache.ring_count, rows, nrows, B, L=cache.window,
                                  BLOCK=min(1024, triton.next_power_of_2(B)))
-        NVB = 1 if nvfp4 else NVC
+        NVB = 1 if nvfp4 else triton.cdiv(V, BV)
         nprog = min(B * HV * NVB, FLUSH_PROGRAMS_PER_SM * _num_sms(v.device))
         _flush_kernel[(nprog,)](rows, nrows, *args, **consts, NVB=NVB, num_warps=num_warps, **extra)
     else:

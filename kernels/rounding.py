@@ -21,7 +21,7 @@ Public (all ``@triton.jit``):
 * ``nvfp4_decode_blocks(codes [NB, 8], scale_bits [NB], s_enc)`` -> fp32 [NB, 16] (contiguous rows).
 * ``nvfp4_block_factor(scale_bits, s_enc)`` -> the per-block decode factor fp32(s_b / s_enc).
 
-* ``sr_bits(seed, c0, c1, c2, c3)`` -> uint32 Philox bits (10 rounds).
+* ``sr_bits4(seed, g0, c1, c2, c3)`` -> uint32 Philox bits (10 rounds), four elements per call.
 
 NVFP4 cost. Decode: one IEEE division per 16-element block, and per element a shift/mask,
 a 4-bit-to-fp32 bit formula (no float table, no conversion), one multiply and an integer NaN
@@ -52,6 +52,13 @@ import triton.language as tl
 FORMAT_CODE = {"fp32": 0, "bf16": 1, "fp16": 2, "fp8": 3, "e5m2": 4, "nvfp4": 5, "e2m1": 6}
 
 FLT_MAX = 3.4028234663852886e38
+
+#: On the GPU the RNE casts to bf16 / fp16 / fp8 (E4M3) and the fp16 / fp8 decodes use the conversion
+#: instructions (``cvt.rn[.satfinite]``: one per element instead of ~30 integer operations; the
+#: saturation and NaN rules of the integer path are applied around them), so the result is the same bits
+#: (scripts/gpu/formats_check.py checks every format against the torch reference on the device). The
+#: interpreter keeps the integer path: its fp32->fp8 casts round wrongly at binade edges and do not saturate.
+HW_CASTS = tl.constexpr(not triton.knobs.runtime.interpret)
 
 
 @triton.jit
@@ -107,6 +114,17 @@ def _decode_ieee(bits, NB: tl.constexpr, EB: tl.constexpr, MB: tl.constexpr, BIA
 
 
 @triton.jit
+def _encode_hw(x, NB: tl.constexpr, MAXV: tl.constexpr, NANB: tl.constexpr, DT: tl.constexpr, IT: tl.constexpr):
+    """The RNE of :func:`_encode_ieee` by the hardware cast to DT (bit type IT): clamping to +-MAXV first
+    gives the saturation (an RNE cast of a clamped value never rounds past MAXV), NaN -> NANB with the sign."""
+    u = x.to(tl.int32, bitcast=True)
+    xc = tl.minimum(tl.maximum(x, -MAXV), MAXV)
+    bits = xc.to(DT).to(IT, bitcast=True).to(tl.int32) & ((1 << NB) - 1)
+    nan = (u & 0x7FFFFFFF) > 0x7F800000
+    return tl.where(nan, NANB | ((u >> 31) & 1) << (NB - 1), bits)
+
+
+@triton.jit
 def encode_bits(x, FMT: tl.constexpr, SR: tl.constexpr, rbits):
     """Round fp32 ``x`` into format FMT; returns int32 bit patterns (16/8/4 bits in the low bits).
 
@@ -117,11 +135,20 @@ def encode_bits(x, FMT: tl.constexpr, SR: tl.constexpr, rbits):
     if FMT == 0:
         r = x.to(tl.int32, bitcast=True)
     elif FMT == 1:
-        r = _encode_ieee(x, 16, 7, 127, 0x7F7F, 0x7FC0, SR, rbits)
+        if HW_CASTS and not SR:
+            r = _encode_hw(x, 16, 3.3895313892515355e38, 0x7FC0, tl.bfloat16, tl.int16)
+        else:
+            r = _encode_ieee(x, 16, 7, 127, 0x7F7F, 0x7FC0, SR, rbits)
     elif FMT == 2:
-        r = _encode_ieee(x, 16, 10, 15, 0x7BFF, 0x7E00, SR, rbits)
+        if HW_CASTS and not SR:
+            r = _encode_hw(x, 16, 65504.0, 0x7E00, tl.float16, tl.int16)
+        else:
+            r = _encode_ieee(x, 16, 10, 15, 0x7BFF, 0x7E00, SR, rbits)
     elif FMT == 3:
-        r = _encode_ieee(x, 8, 3, 7, 0x7E, 0x7F, SR, rbits)
+        if HW_CASTS and not SR:
+            r = _encode_hw(x, 8, 448.0, 0x7F, tl.float8e4nv, tl.int8)
+        else:
+            r = _encode_ieee(x, 8, 3, 7, 0x7E, 0x7F, SR, rbits)
     elif FMT == 4:
         r = _encode_ieee(x, 8, 2, 15, 0x7B, 0x7F, SR, rbits)
     else:
@@ -131,16 +158,35 @@ def encode_bits(x, FMT: tl.constexpr, SR: tl.constexpr, rbits):
 
 
 @triton.jit
-def decode_bits(bits, FMT: tl.constexpr):
-    """Exact decode of int32 bit patterns of format FMT to fp32."""
+def decode_bits(bits, FMT: tl.constexpr, NAN_BITS: tl.constexpr = True):
+    """Exact decode of int32 bit patterns of format FMT to fp32.
+
+    ``NAN_BITS=False`` (kernels that only compute with the values): on the GPU a NaN code decodes to some
+    NaN rather than the reference's bit pattern (saves the fix-up after the fp16 / fp8 cvt)."""
     if FMT == 0:
         r = bits.to(tl.int32).to(tl.float32, bitcast=True)
     elif FMT == 1:
         r = ((bits.to(tl.int32) & 0xFFFF) << 16).to(tl.float32, bitcast=True)
     elif FMT == 2:
-        r = _decode_ieee(bits, 16, 5, 10, 15, 0x7E00, True, 5.960464477539063e-08)
+        if HW_CASTS:   # cvt.f32.f16; a NaN keeps its payload as in the integer path
+            b = bits.to(tl.int32)
+            h = b.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32).to(tl.int32, bitcast=True)
+            nan = ((b & 0x8000) << 16) | 0x7F800000 | ((b & 0x3FF) << 13)
+            if NAN_BITS:
+                h = tl.where((b & 0x7FFF) > 0x7C00, nan, h)
+            r = h.to(tl.float32, bitcast=True)
+        else:
+            r = _decode_ieee(bits, 16, 5, 10, 15, 0x7E00, True, 5.960464477539063e-08)
     elif FMT == 3:
-        r = _decode_ieee(bits, 8, 4, 3, 7, 0x7F, False, 0.001953125)
+        if HW_CASTS:   # cvt e4m3x2 -> f16x2 -> f32 (exact); NaN as 0x7FC00000 with the sign
+            b = bits.to(tl.int32)
+            h = b.to(tl.int8).to(tl.float8e4nv, bitcast=True).to(tl.float32).to(tl.int32, bitcast=True)
+            nan = ((b & 0x80) << 24) | 0x7FC00000
+            if NAN_BITS:
+                h = tl.where((b & 0x7F) == 0x7F, nan, h)
+            r = h.to(tl.float32, bitcast=True)
+        else:
+            r = _decode_ieee(bits, 8, 4, 3, 7, 0x7F, False, 0.001953125)
     elif FMT == 4:
         r = _decode_ieee(bits, 8, 5, 2, 15, 0x7F, True, 1.52587890625e-05)
     else:
@@ -150,21 +196,23 @@ def decode_bits(bits, FMT: tl.constexpr):
 
 
 @triton.jit
-def sr_bits(seed, c0, c1, c2, c3):
-    """uint32 random bits: first word of ``tl.philox(seed, c0, c1, c2, c3)`` (10 rounds).
+def sr_bits4(seed, g0, c1, c2, c3):
+    """uint32 random bits for four consecutive elements per Philox call (10 rounds; one call costs
+    ~100 integer instructions, so one call per element would dominate an SR cast).
 
-    ``c0`` must be a tensor (e.g. the element index); c1..c3 tensors of a broadcastable
-    shape or scalars. Counters are taken as uint32 (int64 counters are truncated to
-    their low 32 bits); the result has the broadcast shape of the counters. Torch mirror:
-    :func:`replayssm_quant.quant.philox.philox_uint32`.
+    ``g0``: integer tensor ``[R, N]`` of group counters (taken as uint32); c1..c3 tensors of a
+    broadcastable shape or scalars. Returns uint32 ``[R, 4 N]``: element ``4 j + w`` of a row is
+    output word ``w`` of ``tl.philox(seed, g0[:, j], c1, c2, c3)``. Torch mirror:
+    :func:`replayssm_quant.quant.philox.grouped_rbits`.
     """
-    z = (c0 * 0).to(tl.uint32)
-    c0 = c0.to(tl.uint32)
+    z = (g0 * 0).to(tl.uint32)
+    c0 = g0.to(tl.uint32)
     c1 = (z + c1).to(tl.uint32)
     c2 = (z + c2).to(tl.uint32)
     c3 = (z + c3).to(tl.uint32)
     r0, r1, r2, r3 = tl.philox(seed, c0, c1, c2, c3)
-    return r0
+    w = tl.join(tl.join(r0, r2), tl.join(r1, r3))          # [R, N, 2, 2]: word 2 i + j at [.., i, j] (join adds a last dim)
+    return tl.reshape(w, (g0.shape[0], 4 * g0.shape[1]))
 
 
 @triton.jit
@@ -282,14 +330,19 @@ def nvfp4_encode_pairs(x_even, x_odd, s_enc, SR: tl.constexpr, rb_even, rb_odd):
 
 
 @triton.jit
-def _e2m1_value(n):
-    """E2M1 code (int32, low 4 bits: sign bit 3, magnitude 0..7) -> its fp32 value, exactly.
+def _e2m1_raw(n, SHIFT: tl.constexpr):
+    """The E2M1 code in bits SHIFT..SHIFT+3 of the int32 ``n`` placed in an fp32 as magnitude << 22 with the
+    sign: its value times 2**-126 exactly (exponent field = E2M1 exponent, bit 22 = mantissa; code 1 is the
+    fp32 subnormal 2**-127). Two shifts and one 3-input logic op, no compare or select."""
+    return (((n << (22 - SHIFT)) & 0x01C00000) | ((n << (28 - SHIFT)) & -2147483648)).to(tl.float32, bitcast=True)
 
-    Magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6: 0 and 0.5 are m * 0x3F000000, the rest are
-    (m + 252) << 22 (exponent 127 + (m >> 1) - 1, mantissa bit 22 = m & 1); no table, no floats."""
-    m = n & 7
-    mag = tl.where(m < 2, m * 0x3F000000, (m + 252) << 22)
-    return (mag | ((n & 8) << 28)).to(tl.float32, bitcast=True)
+
+@triton.jit
+def _e2m1_value(n):
+    """E2M1 code (int32, low 4 bits: sign bit 3, magnitude 0..7) -> its fp32 value, exactly:
+    :func:`_e2m1_raw` times 2**126 (a power-of-two scaling of a subnormal or normal: exact; GPU fp32
+    multiplies keep subnormals, Triton emits no ``.ftz``)."""
+    return _e2m1_raw(n, 0) * 8.507059173023462e37
 
 
 @triton.jit
@@ -308,7 +361,7 @@ def nvfp4_decode_pairs(codes, scale_bits, s_enc):
     NaN stored as 0x7FC00000."""
     c = codes.to(tl.int32)
     d = nvfp4_block_factor(scale_bits[:, None], s_enc)
-    return _canonical_nan(_e2m1_value(c & 0xF) * d), _canonical_nan(_e2m1_value(c >> 4) * d)
+    return _canonical_nan(_e2m1_value(c) * d), _canonical_nan(_e2m1_raw(c, 4) * 8.507059173023462e37 * d)
 
 
 @triton.jit
@@ -344,9 +397,10 @@ def nvfp4_encode(x, s_enc, SR: tl.constexpr, rbits):
 
 
 @triton.jit
-def nvfp4_decode(codes, scale_bits, s_enc):
+def nvfp4_decode(codes, scale_bits, s_enc, NAN_BITS: tl.constexpr = True):
     """Decode NVFP4 ``codes uint8 [R, C//2]``, ``scale_bits uint8 [R, C//16]`` with a scalar
-    ``s_enc`` -> fp32 ``[R, C]``; value = fp32(q * fp32(s_b / s_enc)), NaN stored as 0x7FC00000.
+    ``s_enc`` -> fp32 ``[R, C]``; value = fp32(q * fp32(s_b / s_enc)), NaN stored as 0x7FC00000
+    (``NAN_BITS=False``, for kernels that only compute with the values: some NaN).
 
     One division per 16-element block; per element a nibble-to-fp32 bit formula and one multiply.
     The nibbles are interleaved with ``join`` + ``reshape`` (in registers when a thread holds whole
@@ -357,6 +411,9 @@ def nvfp4_decode(codes, scale_bits, s_enc):
     d = nvfp4_block_factor(scale_bits, s_enc)                                     # [R, C//16]
     d2 = tl.reshape(tl.broadcast_to(d[:, :, None], (R, NBR, 8)), (R, C2))          # per code byte
     c = codes.to(tl.int32)
-    lo = _canonical_nan(_e2m1_value(c & 0xF) * d2)
-    hi = _canonical_nan(_e2m1_value(c >> 4) * d2)
+    lo = _e2m1_value(c) * d2
+    hi = _e2m1_raw(c, 4) * 8.507059173023462e37 * d2
+    if NAN_BITS:
+        lo = _canonical_nan(lo)
+        hi = _canonical_nan(hi)
     return tl.reshape(tl.join(lo, hi), (R, 2 * C2))

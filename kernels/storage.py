@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from replayssm_quant.quant.formats import FormatInfo, NVFP4_BLOCK
-from replayssm_quant.quant.philox import philox_uint32
+from replayssm_quant.quant.philox import grouped_rbits
 
 #: stream tags (Philox c3)
 TAG_FLUSH = 0          # recurrence-checkpoint cast at a flush (and at load_state)
@@ -36,9 +36,9 @@ def sr_rbits(seed: int, slots: torch.Tensor, num_heads: int, V: int, K: int,
              flush_count: torch.Tensor, tag: int) -> torch.Tensor:
     """Random bits for stochastic rounding of states ``[n, HV, V, K]``.
 
-    Counters (docs/CONTRACTS.md): c0 = ``v * K + k`` (element index inside the
-    (slot, head) state), c1 = ``slot * HV + head``, c2 = the slot's flush
-    counter, c3 = ``tag``.
+    Four elements per Philox call (docs/CONTRACTS.md): element ``(v, k)`` takes word ``k % 4`` of the call
+    with c0 = ``v * ceil(K / 4) + k // 4`` (the group inside the (slot, head) state), c1 =
+    ``slot * HV + head``, c2 = the slot's flush counter, c3 = ``tag``.
 
     Args:
         slots: int64 ``[n]`` slot indices; flush_count: int ``[n]``.
@@ -47,11 +47,12 @@ def sr_rbits(seed: int, slots: torch.Tensor, num_heads: int, V: int, K: int,
         int64 ``[n, HV, V, K]`` holding uint32 values.
     """
     dev = slots.device
-    c0 = torch.arange(V * K, device=dev, dtype=torch.int64).view(1, 1, V, K)
+    K4 = (K + 3) // 4
+    c0 = torch.arange(V * K4, device=dev, dtype=torch.int64).view(1, 1, V, K4)
     c1 = (slots.to(torch.int64).view(-1, 1) * num_heads
           + torch.arange(num_heads, device=dev, dtype=torch.int64).view(1, -1)).view(-1, num_heads, 1, 1)
     c2 = flush_count.to(device=dev, dtype=torch.int64).view(-1, 1, 1, 1)
-    return philox_uint32(seed, c0, c1, c2, tag)
+    return grouped_rbits(seed, c0, c1, c2, tag)[..., :K]
 
 
 class StoredState:

@@ -1,7 +1,10 @@
-"""Philox-4x32-10 in torch, bit-identical to ``triton.language.philox`` (first output).
+"""Philox-4x32-10 in torch, bit-identical to ``triton.language.philox``.
 
 Used as the reference for the stochastic-rounding bits that the Triton kernels
-draw with :func:`replayssm_quant.kernels.rounding.sr_bits`. All arithmetic is
+draw with :func:`replayssm_quant.kernels.rounding.sr_bits4`: one Philox call
+gives the bits of four consecutive elements (element ``4 j + w`` of a row takes
+output word ``w`` of the call with counter ``j``), a quarter of the integer work
+of one call per element. All arithmetic is
 done on int64 tensors holding uint32 values, splitting 32x32-bit products into
 16-bit halves so nothing overflows int64.
 """
@@ -56,8 +59,8 @@ def check_seed(seed) -> int:
     return seed
 
 
-def philox_uint32(seed: int, c0, c1=0, c2=0, c3=0) -> torch.Tensor:
-    """First output word of Philox-4x32 with 10 rounds, as ``tl.philox(seed, c0, c1, c2, c3)[0]``.
+def philox4x32(seed: int, c0, c1=0, c2=0, c3=0) -> tuple[torch.Tensor, ...]:
+    """The four output words of Philox-4x32 with 10 rounds, as ``tl.philox(seed, c0, c1, c2, c3)``.
 
     Args:
         seed: int in [0, 2**63); key k0 = low 32 bits, k1 = high 32 bits (as Triton).
@@ -65,7 +68,7 @@ def philox_uint32(seed: int, c0, c1=0, c2=0, c3=0) -> torch.Tensor:
             negative int32 values are taken as their uint32 bit patterns.
 
     Returns:
-        int64 tensor (broadcast shape of the counters) of uint32 values in [0, 2**32).
+        four int64 tensors (broadcast shape of the counters) of uint32 values in [0, 2**32).
     """
     seed = check_seed(seed)
     tensors = [c for c in (c0, c1, c2, c3) if isinstance(c, torch.Tensor)]
@@ -80,14 +83,34 @@ def philox_uint32(seed: int, c0, c1=0, c2=0, c3=0) -> torch.Tensor:
         c0, c1, c2, c3 = hi_b ^ c1 ^ k0, lo_b, hi_a ^ c3 ^ k1, lo_a
         k0 = (k0 + _KEY_A) & _M32
         k1 = (k1 + _KEY_B) & _M32
-    return c0
+    return c0, c1, c2, c3
+
+
+def philox_uint32(seed: int, c0, c1=0, c2=0, c3=0) -> torch.Tensor:
+    """First output word of :func:`philox4x32` (int64 tensor of uint32 values)."""
+    return philox4x32(seed, c0, c1, c2, c3)[0]
+
+
+def grouped_rbits(seed: int, groups: torch.Tensor, c1=0, c2=0, c3=0) -> torch.Tensor:
+    """Random bits for four elements per Philox call, as :func:`replayssm_quant.kernels.rounding.sr_bits4`.
+
+    Args:
+        groups: integer tensor ``[..., N]`` of c0 counters (one per group of four consecutive elements).
+        c1, c2, c3: counters broadcastable to ``groups``.
+
+    Returns:
+        int64 tensor ``[..., 4 N]`` of uint32 values: element ``4 j + w`` = word ``w`` of the call on ``groups[..., j]``.
+    """
+    words = torch.stack(philox4x32(seed, groups, c1, c2, c3), dim=-1)
+    return words.reshape(*words.shape[:-2], 4 * words.shape[-2])
 
 
 def flat_rbits(seed: int, numel: int, device="cpu", c2: int = 0, c3: int = 0) -> torch.Tensor:
-    """Random bits for a flat tensor of ``numel`` elements: c0 = low, c1 = high 32 bits of the index.
+    """Random bits for a flat tensor of ``numel`` elements: element ``i`` = word ``i % 4`` of the call with
+    c0 = low, c1 = high 32 bits of ``i // 4``.
 
     Returns:
         int64 tensor ``[numel]`` of uint32 values; matches the Triton quantize kernels.
     """
-    idx = torch.arange(numel, dtype=torch.int64, device=device)
-    return philox_uint32(seed, idx & _M32, idx >> 32, c2, c3)
+    g = torch.arange((numel + 3) // 4, dtype=torch.int64, device=device)
+    return grouped_rbits(seed, g & _M32, g >> 32, c2, c3)[:numel]

@@ -333,14 +333,17 @@ def test_nvfp4_two_pass_flush_bit_exact(family, spec, split):
 
 
 @pytest.mark.parametrize("family", ["gdn", "kda"])
-def test_stale_ring_entries_never_leak(family):
+@pytest.mark.parametrize("split", [False, True])
+def test_stale_ring_entries_never_leak(family, split):
     """The kernel loads the whole ring (all L-1 entries) before it knows the ring count h and drops
-    entries j >= h afterwards: NaN/huge garbage in the stale entries must not reach any output."""
+    entries j >= h afterwards (fused kernel; split: the non-flush launch with early ring loads):
+    NaN/huge garbage in the stale entries must not reach any output."""
     HV, K, V, L = 2, 24, 12, 5
     x = random_decode_inputs(family, 2 * L, 3, HV, K, V, generator=_gen(40), device=DEV)
     S0 = torch.randn(3, HV, V, K, generator=_gen(41)).to(DEV)
-    cs = [_cache(family, "fp32", HV, K, V, b, L=L, slots=3, block_v=8 if b == "triton" else None)
-          for b in ("torch", "triton")]
+    cs = [_cache(family, "fp32", HV, K, V, b, L=L, slots=3, block_v=8 if b == "triton" else None,
+                 split_flush=split if b == "triton" else None) for b in ("torch", "triton")]
+    cs[1].nonflush_ring_early = True
     for c in cs:
         c.load_state(torch.arange(3), S0)
         for t in (c.ring_g, c.ring_k, c.ring_v, c.ring_beta, c.ring_u):
@@ -395,20 +398,29 @@ def _split_pair(family, spec, block_v, **kw):
             for s in (False, True)]
 
 
-@pytest.mark.parametrize("family,spec,block_v", [("gdn", "fp32", 8), ("gdn", "nvfp4+sr", None),
-                                                 ("kda", "nvfp4/fp8+sr", None), ("mamba2", "fp8+sr", 8),
-                                                 ("gdn", "bf16/fp32", 16)])
-def test_split_flush_bit_identical_to_fused(family, spec, block_v):
+@pytest.mark.parametrize("family,spec,block_v,knobs", [
+    ("gdn", "fp32", 8, {}), ("gdn", "nvfp4+sr", None, {}), ("kda", "nvfp4/fp8+sr", None, {}),
+    ("mamba2", "fp8+sr", 8, {}), ("gdn", "bf16/fp32", 16, {}),
+    # the non-flush launch's own tiling: early ring loads, prefetch, another V block than the flush's
+    ("gdn", "fp16", 8, dict(nonflush_ring_early=True, nonflush_prefetch=True, nonflush_block_v=4)),
+    ("kda", "nvfp4/fp16", None, dict(nonflush_ring_early=True, nonflush_block_v=8)),
+    ("mamba2", "fp32", 16, dict(nonflush_ring_early=True, nonflush_prefetch=False))])
+def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
     """The split step (launch 1: non-flush rows, launch 2: flush rows) == the fused kernel bit for bit:
     outputs, checkpoints, ring (cached corrections included), counters, on a schedule where one launch mixes
     flushing and non-flushing rows, padded rows and permuted slots; the output is NaN-poisoned before every
-    step and must be fully overwritten (padded rows: zeros) in both modes."""
+    step and must be fully overwritten (padded rows: zeros) in both modes. Stale ring entries hold 1e30."""
     from replayssm_quant.kernels import decode
 
     HV, K, V = 2, 48, 13
     x = random_decode_inputs(family, 9, 4, HV, K, V, generator=_gen(60), device=DEV)
     S0 = torch.randn(3, HV, V, K, generator=_gen(61)).to(DEV)
     cs = _split_pair(family, spec, block_v)
+    for name, value in knobs.items():
+        setattr(cs[1], name, value)
+    for c in cs:
+        for r in (c.ring_g, c.ring_k, c.ring_v, c.ring_beta, c.ring_u):
+            r.fill_(1e30)
     assert [decode.launch_config(c, 4)[5] for c in cs] == [False, True]
     for c in cs:
         c.load_state(torch.tensor([4, 0]), S0[:2])

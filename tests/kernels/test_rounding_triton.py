@@ -18,7 +18,8 @@ import triton.language as tl  # noqa: E402
 
 from replayssm_quant.kernels import rounding as rd  # noqa: E402
 from replayssm_quant.quant import reference as ref  # noqa: E402
-from replayssm_quant.quant.philox import philox_uint32  # noqa: E402
+from replayssm_quant.quant.philox import flat_rbits, grouped_rbits  # noqa: E402
+from replayssm_quant.kernels.quantize import dequantize_elem  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 ELEM_FORMATS = ["fp32", "bf16", "fp16", "fp8", "e5m2", "e2m1"]
@@ -31,7 +32,8 @@ def _elem_kernel(x_ptr, bits_ptr, back_ptr, rb_ptr, n, seed, FMT: tl.constexpr, 
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    rb = rd.sr_bits(seed, offs, 7, 3, 1)
+    g = pid * (BLOCK // 4) + tl.arange(0, BLOCK // 4)[None, :]
+    rb = tl.reshape(rd.sr_bits4(seed, g, 7, 3, 1), (BLOCK,))
     bits = rd.encode_bits(x, FMT, SR, rb)
     tl.store(bits_ptr + offs, bits, mask=mask)
     tl.store(back_ptr + offs, rd.decode_bits(bits, FMT), mask=mask)
@@ -47,8 +49,7 @@ def _nvfp4_kernel(x_ptr, codes_ptr, sb_ptr, senc_ptr, y_ptr, seed, R, C, BR: tl.
     c = tl.arange(0, BC)[None, :]
     m = (r < R) & (c < C)
     x = tl.load(x_ptr + pid * R * C + r * C + c, mask=m, other=0.0)
-    idx = pid * R * C + r * C + c
-    rb = rd.sr_bits(seed, idx, 0, 0, 0)
+    rb = rd.sr_bits4(seed, pid * (R * C // 4) + r * (C // 4) + tl.arange(0, BC // 4)[None, :], 0, 0, 0)
     s_enc = rd.nvfp4_encode_scale(rd.nvfp4_amax(x))
     codes, sbits = rd.nvfp4_encode(x, s_enc, SR, rb)
     c2 = tl.arange(0, BC // 2)[None, :]
@@ -88,14 +89,35 @@ def test_encode_decode_bits_match_reference(fmt, sr):
     rb = torch.full((n,), -7, dtype=torch.int32, device=DEV)
     seed = 1234 + int(sr)
     _elem_kernel[(triton.cdiv(n, 256),)](x, bits, back, rb, n, seed, FMT=rd.FORMAT_CODE[fmt], SR=sr, BLOCK=256)
-    idx = torch.arange(n, device=DEV)
-    want_rb = philox_uint32(seed, idx, 7, 3, 1)
+    want_rb = grouped_rbits(seed, torch.arange((n + 3) // 4, device=DEV), 7, 3, 1)[:n]
     assert torch.equal(rb.to(torch.int64) & 0xFFFFFFFF, want_rb)
     want = ref.encode_bits(x, fmt, "sr" if sr else "rne", want_rb if sr else None)
     bad = (bits != want).nonzero()
     assert bad.numel() == 0, f"{fmt} sr={sr}: {bad.numel()} mismatches, first x={x[bad[0]].item()!r}"
     want_back = ref.decode_bits(want, fmt)
     assert torch.equal(back.view(torch.int32), want_back.view(torch.int32))
+
+
+def test_hardware_cast_path_fp16(monkeypatch):
+    """The GPU path (``HW_CASTS``: hardware cvt with the saturation / NaN rules put around it) equals the
+    reference for fp16, the one format whose interpreter cast is also correctly rounded (bf16 and fp8 run it
+    on the GPU only: scripts/gpu/formats_check.py): RNE encode of ties, saturation edges, specials and random
+    bits, and the decode of all 65536 codes (NaN payloads included)."""
+    monkeypatch.setattr(rd, "HW_CASTS", tl.constexpr(True))
+    g = torch.Generator().manual_seed(5)
+    rnd = torch.randint(-2 ** 31, 2 ** 31, (1537,), generator=g, dtype=torch.int64).to(torch.int32).view(torch.float32)
+    x = torch.cat([_edge_values("fp16"), rnd]).to(DEV)
+    n = x.numel()
+    bits = torch.full((n,), 0x5A5A5A5A, dtype=torch.int32, device=DEV)
+    back = torch.full((n,), float("nan"), dtype=torch.float32, device=DEV)
+    rb = torch.zeros(n, dtype=torch.int32, device=DEV)
+    _elem_kernel[(triton.cdiv(n, 256),)](x, bits, back, rb, n, 1, FMT=rd.FORMAT_CODE["fp16"], SR=False, BLOCK=256)
+    want = ref.encode_bits(x, "fp16", "rne")
+    bad = (bits != want).nonzero()
+    assert bad.numel() == 0, f"{bad.numel()} mismatches, first x={x[bad[0]].item()!r}"
+    codes = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32, device=DEV).to(torch.int16)
+    got = dequantize_elem(codes, "fp16")
+    assert torch.equal(got.view(torch.int32), ref.decode_bits(codes, "fp16").view(torch.int32))
 
 
 @pytest.mark.parametrize("sr", [False, True])
@@ -117,7 +139,7 @@ def test_nvfp4_device_functions_match_reference(sr, R, C):
     seed = 99
     _nvfp4_kernel[(T,)](x, codes, sb, senc, y, seed, R, C, BR=triton.next_power_of_2(R),
                         BC=triton.next_power_of_2(C), SR=sr)
-    rb = philox_uint32(seed, torch.arange(T * R * C, device=DEV), 0, 0, 0).reshape(T, R, C)
+    rb = flat_rbits(seed, T * R * C, DEV).reshape(T, R, C)
     wc, ws, we = ref.nvfp4_quantize(x, "sr" if sr else "rne", rb if sr else None)
     assert torch.equal(senc.view(torch.int32), we.view(torch.int32))
     assert torch.equal(sb, ws)

@@ -7,7 +7,7 @@ import torch
 
 from replayssm_quant.quant import fake_quantize, quantize
 from replayssm_quant.quant import reference as ref
-from replayssm_quant.quant.philox import flat_rbits, philox_uint32
+from replayssm_quant.quant.philox import flat_rbits, philox4x32, philox_uint32
 
 from _formats_oracle import MAX, nonneg_values, sr_expected
 
@@ -111,9 +111,14 @@ def test_nvfp4_sr_unbiased():
 
 
 def test_philox_known_answers():
-    # Random123 known-answer vectors for philox4x32-10 (first output word)
+    # Random123 known-answer vectors for philox4x32-10 (all four output words)
+    assert [w.item() for w in philox4x32(0, 0, 0, 0, 0)] == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+    assert [w.item() for w in philox4x32(0x299F31D0A4093822, 0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344)] \
+        == [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]
     assert philox_uint32(0, 0, 0, 0, 0).item() == 0x6627E8D5
-    assert philox_uint32(0x299F31D0A4093822, 0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344).item() == 0xD16CFE09
+    # four elements per call: element 4j + w = word w of call j
+    words = philox4x32(5, torch.arange(3), 0, 0, 0)
+    assert torch.equal(flat_rbits(5, 11), torch.stack(words, -1).reshape(-1)[:11])
     r = flat_rbits(1, 1 << 16)
     assert r.min() >= 0 and r.max() < 2 ** 32 and r.unique().numel() > 65000
     assert abs(r.double().mean().item() / 2 ** 32 - 0.5) < 0.01

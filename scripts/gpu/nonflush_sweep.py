@@ -1,0 +1,63 @@
+"""Tiling sweep of the split step's non-flush launch (GPU): the data behind :func:`kernels.decode.nonflush_config`.
+
+For each family x spec at one batch, times the replay step (split on) over the non-flush knobs: V rows per tile
+(``nonflush_block_v``), read-copy prefetch (``nonflush_prefetch``) and early ring loads (``nonflush_ring_early``).
+Columns as ``replayssm-quant bench`` (``nonflush_us`` = the L - 1 non-flush steps alone). Prints one table and
+writes ``OUT/nonflush_sweep.csv`` / ``.md``.
+
+    source scripts/gpu/setup.sh && python3 scripts/gpu/nonflush_sweep.py --out "$OUT/nfsweep" \\
+        --families gdn --specs fp32,fp16,fp8+sr,nvfp4/fp16 --block-v 32,64,128
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
+from replayssm_quant.kernels.bench import SHAPES, Timer, bench_inputs, bench_kernel, markdown_table  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--families", default="gdn")
+    p.add_argument("--specs", default="fp32,fp16,fp8+sr,nvfp4/fp16")
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--block-v", default="32,64,128", help="non-flush V rows per tile to try")
+    p.add_argument("--rep-ms", type=int, default=20)
+    a = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("nonflush_sweep: needs a CUDA device")
+    os.makedirs(a.out, exist_ok=True)
+    dev = torch.device("cuda")
+    timer = Timer(dev, a.rep_ms)
+    rows = []
+    todo = list(itertools.product(a.families.split(","), a.specs.split(","), [int(b) for b in a.block_v.split(",")],
+                                  (True, False), (True, False)))
+    x, key = None, None
+    for fam, spec, bvn, pf, early in tqdm(todo, desc="non-flush sweep"):
+        if key != fam:
+            x, key = bench_inputs(fam, a.batch, SHAPES[fam], 16, dev), fam
+        r = bench_kernel(fam, spec, "replay", a.batch, SHAPES[fam], 16, timer, dev, x, split_flush=True, prefetch=pf,
+                         knobs=dict(nonflush_block_v=bvn, nonflush_ring_early=early))
+        rows.append(r)
+        pd.DataFrame(rows).to_csv(os.path.join(a.out, "nonflush_sweep.csv"), index=False)
+    df = pd.DataFrame(rows)
+    cols = ["family", "spec", "batch", "nonflush_block_v", "prefetch", "ring_early", "time_us", "nonflush_us",
+            "flush_us"]
+    md = markdown_table(df[cols], ".1f")
+    with open(os.path.join(a.out, "nonflush_sweep.md"), "w") as f:
+        f.write(f"# Non-flush launch sweep (batch {a.batch}, L = 16)\n\n- command: `{' '.join(sys.argv)}`\n"
+                f"- device: {torch.cuda.get_device_name()}\n\n{md}\n")
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
