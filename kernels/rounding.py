@@ -1,11 +1,14 @@
 """Triton device functions for the storage formats (DESIGN.md sec. 4, docs/CONTRACTS.md).
 
-All rounding is integer bit arithmetic on the fp32 bit pattern (int32), so the
+Rounding is integer bit arithmetic on the fp32 bit pattern (int32), so the
 results are identical on the GPU and in the Triton CPU interpreter (whose own
 fp32->fp8 casts are wrong), and bit-identical to the torch reference
 :mod:`replayssm_quant.quant.reference` (read its docstring for the exact
 semantics: RNE / stochastic rounding, saturation, NaN, signed zero, NVFP4
-block arithmetic and NaN blocks).
+block arithmetic and NaN blocks). On the GPU (:data:`HW_CASTS`) the RNE casts to
+bf16 / fp16 / fp8 and the fp16 / fp8 decodes take the conversion instructions
+instead, with the same bits (checked on the device by scripts/gpu/formats_check.py;
+fp16 also in the interpreter by tests/kernels/test_rounding_triton.py).
 
 Public (all ``@triton.jit``):
 
@@ -23,8 +26,9 @@ Public (all ``@triton.jit``):
 
 * ``sr_bits4(seed, g0, c1, c2, c3)`` -> uint32 Philox bits (10 rounds), four elements per call.
 
-NVFP4 cost. Decode: one IEEE division per 16-element block, and per element a shift/mask,
-a 4-bit-to-fp32 bit formula (no float table, no conversion), one multiply and an integer NaN
+NVFP4 cost. Decode: one IEEE division per 16-element block, and per element two shifts and one
+3-input logic op (the E2M1 code as an fp32 bit pattern worth value * 2**-126, :func:`_e2m1_raw`), two
+multiplies (by 2**126 and the block factor) and, unless ``NAN_BITS=False``, an integer NaN
 canonicalisation (GPU arithmetic returns NaN as 0x7FFFFFFF, x86 keeps the operand's NaN; the
 integer select also keeps ``q * d`` from being contracted into an fma with a caller's add).
 Encode (RNE): no per-element division either: seven per-block thresholds in the xs domain,
