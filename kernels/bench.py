@@ -147,7 +147,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
     ``block_v``, ``flush_block_v``, ``maxnreg`` (0 = no register cap), ``split_flush`` (True: the replay step
     as separate launches, non-flush rows then flush rows; False: one fused kernel), ``prefetch`` (the split
     non-flush launch loads the next tile before reducing the current one): launcher knobs, None = heuristic;
-    ``knobs``: any other cache knob attributes (e.g. ``nonflush_block_v``, ``nonflush_ring_early``).
+    ``knobs``: any other cache knob attributes.
     """
     probe = SSMStateCache(family, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"],
                           window=window, mode=mode, backend="torch")
@@ -199,13 +199,12 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
     min_bytes = cache.spec.step_bytes_per_element(mode, window) * elems
     from .decode import launch_config, nonflush_config
     bv, bvf, nw, _, mr, split = launch_config(cache, batch)
-    bvn, pf, early = nonflush_config(cache, bv)
+    pf = nonflush_config(cache)[2]
     row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,
                nonflush_us=nf_us, flush_us=fl_us, min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9,
                rotation=R,
                block_v=bv, flush_block_v=bvf, num_warps=nw, maxnreg=mr or 0, split_flush=bool(split),
-               prefetch=bool(split) and pf, nonflush_block_v=bvn if split else None,
-               ring_early=bool(split) and early,
+               prefetch=bool(split) and pf,
                finite=bool(torch.isfinite(out).all()))
     del cache, out
     if device.type == "cuda":

@@ -47,15 +47,16 @@ import torch
 import triton
 import triton.language as tl
 
-from .reference import block_k, cached_corrections, flush_entries, replay_flush_rows
+from .reference import block_k, cached_corrections, flush_entries, nonflush_kc, replay_flush_rows
 from .rounding import (FORMAT_CODE, decode_bits, encode_bits, nvfp4_amax, nvfp4_decode, nvfp4_encode,
                        nvfp4_encode_scale, sr_bits4)
 
 
 @triton.jit
 def _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, BK: tl.constexpr,
-               VALUES: tl.constexpr = False):
-    """Decode the [BV, BK] tile of state (slot*HV+head = sh) to fp32 (0 outside [V, K]).
+               VALUES: tl.constexpr = False, K0: tl.constexpr = 0):
+    """Decode the [BV, BK] tile of state (slot*HV+head = sh) to fp32 (0 outside [V, K]); ``offs_k`` =
+    ``K0 + arange(0, BK)`` (a K chunk of the non-flush launch: K0 and BK multiples of 16 for nvfp4).
 
     A NaN's bits never reach a store (kernels only compute with the values), so fp16 / fp8 skip the NaN
     fix-up of :func:`.rounding.decode_bits`. ``VALUES`` (the read copy of a non-flush output): nvfp4 also
@@ -67,8 +68,8 @@ def _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, 
     elif FMT == 5:
         K2 = K // 2
         K16 = K // 16
-        o2 = tl.arange(0, BK // 2)
-        o16 = tl.arange(0, BK // 16)
+        o2 = K0 // 2 + tl.arange(0, BK // 2)
+        o16 = K0 // 16 + tl.arange(0, BK // 16)
         codes = tl.load(p0 + sh * V * K2 + offs_v[:, None] * K2 + o2[None, :],
                         mask=mv[:, None] & (o2 < K2)[None, :], other=0)
         sb = tl.load(p1 + sh * V * K16 + offs_v[:, None] * K16 + o16[None, :],
@@ -381,14 +382,39 @@ def _ring_coeffs(Kr, gr, q, kt, gt, gts, GK: tl.constexpr):
 
 
 @triton.jit
+def _rowdot(S, x):
+    """``sum_k S[v, k] x[k]`` of a ``[R, BK]`` tile in the non-flush order: the sums of the ``BK // KC`` (<= 4)
+    K chunks of ``KC = max(16, BK // 4)`` (:func:`.reference.nonflush_kc`), then their sum (the split launch
+    reduces chunk by chunk and adds the chunk sums with :func:`_sum_chunks`: the same values)."""
+    R: tl.constexpr = S.shape[0]
+    BK: tl.constexpr = S.shape[1]
+    KC: tl.constexpr = BK // 4 if BK >= 64 else 16
+    return tl.sum(tl.sum(tl.reshape(S * x[None, :], (R, BK // KC, KC)), 2), 1)
+
+
+@triton.jit
+def _sum_chunks(p0, p1, p2, p3, NKC: tl.constexpr):
+    """The sum of the ``NKC`` (1, 2 or 4) per-chunk row sums ``[R]`` as :func:`_rowdot` adds them (one tl.sum
+    over a ``[R, NKC]`` tensor; unused arguments are ignored)."""
+    if NKC == 1:
+        r = p0
+    elif NKC == 2:
+        r = tl.sum(tl.join(p0, p1), 1)
+    else:
+        tl.static_assert(NKC == 4, "_sum_chunks: 1, 2 or 4 chunks")
+        r = tl.sum(tl.reshape(tl.join(tl.join(p0, p2), tl.join(p1, p3)), (p0.shape[0], 4)), 1)
+    return r
+
+
+@triton.jit
 def _nonflush_rows(S, Ur, cq, ck, gam, q, kt, vt, beta, DELTA: tl.constexpr):
     """Output rows of a non-flush step from the read-copy tile ``S`` [BV, BK] and the ring's corrections
     (mamba2: raw inputs) ``Ur`` [L1P, BV] (zero at j >= h): o = S (gam q) + sum_j u_j cq_j + u_t (k_t . q_t)
     with u_t = beta (v_t - S (gam k_t) - sum_j u_j ck_j) (delta rule) or v_t. Returns (o, u_t), [BV] each."""
     acc_q = tl.sum(Ur * cq[:, None], 0)                                       # [BV]
-    acc_q = acc_q + tl.sum(S * (gam * q)[None, :], 1)
+    acc_q = acc_q + _rowdot(S, gam * q)
     if DELTA:
-        acc_k = tl.sum(Ur * ck[:, None], 0) + tl.sum(S * (gam * kt)[None, :], 1)
+        acc_k = tl.sum(Ur * ck[:, None], 0) + _rowdot(S, gam * kt)
         u = beta * (vt - acc_k)
     else:
         u = vt
@@ -623,7 +649,7 @@ def _step_program(
 
 @triton.jit
 def _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v, mv, V: tl.constexpr, DELTA: tl.constexpr):
-    """The V rows ``offs_v`` of a non-flush tile's ring terms: the live entries' corrections (mamba2: raw inputs)
+    """The V rows ``offs_v`` of a non-flush step's ring terms: the live entries' corrections (mamba2: raw inputs)
     ``[L1P, BV]`` (0 where ``mj`` is false) and the current v_t ``[BV]`` in fp32."""
     if DELTA:
         Ur = tl.load(ru_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :], other=0.0)
@@ -634,78 +660,105 @@ def _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v, mv, V: tl.constex
 
 
 @triton.jit
+def _chunk_factors(q_ptr, k_ptr, g_ptr, rg_ptr, bh, ej, mj, gam, kc, mkc, K: tl.constexpr, GK: tl.constexpr,
+                   DELTA: tl.constexpr):
+    """K chunk ``kc`` of gamma_{1:t} * q_t and (delta rule) gamma_{1:t} * k_t, fp32 ``[KC]``: ``gam`` is the
+    scalar decay (GK = 1); per-key decays (GK = K) are recomputed from the chunk's ring decays and g_t (the
+    same column sums as the whole-row ``gam`` of :func:`_ring_coeffs`)."""
+    qc = tl.load(q_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
+    if GK == 1:
+        gc = gam
+    else:
+        grc = tl.load(rg_ptr + ej[:, None] * GK + kc[None, :], mask=mj[:, None] & mkc[None, :], other=0.0)
+        gc = tl.exp(tl.sum(grc, 0) + tl.load(g_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32))
+    xq = gc * qc
+    if DELTA:
+        xk = gc * tl.load(k_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
+    else:
+        xk = xq
+    return xq, xk
+
+
+@triton.jit
 def _nonflush_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, lp0, lp1, lp2,
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr,
     HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr, BK: tl.constexpr,
-    BV: tl.constexpr, NVC: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_LP: tl.constexpr,
-    CACHED: tl.constexpr, PREFETCH: tl.constexpr, RING_EARLY: tl.constexpr,
+    BVA: tl.constexpr, KC: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_LP: tl.constexpr,
+    CACHED: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     """First launch of a split replay step: the non-flush rows (and the padded rows' zero output).
 
-    Grid ``(1, HV, B)``: a program handles the ``NVC`` ``[BV, BK]`` tiles of one (row, head), so the ring's keys
-    and decays are read and reduced once per (row, head) rather than once per V-block. The first tile of the
-    read copy is loaded before ``h`` is known; with ``RING_EARLY`` so are the ring keys, decays and the first
-    tile's corrections (all ``L - 1`` entries, the dead ones zeroed with ``tl.where`` once ``h`` is known: one
-    dependent round trip less, up to twice the ring bytes), else only the ``h`` live entries are read (loads
-    masked by ``j < h``). Each next tile's ring corrections and v_t are loaded before the current tile is
-    reduced and, with ``PREFETCH``, its read-copy tile too (two tiles in registers; :func:`nonflush_config`).
+    Grid ``(1, HV, B)``: a program handles one (row, head), all ``V`` rows at once (``BVA`` = next power of two),
+    streaming the read copy in ``BK // KC`` key chunks ``[BVA, KC]`` (``KC`` = :func:`.reference.nonflush_kc`):
+    the per-chunk row sums stay in the chunk's layout (a reduction within a warp), the ring terms are reduced
+    once per (row, head) over the whole ``[L1P, BVA]`` ring tile, and the outputs and corrections are stored
+    once; only the ``h`` live ring entries are read. The first chunk is loaded before ``h`` is known; with
+    ``PREFETCH`` each next chunk is loaded before the current one is reduced (:func:`nonflush_config`).
     Flush rows (``h + 1 >= L``) are left to the flush launches."""
+    NKC: tl.constexpr = BK // KC
     head = tl.program_id(1)
     b = tl.program_id(2)
     offs_k = tl.arange(0, BK)
     mk = offs_k < K
-    offs_b = tl.arange(0, BV)
+    offs_v = tl.arange(0, BVA)
+    mv = offs_v < V
+    offs_c = tl.arange(0, KC)
     bh = b.to(tl.int64) * HV + head
     slot = tl.load(idx_ptr + b).to(tl.int64)
     sh = tl.maximum(slot, 0) * HV + head
     ring0 = sh * L1
     h = tl.load(cnt_ptr + tl.maximum(slot, 0))
-    S_next = _load_tile(lp0, lp1, lp2, sh, offs_b, offs_k, offs_b < V, mk, K, V, FMT_LP, BK, True)
+    S_next = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_c, mv, offs_c < K, K, V, FMT_LP, KC, True, 0)
     q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
-    offs_j = tl.arange(0, L1P)
-    ej = ring0 + offs_j
-    if RING_EARLY:
-        ma = offs_j < L1
-        Ur_next, vt_next = _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, ma, bh, offs_b, offs_b < V, V, DELTA)
-        Kr, gr = _load_ring_keys(rk_ptr, rg_ptr, ej, ma, offs_k, mk, K, GK)
     if slot < 0:
-        for c in tl.static_range(NVC):
-            offs_v = c * BV + offs_b
-            tl.store(out_ptr + bh * V + offs_v, tl.zeros([BV], dtype=tl.float32), mask=offs_v < V)
+        tl.store(out_ptr + bh * V + offs_v, tl.zeros([BVA], dtype=tl.float32), mask=mv)
     elif h + 1 < L:
-        mj = offs_j < h                     # h <= L - 2: the live entries
-        if RING_EARLY:                      # stale entries may hold anything, NaN included
-            Ur_next = tl.where(mj[:, None], Ur_next, 0.0)
-            Kr = tl.where(mj[:, None], Kr, 0.0)
-            if GK == 1:
-                gr = tl.where(mj, gr, 0.0)
-            else:
-                gr = tl.where(mj[:, None], gr, 0.0)
-        else:
-            Ur_next, vt_next = _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_b, offs_b < V, V, DELTA)
-            Kr, gr = _load_ring_keys(rk_ptr, rg_ptr, ej, mj, offs_k, mk, K, GK)
+        offs_j = tl.arange(0, L1P)
+        mj = offs_j < h                     # h <= L - 2: only live entries are read
+        ej = ring0 + offs_j
+        Ur, vt = _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v, mv, V, DELTA)
+        Kr, gr = _load_ring_keys(rk_ptr, rg_ptr, ej, mj, offs_k, mk, K, GK)
         cq, ck, gam = _ring_coeffs(Kr, gr, q, kt, gt, gts, GK)
-        eh = ring0 + h
-        for c in tl.static_range(NVC):
-            offs_v = c * BV + offs_b
-            mv = offs_v < V
-            Ur = Ur_next
-            vt = vt_next
-            if PREFETCH:
-                S = S_next
-            elif c == 0:
+        if GK == 1:
+            gam = tl.exp(tl.sum(gr, 0) + gts)   # the scalar behind _ring_coeffs' [BK] vector
+        zero = tl.zeros([BVA], dtype=tl.float32)
+        pq0, pq1, pq2, pq3 = zero, zero, zero, zero
+        pk0, pk1, pk2, pk3 = zero, zero, zero, zero
+        for c in tl.static_range(NKC):
+            kc = c * KC + offs_c
+            mkc = kc < K
+            if PREFETCH or c == 0:
                 S = S_next
             else:
-                S = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK, True)
-            if c + 1 < NVC:                 # the next tile's loads before this tile is reduced
-                mn = offs_v + BV < V
-                Ur_next, vt_next = _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v + BV, mn, V, DELTA)
-                if PREFETCH:
-                    S_next = _load_tile(lp0, lp1, lp2, sh, offs_v + BV, offs_k, mn, mk, K, V, FMT_LP, BK, True)
-            o, u = _nonflush_rows(S, Ur, cq, ck, gam, q, kt, vt, beta, DELTA)
-            tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
-            _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
+                S = _load_tile(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, True, c * KC)
+            if PREFETCH and c + 1 < NKC:    # the next chunk's loads before this chunk is reduced
+                S_next = _load_tile(lp0, lp1, lp2, sh, offs_v, kc + KC, mv, kc + KC < K, K, V, FMT_LP, KC, True,
+                                    (c + 1) * KC)
+            xq, xk = _chunk_factors(q_ptr, k_ptr, g_ptr, rg_ptr, bh, ej, mj, gam, kc, mkc, K, GK, DELTA)
+            pq = tl.sum(S * xq[None, :], 1)
+            if DELTA:
+                pk = tl.sum(S * xk[None, :], 1)
+            else:
+                pk = zero
+            if c == 0:
+                pq0, pk0 = pq, pk
+            elif c == 1:
+                pq1, pk1 = pq, pk
+            elif c == 2:
+                pq2, pk2 = pq, pk
+            else:
+                pq3, pk3 = pq, pk
+        acc_q = tl.sum(Ur * cq[:, None], 0) + _sum_chunks(pq0, pq1, pq2, pq3, NKC)
+        if DELTA:
+            acc_k = tl.sum(Ur * ck[:, None], 0) + _sum_chunks(pk0, pk1, pk2, pk3, NKC)
+            u = beta * (vt - acc_k)
+        else:
+            u = vt
+        o = acc_q + u * tl.sum(kt * q, 0)
+        tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
+        eh = ring0 + h
+        _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
         _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, gt, beta, offs_k, mk, True, K, GK, DELTA, CACHED)
 
 
@@ -796,21 +849,18 @@ def launch_config(cache, batch: int):
     return BV, BVF, num_warps, nvfp4, (maxnreg or None), split
 
 
-def nonflush_config(cache, BV: int):
-    """Tiling of the split step's non-flush launch (:func:`_nonflush_kernel`): ``(BV, prefetch, ring_early)``.
+def nonflush_config(cache) -> tuple[int, int, bool, int]:
+    """The split step's non-flush launch (:func:`_nonflush_kernel`): ``(BVA, KC, prefetch, num_warps)``.
 
-    ``BV``: rows of V per tile (default: the step's V block; knob ``nonflush_block_v``). ``prefetch``: each
-    next read-copy tile is loaded before the current one is reduced (the next tile's ring corrections and v_t
-    always are); default only for an fp32 read copy, where the decoded tile is the loaded one (sm_90a, BV = 32,
-    4 warps: gdn 128 registers with, 100 without; an nvfp4 read copy needs 168 without). H200, gdn at
-    B = 512: fp32 422 us per step with, 446 without; nvfp4/fp16 800 with, 689 without
-    (reports/bench/full_51797a5/sweep.csv); knob ``nonflush_prefetch``. ``ring_early``: the ring is loaded
-    before the ring count (default off; knob ``nonflush_ring_early``)."""
-    bv = getattr(cache, "nonflush_block_v", None) or BV
+    ``BVA``: all V rows (next power of two); ``KC``: the key-chunk width of the non-flush reductions
+    (:func:`.reference.nonflush_kc`, fixed by the reduction order); ``prefetch``: each next read-copy chunk is
+    loaded before the current one is reduced (knob ``nonflush_prefetch``; default on); ``num_warps``:
+    ``BVA * KC / 1024`` in 4..16 (<= 32 fp32 elements per thread per chunk)."""
+    BVA = triton.next_power_of_2(cache.head_v)
+    KC = nonflush_kc(block_k(cache.head_k))
     knob = getattr(cache, "nonflush_prefetch", None)
-    prefetch = bool(knob) if knob is not None else cache.spec.read.name == "fp32"
-    early = bool(getattr(cache, "nonflush_ring_early", None) or False)
-    return bv, prefetch, early
+    prefetch = True if knob is None else bool(knob)
+    return BVA, KC, prefetch, max(4, min(16, BVA * KC // 1024))
 
 
 def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
@@ -857,13 +907,13 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         # disjoint slots because the rows of one step have distinct slots (see the kernels). 1) the non-flush
         # rows + the padded rows' zero output (one program per (row, head): ring read once, h-masked; no flush
         # code, no register cap)
-        BVN, prefetch, early = nonflush_config(cache, BV)
+        BVA, KC, prefetch, nw = nonflush_config(cache)
         _nonflush_kernel[(1, HV, B)](
             q, k, v, g, beta, slot_idx, out, lp0, lp1, lp2,
             cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count, HV,
-            K=K, V=V, L=cache.window, L1=consts["L1"], L1P=consts["L1P"], BK=BK, BV=BVN, NVC=triton.cdiv(V, BVN),
+            K=K, V=V, L=cache.window, L1=consts["L1"], L1P=consts["L1P"], BK=BK, BVA=BVA, KC=KC,
             GK=consts["GK"], DELTA=cache.delta, FMT_LP=consts["FMT_LP"], CACHED=cached,
-            PREFETCH=prefetch, RING_EARLY=early, num_warps=max(4, min(16, BVN * BK // 1024)))
+            PREFETCH=prefetch, num_warps=nw)
         # 2) the flush rows, listed on the device, then a persistent grid over their (row, head, V-block) work
         # items (nvfp4: (row, head), the whole head per item); the fused kernel's flush config
         rows = torch.empty(B, dtype=torch.int32, device=v.device)

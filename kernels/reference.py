@@ -47,6 +47,22 @@ def block_k(K: int) -> int:
     return max(16, 1 << (int(K) - 1).bit_length())
 
 
+def nonflush_kc(BK: int) -> int:
+    """Width of the key chunks of a non-flush step's read-copy reductions ``S (gamma q)``, ``S (gamma k)``:
+    ``max(16, BK // 4)`` (1, 2 or 4 chunks, multiples of 16 for nvfp4 blocks). The kernels sum each chunk,
+    then the chunk sums; the split launch streams the read copy chunk by chunk in that order."""
+    return max(16, BK // 4)
+
+
+def _chunked_npsum(x: np.ndarray) -> np.ndarray:
+    """numpy sum over the last dim (``BK``) in the non-flush order of :func:`nonflush_kc`: per chunk, then over
+    the chunk sums (what the kernels' two ``tl.sum`` are under the interpreter)."""
+    BK = x.shape[-1]
+    kc = nonflush_kc(BK)
+    parts = np.sum(np.ascontiguousarray(x).reshape(*x.shape[:-1], BK // kc, kc), axis=-1)
+    return np.sum(np.ascontiguousarray(parts), axis=-1)
+
+
 def rowsum(x: torch.Tensor) -> torch.Tensor:
     """Sum over the last (key) dim, in the kernel's reduction order on CPU.
 
@@ -307,10 +323,10 @@ def _non_flush(cache, slots, h, q, k, v, g, beta):
         ck = _npsum(Kr * kn[:, :, None, :]) * dec
         gam = np.exp(_npsum(gr)[..., None] + gt)
     S = _np(cache.lp.decode(slots), BK)                                         # [n, HV, V, BK]
-    acc_q = np.sum(Ur * cq[..., None], axis=-2) + _npsum(S * (gam * qn)[:, :, None, :])
+    acc_q = np.sum(Ur * cq[..., None], axis=-2) + _chunked_npsum(S * (gam * qn)[:, :, None, :])
     vn = v.cpu().numpy()
     if cache.delta:
-        acc_k = np.sum(Ur * ck[..., None], axis=-2) + _npsum(S * (gam * kn)[:, :, None, :])
+        acc_k = np.sum(Ur * ck[..., None], axis=-2) + _chunked_npsum(S * (gam * kn)[:, :, None, :])
         u = beta.cpu().numpy()[..., None] * (vn - acc_k)
         cache.ring_u[slots, :, h] = torch.from_numpy(np.ascontiguousarray(u)).to(v.device)
     else:

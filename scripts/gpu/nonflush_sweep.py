@@ -1,12 +1,14 @@
-"""Tiling sweep of the split step's non-flush launch (GPU): the data behind :func:`kernels.decode.nonflush_config`.
+"""Sweep of the split step's non-flush launch (GPU): the data behind :func:`kernels.decode.nonflush_config`.
 
-For each family x spec at one batch, times the replay step (split on) over the non-flush knobs: V rows per tile
-(``nonflush_block_v``), read-copy prefetch (``nonflush_prefetch``) and early ring loads (``nonflush_ring_early``).
-Columns as ``replayssm-quant bench`` (``nonflush_us`` = the L - 1 non-flush steps alone). Prints one table and
-writes ``OUT/nonflush_sweep.csv`` / ``.md``.
+For each family x spec at one batch, times the replay step (split on) with and without the non-flush launch's
+read-copy chunk prefetch (``nonflush_prefetch``). Columns as ``replayssm-quant bench`` (``nonflush_us`` = the
+L - 1 non-flush steps alone). Prints one table and writes ``OUT/nonflush_sweep.csv`` / ``.md``.
 
     source scripts/gpu/setup.sh && python3 scripts/gpu/nonflush_sweep.py --out "$OUT/nfsweep" \\
-        --families gdn --specs fp32,fp16,fp8+sr,nvfp4/fp16 --block-v 32,64,128
+        --families gdn,mamba2,kda --specs fp32,fp16,fp8+sr,nvfp4/fp16
+
+(Until commit 0e4c942 the launch tiled V and the sweep also took ``--block-v`` and early ring loads:
+reports/bench/full_0e4c942/nonflush_sweep*.md.)
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ def main(argv=None):
     p.add_argument("--families", default="gdn")
     p.add_argument("--specs", default="fp32,fp16,fp8+sr,nvfp4/fp16")
     p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--block-v", default="32,64,128", help="non-flush V rows per tile to try")
     p.add_argument("--rep-ms", type=int, default=20)
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -39,19 +40,16 @@ def main(argv=None):
     dev = torch.device("cuda")
     timer = Timer(dev, a.rep_ms)
     rows = []
-    todo = list(itertools.product(a.families.split(","), a.specs.split(","), [int(b) for b in a.block_v.split(",")],
-                                  (True, False), (True, False)))
+    todo = list(itertools.product(a.families.split(","), a.specs.split(","), (True, False)))
     x, key = None, None
-    for fam, spec, bvn, pf, early in tqdm(todo, desc="non-flush sweep"):
+    for fam, spec, pf in tqdm(todo, desc="non-flush sweep"):
         if key != fam:
             x, key = bench_inputs(fam, a.batch, SHAPES[fam], 16, dev), fam
-        r = bench_kernel(fam, spec, "replay", a.batch, SHAPES[fam], 16, timer, dev, x, split_flush=True, prefetch=pf,
-                         knobs=dict(nonflush_block_v=bvn, nonflush_ring_early=early))
+        r = bench_kernel(fam, spec, "replay", a.batch, SHAPES[fam], 16, timer, dev, x, split_flush=True, prefetch=pf)
         rows.append(r)
         pd.DataFrame(rows).to_csv(os.path.join(a.out, "nonflush_sweep.csv"), index=False)
     df = pd.DataFrame(rows)
-    cols = ["family", "spec", "batch", "nonflush_block_v", "prefetch", "ring_early", "time_us", "nonflush_us",
-            "flush_us"]
+    cols = ["family", "spec", "batch", "prefetch", "time_us", "nonflush_us", "flush_us"]
     md = markdown_table(df[cols], ".1f")
     with open(os.path.join(a.out, "nonflush_sweep.md"), "w") as f:
         f.write(f"# Non-flush launch sweep (batch {a.batch}, L = 16)\n\n- command: `{' '.join(sys.argv)}`\n"

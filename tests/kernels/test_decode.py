@@ -335,15 +335,14 @@ def test_nvfp4_two_pass_flush_bit_exact(family, spec, split):
 @pytest.mark.parametrize("family", ["gdn", "kda"])
 @pytest.mark.parametrize("split", [False, True])
 def test_stale_ring_entries_never_leak(family, split):
-    """The kernel loads the whole ring (all L-1 entries) before it knows the ring count h and drops
-    entries j >= h afterwards (fused kernel; split: the non-flush launch with early ring loads):
-    NaN/huge garbage in the stale entries must not reach any output."""
+    """The fused kernel loads the whole ring (all L-1 entries) before it knows the ring count h and drops
+    entries j >= h afterwards (split: the non-flush launch reads the live entries only): NaN/huge garbage in
+    the stale entries must not reach any output."""
     HV, K, V, L = 2, 24, 12, 5
     x = random_decode_inputs(family, 2 * L, 3, HV, K, V, generator=_gen(40), device=DEV)
     S0 = torch.randn(3, HV, V, K, generator=_gen(41)).to(DEV)
     cs = [_cache(family, "fp32", HV, K, V, b, L=L, slots=3, block_v=8 if b == "triton" else None,
                  split_flush=split if b == "triton" else None) for b in ("torch", "triton")]
-    cs[1].nonflush_ring_early = True
     for c in cs:
         c.load_state(torch.arange(3), S0)
         for t in (c.ring_g, c.ring_k, c.ring_v, c.ring_beta, c.ring_u):
@@ -392,8 +391,8 @@ def test_gpu_launch_config_heuristic(monkeypatch):
     assert cfg("fp32", 16, 16)[5] is True     # BV = 32: 16 * 32 * 4 = 2048 programs > 8 per SM
 
 
-def _split_pair(family, spec, block_v, **kw):
-    HV, K, V, L = 2, 48, 13, 4
+def _split_pair(family, spec, block_v, K=48, **kw):
+    HV, V, L = 2, 13, 4
     return [_cache(family, spec, HV, K, V, "triton", L=L, seed=11, block_v=block_v, split_flush=s, **kw)
             for s in (False, True)]
 
@@ -401,10 +400,11 @@ def _split_pair(family, spec, block_v, **kw):
 @pytest.mark.parametrize("family,spec,block_v,knobs", [
     ("gdn", "fp32", 8, {}), ("gdn", "nvfp4+sr", None, {}), ("kda", "nvfp4/fp8+sr", None, {}),
     ("mamba2", "fp8+sr", 8, {}), ("gdn", "bf16/fp32", 16, {}),
-    # the non-flush launch's own tiling: early ring loads, prefetch, another V block than the flush's
-    ("gdn", "fp16", 8, dict(nonflush_ring_early=True, nonflush_prefetch=True, nonflush_block_v=4)),
-    ("kda", "nvfp4/fp16", None, dict(nonflush_ring_early=True, nonflush_block_v=8)),
-    ("mamba2", "fp32", 16, dict(nonflush_ring_early=True, nonflush_prefetch=False))])
+    # the non-flush launch without its chunk prefetch
+    ("gdn", "fp16", 8, dict(nonflush_prefetch=False)), ("kda", "nvfp4/fp16", None, dict(nonflush_prefetch=False)),
+    ("mamba2", "fp32", 16, dict(nonflush_prefetch=False)),
+    # key dims with one (K <= 16) and two non-flush key chunks (K = 48 above: four)
+    ("gdn", "fp32", 8, dict(K=16)), ("kda", "fp8/fp16+sr", None, dict(K=24))])
 def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
     """The split step (launch 1: non-flush rows, launch 2: flush rows) == the fused kernel bit for bit:
     outputs, checkpoints, ring (cached corrections included), counters, on a schedule where one launch mixes
@@ -412,10 +412,11 @@ def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
     step and must be fully overwritten (padded rows: zeros) in both modes. Stale ring entries hold 1e30."""
     from replayssm_quant.kernels import decode
 
-    HV, K, V = 2, 48, 13
+    knobs = dict(knobs)
+    HV, K, V = 2, knobs.pop("K", 48), 13
     x = random_decode_inputs(family, 9, 4, HV, K, V, generator=_gen(60), device=DEV)
     S0 = torch.randn(3, HV, V, K, generator=_gen(61)).to(DEV)
-    cs = _split_pair(family, spec, block_v)
+    cs = _split_pair(family, spec, block_v, K)
     for name, value in knobs.items():
         setattr(cs[1], name, value)
     for c in cs:
