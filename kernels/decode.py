@@ -853,13 +853,17 @@ def nonflush_config(cache) -> tuple[int, int, bool, int]:
     """The split step's non-flush launch (:func:`_nonflush_kernel`): ``(BVA, KC, prefetch, num_warps)``.
 
     ``BVA``: all V rows (next power of two); ``KC``: the key-chunk width of the non-flush reductions
-    (:func:`.reference.nonflush_kc`, fixed by the reduction order); ``prefetch``: each next read-copy chunk is
-    loaded before the current one is reduced (knob ``nonflush_prefetch``; default on); ``num_warps``:
-    ``BVA * KC / 1024`` in 4..16 (<= 32 fp32 elements per thread per chunk)."""
+    (:func:`.reference.nonflush_kc`, fixed by the reduction order); ``num_warps``: ``BVA * KC / 1024`` in 4..16
+    (<= 32 fp32 elements per thread per chunk); ``prefetch``: each next read-copy chunk is loaded before the
+    current one is reduced (knob ``nonflush_prefetch``). Default: for an fp32 or 8-bit read copy, not for
+    16-bit or nvfp4 ones, whose decoded chunks cost more registers. H200, B = 256, non-flush us per step with /
+    without (reports/bench/full_39b0202/nonflush_sweep*.md): fp32 gdn 172 / 218, mamba2 330 / 343, kda 231 /
+    235; fp8 113 / 120, 197 / 195, 198 / 225; fp16 137 / 140, 254 / 230, 260 / 252; nvfp4/fp16 146 / 146,
+    247 / 207, 250 / 245."""
     BVA = triton.next_power_of_2(cache.head_v)
     KC = nonflush_kc(block_k(cache.head_k))
     knob = getattr(cache, "nonflush_prefetch", None)
-    prefetch = True if knob is None else bool(knob)
+    prefetch = cache.spec.read.bits_per_element in (32, 8) if knob is None else bool(knob)
     return BVA, KC, prefetch, max(4, min(16, BVA * KC // 1024))
 
 

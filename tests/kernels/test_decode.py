@@ -391,6 +391,26 @@ def test_gpu_launch_config_heuristic(monkeypatch):
     assert cfg("fp32", 16, 16)[5] is True     # BV = 32: 16 * 32 * 4 = 2048 programs > 8 per SM
 
 
+def test_nonflush_launch_config():
+    """The split step's non-flush launch: all V rows, four key chunks (KC = max(16, BK / 4)), chunk prefetch for
+    fp32 and 8-bit read copies only (H200 sweep), the ``nonflush_prefetch`` knob overrides."""
+    from types import SimpleNamespace
+
+    from replayssm_quant.kernels import decode
+    from replayssm_quant.quant import parse_state_spec
+
+    def cfg(spec, V=128, K=128, **knobs):
+        return decode.nonflush_config(SimpleNamespace(head_v=V, head_k=K, spec=parse_state_spec(spec), **knobs))
+
+    assert cfg("fp32") == (128, 32, True, 4)
+    assert cfg("fp8/fp16+sr") == (128, 32, True, 4) and cfg("fp8+sr")[2] is True
+    assert cfg("fp16")[2] is False and cfg("nvfp4/fp16")[2] is False and cfg("bf16/fp32")[2] is False
+    assert cfg("nvfp4/fp16", nonflush_prefetch=True)[2] is True and cfg("fp32", nonflush_prefetch=False)[2] is False
+    assert cfg("fp32", V=64) == (64, 32, True, 4)              # mamba2 heads
+    assert cfg("fp32", V=13, K=48)[:2] == (16, 16)             # BK = 64: four chunks of 16
+    assert cfg("fp32", V=256, K=256) == (256, 64, True, 16)
+
+
 def _split_pair(family, spec, block_v, K=48, **kw):
     HV, V, L = 2, 13, 4
     return [_cache(family, spec, HV, K, V, "triton", L=L, seed=11, block_v=block_v, split_flush=s, **kw)
@@ -400,8 +420,8 @@ def _split_pair(family, spec, block_v, K=48, **kw):
 @pytest.mark.parametrize("family,spec,block_v,knobs", [
     ("gdn", "fp32", 8, {}), ("gdn", "nvfp4+sr", None, {}), ("kda", "nvfp4/fp8+sr", None, {}),
     ("mamba2", "fp8+sr", 8, {}), ("gdn", "bf16/fp32", 16, {}),
-    # the non-flush launch without its chunk prefetch
-    ("gdn", "fp16", 8, dict(nonflush_prefetch=False)), ("kda", "nvfp4/fp16", None, dict(nonflush_prefetch=False)),
+    # the non-flush launch's chunk prefetch the other way than its default (on for fp32 / 8-bit read copies)
+    ("gdn", "fp16", 8, dict(nonflush_prefetch=True)), ("kda", "nvfp4/fp16", None, dict(nonflush_prefetch=True)),
     ("mamba2", "fp32", 16, dict(nonflush_prefetch=False)),
     # key dims with one (K <= 16) and two non-flush key chunks (K = 48 above: four)
     ("gdn", "fp32", 8, dict(K=16)), ("kda", "fp8/fp16+sr", None, dict(K=24))])
