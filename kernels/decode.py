@@ -808,12 +808,11 @@ def launch_config(cache, batch: int):
     ``--maxnreg``; 0 = no cap) says otherwise; small grids (batch 1) run uncapped (no spills).
 
     ``split`` (replay only): run the step as separate launches: the non-flush rows (:func:`_nonflush_kernel`:
-    one program per (row, head) looping over its ``[BV, BK]`` tiles, the next tile's loads issued before the
-    current one is reduced, ring keys read once and only the live entries; no flush code, no register cap,
-    ``num_warps`` from the tile), then the flush rows: listed on the device (:func:`_flush_rows_kernel`) and
-    flushed by a persistent grid over their work items (:func:`_flush_kernel`: ``BVF``, ``num_warps`` and
-    ``maxnreg`` above), so that a step where no row flushes costs two near-empty launches. Heuristic:
-    split on the GPU when the grid has more than 8 programs per SM, every family and spec; fused otherwise
+    one program per (row, head) over all V rows, the read copy streamed in key chunks, the ring read once and
+    only its live entries; no flush code, no register cap; :func:`nonflush_config`), then the flush rows:
+    listed on the device (:func:`_flush_rows_kernel`) and flushed by a persistent grid over their work items
+    (:func:`_flush_kernel`: ``BVF``, ``num_warps`` and ``maxnreg`` above), so that a step where no row flushes
+    costs two near-empty launches. Heuristic: split on the GPU when the grid has more than 8 programs per SM, every family and spec; fused otherwise
     (a launch costs ~3 us: mamba2 at batch 1, 512 programs, 9.5 us split vs 6.5 fused); the
     ``split_flush`` knob (bench ``--split-flush``; None = heuristic) forces it. Conventional (L = 1: every
     step is a flush) never splits.
