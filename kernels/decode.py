@@ -812,9 +812,9 @@ def launch_config(cache, batch: int):
     only its live entries; no flush code, no register cap; :func:`nonflush_config`), then the flush rows:
     listed on the device (:func:`_flush_rows_kernel`) and flushed by a persistent grid over their work items
     (:func:`_flush_kernel`: ``BVF``, ``num_warps`` and ``maxnreg`` above), so that a step where no row flushes
-    costs two near-empty launches. Heuristic: split on the GPU when the grid has more than 8 programs per SM, every family and spec; fused otherwise
-    (a launch costs ~3 us: mamba2 at batch 1, 512 programs, 9.5 us split vs 6.5 fused); the
-    ``split_flush`` knob (bench ``--split-flush``; None = heuristic) forces it. Conventional (L = 1: every
+    costs two near-empty launches. Heuristic: split on the GPU when the grid has more than 8 programs per SM,
+    every family and spec; fused otherwise (a launch costs ~3 us: mamba2 at batch 1, 512 programs, 9.5 us split
+    vs 6.5 fused); the ``split_flush`` knob (bench ``--split-flush``; None = heuristic) forces it. Conventional (L = 1: every
     step is a flush) never splits.
     """
     V = cache.head_v
