@@ -142,12 +142,11 @@ def bench_inputs(family, batch, shape, window, device):
 
 
 def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, block_v=None, flush_block_v=None,
-                 maxnreg=None, split_flush=None, prefetch=None, knobs=None):
+                 maxnreg=None, split_flush=None, prefetch=None):
     """Time one decode configuration on inputs ``x`` (:func:`bench_inputs`); returns a dict row.
     ``block_v``, ``flush_block_v``, ``maxnreg`` (0 = no register cap), ``split_flush`` (True: the replay step
     as separate launches, non-flush rows then flush rows; False: one fused kernel), ``prefetch`` (the split
-    non-flush launch loads the next tile before reducing the current one): launcher knobs, None = heuristic;
-    ``knobs``: any other cache knob attributes.
+    non-flush launch loads the next chunk before reducing the current one): launcher knobs, None = heuristic.
     """
     probe = SSMStateCache(family, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"],
                           window=window, mode=mode, backend="torch")
@@ -165,8 +164,6 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
         cache.split_flush = split_flush
     if prefetch is not None:
         cache.nonflush_prefetch = prefetch
-    for name, value in (knobs or {}).items():
-        setattr(cache, name, value)
     _fill_states(cache, 7)
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
     out = torch.empty(batch, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
@@ -328,6 +325,24 @@ def _versions():
     except Exception:
         v["fla"] = "not importable"
     return v
+
+
+def run_header(device) -> list[str]:
+    """Markdown lines naming how a GPU result was produced: command, UTC date, device, package versions."""
+    dev = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return [f"- command: `{' '.join(sys.argv)}`", f"- date: {date}", f"- device: {dev}",
+            f"- versions: {', '.join(f'{k} {v}' for k, v in _versions().items())}"]
+
+
+def write_table(out, stem, title, frame, device, columns=None, floatfmt=".1f") -> str:
+    """Write ``frame`` to ``out/stem.csv`` and its ``columns`` (default all) to ``out/stem.md`` (title,
+    :func:`run_header`, the table); returns the markdown table (scripts print it)."""
+    frame.to_csv(os.path.join(out, f"{stem}.csv"), index=False)
+    table = markdown_table(frame[columns] if columns else frame, floatfmt)
+    with open(os.path.join(out, f"{stem}.md"), "w") as f:
+        f.write("\n".join([f"# {title}", "", *run_header(device), "", table, ""]))
+    return table
 
 
 def _targets(df):

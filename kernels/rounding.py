@@ -342,11 +342,11 @@ def _e2m1_raw(n, SHIFT: tl.constexpr):
 
 
 @triton.jit
-def _e2m1_value(n):
-    """E2M1 code (int32, low 4 bits: sign bit 3, magnitude 0..7) -> its fp32 value, exactly:
+def _e2m1_value(n, SHIFT: tl.constexpr = 0):
+    """E2M1 code (int32, bits SHIFT..SHIFT+3: sign bit SHIFT+3, magnitude 0..7) -> its fp32 value, exactly:
     :func:`_e2m1_raw` times 2**126 (a power-of-two scaling of a subnormal or normal: exact; GPU fp32
     multiplies keep subnormals, Triton emits no ``.ftz``)."""
-    return _e2m1_raw(n, 0) * 8.507059173023462e37
+    return _e2m1_raw(n, SHIFT) * 8.507059173023462e37
 
 
 @triton.jit
@@ -365,7 +365,7 @@ def nvfp4_decode_pairs(codes, scale_bits, s_enc):
     NaN stored as 0x7FC00000."""
     c = codes.to(tl.int32)
     d = nvfp4_block_factor(scale_bits[:, None], s_enc)
-    return _canonical_nan(_e2m1_value(c) * d), _canonical_nan(_e2m1_raw(c, 4) * 8.507059173023462e37 * d)
+    return _canonical_nan(_e2m1_value(c) * d), _canonical_nan(_e2m1_value(c, 4) * d)
 
 
 @triton.jit
@@ -416,7 +416,7 @@ def nvfp4_decode(codes, scale_bits, s_enc, NAN_BITS: tl.constexpr = True):
     d2 = tl.reshape(tl.broadcast_to(d[:, :, None], (R, NBR, 8)), (R, C2))          # per code byte
     c = codes.to(tl.int32)
     lo = _e2m1_value(c) * d2
-    hi = _e2m1_raw(c, 4) * 8.507059173023462e37 * d2
+    hi = _e2m1_value(c, 4) * d2
     if NAN_BITS:
         lo = _canonical_nan(lo)
         hi = _canonical_nan(hi)

@@ -23,7 +23,7 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
-from replayssm_quant.kernels.bench import SHAPES, Timer, bench_inputs, bench_kernel, markdown_table  # noqa: E402
+from replayssm_quant.kernels.bench import SHAPES, Timer, bench_inputs, bench_kernel, write_table  # noqa: E402
 
 
 def main(argv=None):
@@ -48,13 +48,9 @@ def main(argv=None):
         r = bench_kernel(fam, spec, "replay", a.batch, SHAPES[fam], 16, timer, dev, x, split_flush=True, prefetch=pf)
         rows.append(r)
         pd.DataFrame(rows).to_csv(os.path.join(a.out, "nonflush_sweep.csv"), index=False)
-    df = pd.DataFrame(rows)
     cols = ["family", "spec", "batch", "prefetch", "time_us", "nonflush_us", "flush_us"]
-    md = markdown_table(df[cols], ".1f")
-    with open(os.path.join(a.out, "nonflush_sweep.md"), "w") as f:
-        f.write(f"# Non-flush launch sweep (batch {a.batch}, L = 16)\n\n- command: `{' '.join(sys.argv)}`\n"
-                f"- device: {torch.cuda.get_device_name()}\n\n{md}\n")
-    print(md)
+    print(write_table(a.out, "nonflush_sweep", f"Non-flush launch sweep (batch {a.batch}, L = 16)",
+                      pd.DataFrame(rows), dev, cols))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
-from replayssm_quant.kernels.bench import SHAPES, _fill_states, bench_inputs, markdown_table  # noqa: E402
+from replayssm_quant.kernels.bench import SHAPES, _fill_states, bench_inputs, write_table  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
 
@@ -71,13 +71,8 @@ def main(argv=None):
         rows += profile_config(fam, "fp32", "conventional", a.batch, a.window, a.rounds)
         for spec in a.specs.split(","):
             rows += profile_config(fam, spec, "replay", a.batch, a.window, a.rounds)
-    df = pd.DataFrame(rows)
-    df.to_csv(os.path.join(a.out, "profile.csv"), index=False)
-    table = markdown_table(df, ".1f")
-    with open(os.path.join(a.out, "profile.md"), "w") as f:
-        f.write(f"# Per-kernel CUDA time of a decode step (batch {a.batch}, L = {a.window}, "
-                f"{a.rounds} x L steps, torch.profiler)\n\n{table}\n")
-    print(table)
+    print(write_table(a.out, "profile", f"Per-kernel CUDA time of a decode step (batch {a.batch}, L = {a.window}, "
+                      f"{a.rounds} x L steps, torch.profiler)", pd.DataFrame(rows), torch.device("cuda")))
 
 
 if __name__ == "__main__":
