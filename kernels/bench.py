@@ -141,29 +141,34 @@ def bench_inputs(family, batch, shape, window, device):
                                 dtype=torch.bfloat16, device=device, generator=gen)
 
 
-def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, block_v=None, flush_block_v=None,
-                 maxnreg=None, split_flush=None, prefetch=None):
+# launcher knobs (cache attributes read by kernels.decode; None = the heuristic): block_v, flush_block_v and
+# maxnreg (0 = no register cap) of launch_config; split_flush (True: the replay step as separate launches,
+# non-flush rows then flush rows; False: one fused kernel); nonflush_prefetch (nonflush_config); flush_item_v,
+# flush_prefetch, flush_scratch (flush_config)
+LAUNCH_KNOBS = ("block_v", "flush_block_v", "maxnreg", "split_flush", "nonflush_prefetch", "flush_item_v",
+                "flush_prefetch", "flush_scratch")
+
+
+def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, knobs=None,
+                 phases=("step", "nonflush", "flush")):
     """Time one decode configuration on inputs ``x`` (:func:`bench_inputs`); returns a dict row.
-    ``block_v``, ``flush_block_v``, ``maxnreg`` (0 = no register cap), ``split_flush`` (True: the replay step
-    as separate launches, non-flush rows then flush rows; False: one fused kernel), ``prefetch`` (the split
-    non-flush launch loads the next chunk before reducing the current one): launcher knobs, None = heuristic.
+
+    ``knobs``: launcher knobs ``{name: value}`` (names in :data:`LAUNCH_KNOBS`; None values = heuristic).
+    ``phases``: what to time: ``step`` (time per step over L steps, ``time_us``), ``nonflush`` (the L - 1
+    non-flush steps, replay), ``flush`` (the flush step, replay); the others are NaN.
     """
+    knobs = {k: v for k, v in (knobs or {}).items() if v is not None}
+    bad = set(knobs) - set(LAUNCH_KNOBS)
+    if bad:
+        raise ValueError(f"unknown launcher knob(s) {sorted(bad)}; allowed: {', '.join(LAUNCH_KNOBS)}")
     probe = SSMStateCache(family, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"],
                           window=window, mode=mode, backend="torch")
     ckpt_bytes = probe.hp.bytes_per_slot() + (0 if probe.spec.shared else probe.lp.bytes_per_slot())
     R = rotation(ckpt_bytes, batch) if device.type == "cuda" else 1
     cache = SSMStateCache(family, spec, batch * R, shape["num_heads"], shape["head_k"], shape["head_v"],
                           window=window, mode=mode, device=device, backend="triton", seed=1234)
-    if block_v:
-        cache.block_v = block_v
-    if flush_block_v:
-        cache.flush_block_v = flush_block_v
-    if maxnreg is not None:
-        cache.maxnreg = maxnreg    # 0 = no register cap
-    if split_flush is not None:
-        cache.split_flush = split_flush
-    if prefetch is not None:
-        cache.nonflush_prefetch = prefetch
+    for name, value in knobs.items():
+        setattr(cache, name, value)
     _fill_states(cache, 7)
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
     out = torch.empty(batch, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
@@ -175,11 +180,10 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
                 cache.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t],
                            None if x["beta"] is None else x["beta"][t], out=out, validate=False)
 
-    ms = timer(lambda: rounds(range(window)))
-    n_steps = window * R
-    t_us = ms * 1e3 / n_steps
-    nf_us = fl_us = float("nan")
-    if mode == "replay" and window > 1:
+    t_us = nf_us = fl_us = float("nan")
+    if "step" in phases:
+        t_us = timer(lambda: rounds(range(window))) * 1e3 / (window * R)
+    if mode == "replay" and window > 1 and "nonflush" in phases:
         # the L - 1 non-flush steps alone (ring counters reset first, so every replay sees h = 0 .. L-2)
         def nonflush():
             cache.ring_count.zero_()
@@ -187,6 +191,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
 
         nf_us = timer(nonflush) * 1e3 / ((window - 1) * R)
 
+    if mode == "replay" and window > 1 and "flush" in phases:
         def flush():   # every slot one step before its flush (a difference L t - (L-1) t_nf is too noisy)
             cache.ring_count.fill_(window - 1)
             rounds([window - 1])
@@ -194,14 +199,16 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, blo
         fl_us = timer(flush) * 1e3 / R
     elems = batch * cache.num_heads * cache.head_k * cache.head_v
     min_bytes = cache.spec.step_bytes_per_element(mode, window) * elems
-    from .decode import launch_config, nonflush_config
+    from .decode import flush_config, launch_config, nonflush_config
     bv, bvf, nw, _, mr, split = launch_config(cache, batch)
     pf = nonflush_config(cache)[2]
+    bvi, _, nwf, _, fpre, fscr = flush_config(cache, batch) if split else (None, None, None, None, False, False)
     row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,
                nonflush_us=nf_us, flush_us=fl_us, min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9,
                rotation=R,
                block_v=bv, flush_block_v=bvf, num_warps=nw, maxnreg=mr or 0, split_flush=bool(split),
-               prefetch=bool(split) and pf,
+               prefetch=bool(split) and pf, flush_item_v=bvi, flush_warps=nwf, flush_prefetch=fpre,
+               flush_scratch=fscr,
                finite=bool(torch.isfinite(out).all()))
     del cache, out
     if device.type == "cuda":
@@ -471,8 +478,8 @@ def tile_sweep(families, specs, batch, block_vs, shapes, window, timer, device, 
     for fam, spec, bv, mr, sp, pf in tqdm(todo, desc="tile sweep", disable=None):
         if key != fam:
             x, key = bench_inputs(fam, batch, shapes[fam], window, device), fam
-        rows.append(bench_kernel(fam, spec, "replay", batch, shapes[fam], window, timer, device, x, bv, None, mr,
-                                 sp, pf))
+        rows.append(bench_kernel(fam, spec, "replay", batch, shapes[fam], window, timer, device, x,
+                                 dict(block_v=bv, maxnreg=mr, split_flush=sp, nonflush_prefetch=pf)))
     return pd.DataFrame(rows)
 
 
@@ -553,8 +560,9 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
         if key != (fam, b):
             x, key = None, (fam, b)
             x = bench_inputs(fam, b, shapes[fam], window, device)
-        rows.append(dict(bench_kernel(fam, spec, mode, b, shapes[fam], window, timer, device, x, block_v,
-                                      flush_block_v, maxnreg, split_flush), copy_GBps=copy_bw))
+        rows.append(dict(bench_kernel(fam, spec, mode, b, shapes[fam], window, timer, device, x,
+                                      dict(block_v=block_v, flush_block_v=flush_block_v, maxnreg=maxnreg,
+                                           split_flush=split_flush)), copy_GBps=copy_bw))
         pd.DataFrame(rows).to_csv(partial, index=False)   # a run cut short keeps what it measured (--resume)
     del x
     if fla_ok:

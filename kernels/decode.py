@@ -264,7 +264,7 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
 def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, kdl, cl, beta,
                  offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, LP: tl.constexpr,
                  DELTA: tl.constexpr, FMT_HP: tl.constexpr, BK: tl.constexpr, UMODE: tl.constexpr,
-                 CACHED: tl.constexpr):
+                 CACHED: tl.constexpr, S0p, PRE: tl.constexpr):
     """fp32 S_L of rows ``offs_f`` ([BVF, BK]) from the recurrence checkpoint, chunked form, one pass over
     the tile, S_L = S_hp * d_{1:L} + U Kd2 with the corrections U [BVF, LP]:
 
@@ -277,18 +277,19 @@ def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, K
 
     ``UMODE`` (delta rule, nvfp4 two-pass flush): 1 also saves U (recomputed: entries 0..L-2 into the ring's
     u slots, dead after a flush; cached: they are there already; entry L-1 into the output row, overwritten
-    later), 2 reloads that U instead of computing it again (bit-identical values)."""
+    later), 2 reloads that U instead of computing it again (bit-identical values). ``PRE``: ``S0p`` is the
+    recurrence tile of these rows, already loaded by the caller (the flush launch's sub-block prefetch)."""
     offs_j = tl.arange(0, LP)
     mring = offs_j < L - 1
     last = (offs_j == L - 1)[None, :]
     uptr = ru_ptr + (ring0 + offs_j)[None, :] * V + offs_f[:, None]
     if UMODE == 2:
-        S0 = _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
+        S0 = S0p if PRE else _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
         U = tl.load(uptr, mask=mf[:, None] & mring[None, :], other=0.0)
         ul = tl.load(out_ptr + bh * V + offs_f, mask=mf, other=0.0)
         U = tl.where(last, ul[:, None], U)
     elif CACHED:
-        S0 = _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
+        S0 = S0p if PRE else _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
         U = tl.load(uptr, mask=mf[:, None] & mring[None, :], other=0.0)         # cached u_0..u_{L-2}
         vf = tl.load(v_ptr + bh * V + offs_f, mask=mf, other=0.0).to(tl.float32)
         ul = beta * (vf - (tl.sum(S0 * kdl[None, :], 1) + tl.sum(U * cl[None, :], 1)))   # u_{L-1}
@@ -300,7 +301,7 @@ def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, K
         Vr = tl.load(rv_ptr + (ring0 + offs_j)[None, :] * V + offs_f[:, None], mask=mf[:, None] & mring[None, :],
                      other=0.0)
         Vr = tl.where(last, vf[:, None], Vr)                                     # [BVF, LP]
-        S0 = _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
+        S0 = S0p if PRE else _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
         if DELTA:
             P = tl.dot(S0, tl.trans(Kd), input_precision="ieee")                 # [BVF, LP]
             U = tl.dot((Vr - P) * br[None, :], T, input_precision="ieee")      # [BVF, LP]
@@ -318,15 +319,17 @@ def _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_p
                                      at, kt, beta,
              Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr,
              L: tl.constexpr, L1: tl.constexpr, LP: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
-             FMT_HP: tl.constexpr, BK: tl.constexpr, CACHED: tl.constexpr, UMODE: tl.constexpr = 0):
-    """S_L of rows ``offs_f``: conventional (L = 1) one sequential step, replay the chunked form."""
+             FMT_HP: tl.constexpr, BK: tl.constexpr, CACHED: tl.constexpr, UMODE: tl.constexpr = 0, S0p=None,
+             PRE: tl.constexpr = False):
+    """S_L of rows ``offs_f``: conventional (L = 1) one sequential step, replay the chunked form (``PRE``: from
+    the prefetched recurrence tile ``S0p``)."""
     if L == 1:
         S = _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
                         offs_f, mf, offs_k, mk, K, V, L1, GK, DELTA, FMT_HP, BK)
     else:
         S = _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, kdl, cl,
                          beta, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
-                         UMODE if DELTA and L > 1 else 0, CACHED)
+                         UMODE if DELTA and L > 1 else 0, CACHED, S0p, PRE)
     return S
 
 
@@ -495,7 +498,7 @@ def _flush_kernel(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, NVB: tl.constexpr,
+    CACHED: tl.constexpr, NVB: tl.constexpr, scr_ptr, FPRE: tl.constexpr, SCRATCH: tl.constexpr,
 ):
     """Split step, flush launch (FLUSH_ONLY): a persistent grid of a few programs per SM loops over the work
     items (flush row, head, V-block) of the rows listed by :func:`_flush_rows_kernel`, each handled like the
@@ -503,9 +506,11 @@ def _flush_kernel(
     head's amax: the item is the fused grid's ``pv == 0`` program, which flushes the whole head). On the L - 1
     of L steps where a slot group does not flush the list is empty and the launch is a few microseconds (a
     full grid of programs that each read their row's slot and ring count and exit cost ~60 us per step at
-    batch 256 on the H200)."""
+    batch 256 on the H200). ``FPRE``, ``SCRATCH``: :func:`_step_program` (``scr_ptr``: ``[programs, NVF * BVF,
+    BK]`` fp32)."""
     n = tl.load(nrows_ptr) * (HV * NVB)
     w = tl.program_id(0)
+    scr = scr_ptr + w.to(tl.int64) * (NVF * BVF * BK)
     while w < n:   # (a range() with a loaded bound fails in the Triton 3.6 interpreter)
         i = w // (HV * NVB)
         head = (w // NVB) % HV
@@ -513,7 +518,8 @@ def _flush_kernel(
         b = tl.load(rows_ptr + i)
         _step_program(pv, head, b, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2,
                   rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P, LP,
-                  LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, True)
+                  LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, True, scr, FPRE,
+                  SCRATCH)
         w += tl.num_programs(0)
 
 
@@ -527,10 +533,15 @@ def _step_program(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr,
+    CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr, scr_ptr=None, FPRE: tl.constexpr = False,
+    SCRATCH: tl.constexpr = False,
 ):
     """One (V-block ``pv``, head, row ``b``) of a decode step: the fused step's program, or (FLUSH_ONLY) a
-    work item of the split step's flush launch."""
+    work item of the split step's flush launch, which may also use (:func:`flush_config`): ``FPRE``, load the
+    recurrence tile of the next flush sub-block before this one is computed (and the first one before the
+    per-(row, head) flush terms); ``SCRATCH`` (nvfp4 two-pass flush), pass 1 keeps the fp32 S_L rows in the
+    program's ``[NVF * BVF, BK]`` scratch at ``scr_ptr`` and pass 2 reloads them instead of recomputing S_L
+    (same values)."""
     # FLUSH_ONLY (replay, L > 1): a work item of the split step's flush launch (_flush_kernel, after
     # _nonflush_kernel): only flush rows are handled (a non-flush row reads h and writes nothing; no
     # speculative non-flush loads). All launches of a step run before the counter advance, so they read the
@@ -575,6 +586,9 @@ def _step_program(
             # recomputed from S_hp for separate ones) -> both checkpoints.
             # Rows are independent: tiles are processed in sub-blocks of BVF rows (fewer registers).
             fc = tl.load(fcnt_ptr + slot)
+            if FPRE and not NV4:   # the first sub-block's recurrence tile, before the per-(row, head) terms
+                offs_n = pv * BV + tl.arange(0, BVF)
+                S0n = _load_tile(hp0, hp1, hp2, sh, offs_n, offs_k, offs_n < V, mk, K, V, FMT_HP, BK)
             if L > 1:   # per-(row, head) terms of the chunked flush, shared by the sub-blocks
                 Kd, Kd2, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k,
                                                           mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED)
@@ -607,16 +621,21 @@ def _step_program(
                         mf = offs_f < V
                         S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
                                      ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
-                                     L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 1)
+                                     L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 0 if SCRATCH else 1)
+                        if SCRATCH:
+                            tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S)
                         amax = tl.maximum(amax, nvfp4_amax(S))
                     s_enc = nvfp4_encode_scale(amax)
-                    tl.debug_barrier()   # pass 1's saved corrections are visible to every thread of pass 2
+                    tl.debug_barrier()   # pass 1's saved corrections / S_L rows are visible to every thread of pass 2
                     for r in tl.range(0, NVF, loop_unroll_factor=1):
                         offs_f = r * BVF + tl.arange(0, BVF)
                         mf = offs_f < V
-                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
-                                     ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
-                                     L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 2)
+                        if SCRATCH:
+                            S = tl.load(scr_ptr + offs_f[:, None] * BK + offs_k[None, :])
+                        else:
+                            S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
+                                         ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K,
+                                         V, L, L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 2)
                         _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                            seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
                     _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
@@ -624,9 +643,16 @@ def _step_program(
                 for r in tl.range(0, BV // BVF, loop_unroll_factor=1):
                     offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
                     mf = offs_f < V
+                    if FPRE:   # this sub-block's tile was loaded one iteration ahead; issue the next one's
+                        S0 = S0n
+                        offs_n = offs_f + BVF
+                        S0n = _load_tile(hp0, hp1, hp2, sh, offs_n, offs_k, (offs_n < V) & (r + 1 < BV // BVF), mk,
+                                         K, V, FMT_HP, BK)
+                    else:
+                        S0 = dL   # (unused)
                     S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
                                  h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, L1, LP,
-                                 GK, DELTA, FMT_HP, BK, CACHED)
+                                 GK, DELTA, FMT_HP, BK, CACHED, 0, S0, FPRE)
                     _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                        seed, fc, 1.0, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
         elif L > 1:
@@ -660,21 +686,18 @@ def _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v, mv, V: tl.constex
 
 
 @triton.jit
-def _chunk_factors(q_ptr, k_ptr, g_ptr, rg_ptr, bh, ej, mj, gam, kc, mkc, K: tl.constexpr, GK: tl.constexpr,
+def _chunk_factors(q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K: tl.constexpr, BK: tl.constexpr, GK: tl.constexpr,
                    DELTA: tl.constexpr):
-    """K chunk ``kc`` of gamma_{1:t} * q_t and (delta rule) gamma_{1:t} * k_t, fp32 ``[KC]``: ``gam`` is the
-    scalar decay (GK = 1); per-key decays (GK = K) are recomputed from the chunk's ring decays and g_t (the
-    same column sums as the whole-row ``gam`` of :func:`_ring_coeffs`)."""
-    qc = tl.load(q_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
+    """K chunk ``kc`` of gamma_{1:t} * q_t and (delta rule) gamma_{1:t} * k_t, fp32 ``[KC]``. GK = 1: ``gam`` is
+    the scalar decay, q_t and k_t chunks are (cache-hit) reloads in the chunk's layout; per-key decays (GK = K):
+    chunks of the whole-row products the program stored at ``xs_ptr`` (``[2, BK]`` per (row, head))."""
     if GK == 1:
-        gc = gam
+        xq = gam * tl.load(q_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
+        xk = gam * tl.load(k_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
     else:
-        grc = tl.load(rg_ptr + ej[:, None] * GK + kc[None, :], mask=mj[:, None] & mkc[None, :], other=0.0)
-        gc = tl.exp(tl.sum(grc, 0) + tl.load(g_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32))
-    xq = gc * qc
-    if DELTA:
-        xk = gc * tl.load(k_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
-    else:
+        xq = tl.load(xs_ptr + bh * 2 * BK + kc, mask=mkc, other=0.0)
+        xk = tl.load(xs_ptr + bh * 2 * BK + BK + kc, mask=mkc, other=0.0)
+    if not DELTA:
         xk = xq
     return xq, xk
 
@@ -682,7 +705,7 @@ def _chunk_factors(q_ptr, k_ptr, g_ptr, rg_ptr, bh, ej, mj, gam, kc, mkc, K: tl.
 @triton.jit
 def _nonflush_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, lp0, lp1, lp2,
-    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, xs_ptr,
     HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr, BK: tl.constexpr,
     BVA: tl.constexpr, KC: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_LP: tl.constexpr,
     CACHED: tl.constexpr, PREFETCH: tl.constexpr,
@@ -695,6 +718,7 @@ def _nonflush_kernel(
     once per (row, head) over the whole ``[L1P, BVA]`` ring tile, and the outputs and corrections are stored
     once; only the ``h`` live ring entries are read. The first chunk is loaded before ``h`` is known; with
     ``PREFETCH`` each next chunk is loaded before the current one is reduced (:func:`nonflush_config`).
+    ``xs_ptr``: fp32 scratch ``[B * HV, 2, BK]`` (per-key decays only: gamma * q_t, gamma * k_t).
     Flush rows (``h + 1 >= L``) are left to the flush launches."""
     NKC: tl.constexpr = BK // KC
     head = tl.program_id(1)
@@ -722,6 +746,10 @@ def _nonflush_kernel(
         cq, ck, gam = _ring_coeffs(Kr, gr, q, kt, gt, gts, GK)
         if GK == 1:
             gam = tl.exp(tl.sum(gr, 0) + gts)   # the scalar behind _ring_coeffs' [BK] vector
+        else:   # per-key decays: the whole-row products, for the chunks to reload in their own layout
+            tl.store(xs_ptr + bh * 2 * BK + offs_k, gam * q)
+            tl.store(xs_ptr + bh * 2 * BK + BK + offs_k, gam * kt)
+            tl.debug_barrier()
         zero = tl.zeros([BVA], dtype=tl.float32)
         pq0, pq1, pq2, pq3 = zero, zero, zero, zero
         pk0, pk1, pk2, pk3 = zero, zero, zero, zero
@@ -735,7 +763,7 @@ def _nonflush_kernel(
             if PREFETCH and c + 1 < NKC:    # the next chunk's loads before this chunk is reduced
                 S_next = _load_tile(lp0, lp1, lp2, sh, offs_v, kc + KC, mv, kc + KC < K, K, V, FMT_LP, KC, True,
                                     (c + 1) * KC)
-            xq, xk = _chunk_factors(q_ptr, k_ptr, g_ptr, rg_ptr, bh, ej, mj, gam, kc, mkc, K, GK, DELTA)
+            xq, xk = _chunk_factors(q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K, BK, GK, DELTA)
             pq = tl.sum(S * xq[None, :], 1)
             if DELTA:
                 pk = tl.sum(S * xk[None, :], 1)
@@ -848,6 +876,31 @@ def launch_config(cache, batch: int):
     return BV, BVF, num_warps, nvfp4, (maxnreg or None), split
 
 
+def flush_config(cache, batch: int) -> tuple[int, int, int, int | None, bool, bool]:
+    """The split step's persistent flush launch (:func:`_flush_kernel`): ``(BVI, BVF, num_warps, maxnreg,
+    prefetch, scratch)``.
+
+    ``BVI``: rows of V per work item (not nvfp4; nvfp4: the whole head): the ``flush_item_v`` knob, default the
+    whole head (next power of two; the per-(row, head) flush terms are computed once); a power of two, a multiple
+    of the sub-block ``BVF``. ``num_warps``: ``BVF * BK / 1024`` in 4..16; ``maxnreg`` as the fused kernel's.
+    ``prefetch`` (knob ``flush_prefetch``, default off; not nvfp4): the next sub-block's recurrence tile is loaded
+    before this one is computed. ``scratch`` (knob ``flush_scratch``, default on; nvfp4 two-pass flushes only):
+    S_L kept in fp32 scratch between the passes instead of recomputed.
+
+    H200, flush step at B = 256 (reports/bench/sweeps_<commit>/flush_*.md): gdn fp32 629 us with 32-row items ->
+    507 whole head (525 with the prefetch); gdn nvfp4/fp16 2273 -> 2070 with the scratch, nvfp4+sr 1360 -> 1053;
+    mamba2 fp32 1039 -> 911, kda fp32 682 -> 564 (whole head with the prefetch)."""
+    BV, BVF, _, nvfp4, maxnreg, _ = launch_config(cache, batch)
+    BVI = getattr(cache, "flush_item_v", None) or max(BVF, triton.next_power_of_2(cache.head_v))
+    if not nvfp4 and (BVI % BVF or BVI & (BVI - 1)):
+        raise ValueError(f"flush_item_v={BVI} must be a power of two and a multiple of the flush sub-block {BVF}")
+    nw = max(4, min(16, BVF * block_k(cache.head_k) // 1024))
+    prefetch = bool(getattr(cache, "flush_prefetch", None)) and not nvfp4
+    knob = getattr(cache, "flush_scratch", None)
+    scratch = (knob is None or bool(knob)) and nvfp4 and BVF < triton.next_power_of_2(cache.head_v)
+    return BVI, BVF, nw, maxnreg, prefetch, scratch
+
+
 def nonflush_config(cache) -> tuple[int, int, bool, int]:
     """The split step's non-flush launch (:func:`_nonflush_kernel`): ``(BVA, KC, prefetch, num_warps)``.
 
@@ -913,7 +966,8 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         BVA, KC, prefetch, nw = nonflush_config(cache)
         _nonflush_kernel[(1, HV, B)](
             q, k, v, g, beta, slot_idx, out, lp0, lp1, lp2,
-            cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count, HV,
+            cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count,
+            torch.empty(B * HV * 2 * BK if cache.per_key else 1, dtype=torch.float32, device=v.device), HV,
             K=K, V=V, L=cache.window, L1=consts["L1"], L1P=consts["L1P"], BK=BK, BVA=BVA, KC=KC,
             GK=consts["GK"], DELTA=cache.delta, FMT_LP=consts["FMT_LP"], CACHED=cached,
             PREFETCH=prefetch, num_warps=nw)
@@ -923,9 +977,12 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         nrows = torch.empty(1, dtype=torch.int32, device=v.device)
         _flush_rows_kernel[(1,)](slot_idx, cache.ring_count, rows, nrows, B, L=cache.window,
                                  BLOCK=min(1024, triton.next_power_of_2(B)))
-        NVB = 1 if nvfp4 else triton.cdiv(V, BV)
+        BVI, BVF, nwf, maxnreg, fpre, scratch = flush_config(cache, B)
+        NVB = 1 if nvfp4 else triton.cdiv(V, BVI)
         nprog = min(B * HV * NVB, FLUSH_PROGRAMS_PER_SM * _num_sms(v.device))
-        _flush_kernel[(nprog,)](rows, nrows, *args, **consts, NVB=NVB, num_warps=num_warps, **extra)
+        scr = torch.empty(nprog * consts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)
+        _flush_kernel[(nprog,)](rows, nrows, *args, **dict(consts, BV=BVI), NVB=NVB, scr_ptr=scr, FPRE=fpre,
+                                SCRATCH=scratch, num_warps=nwf, **extra)
     else:
         _decode_step_kernel[grid](*args, **consts, num_warps=num_warps, **extra)
     return out

@@ -45,7 +45,8 @@ def main(argv=None):
     for fam, spec, pf in tqdm(todo, desc="non-flush sweep"):
         if key != fam:
             x, key = bench_inputs(fam, a.batch, SHAPES[fam], 16, dev), fam
-        r = bench_kernel(fam, spec, "replay", a.batch, SHAPES[fam], 16, timer, dev, x, split_flush=True, prefetch=pf)
+        r = bench_kernel(fam, spec, "replay", a.batch, SHAPES[fam], 16, timer, dev, x,
+                         dict(split_flush=True, nonflush_prefetch=pf))
         rows.append(r)
         pd.DataFrame(rows).to_csv(os.path.join(a.out, "nonflush_sweep.csv"), index=False)
     cols = ["family", "spec", "batch", "prefetch", "time_us", "nonflush_us", "flush_us"]

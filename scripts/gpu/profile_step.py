@@ -6,6 +6,11 @@ per-kernel times are what matters here, launch gaps are not counted). Prints one
 total and per-step microseconds) and writes it to ``OUT/profile.md`` / ``.csv``.
 
     source scripts/gpu/setup.sh && python3 scripts/gpu/profile_step.py --out "$OUT/profile"
+
+Under Nsight Compute (``--rounds 0``: warm-up steps only; the 16th ``_flush_kernel`` launch flushes every row):
+
+    ncu --clock-control none -k regex:_flush_kernel --launch-skip 15 --launch-count 1 --section SpeedOfLight \
+        python3 scripts/gpu/profile_step.py --out /tmp/p --families gdn --specs fp32 --rounds 0
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ def profile_config(family, spec, mode, batch, window, rounds):
 
     steps(2 * window)   # compile + warm up
     torch.cuda.synchronize()
+    if rounds == 0:     # warm-up only: for an outside profiler (ncu), which sees steps 0 .. 2L-1
+        return []
     n = rounds * window
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         steps(n)
@@ -61,12 +68,19 @@ def main(argv=None):
     p.add_argument("--specs", default="fp32,nvfp4/fp16,nvfp4+sr")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--window", type=int, default=16)
-    p.add_argument("--rounds", type=int, default=4, help="L-step rounds profiled (default 4)")
+    p.add_argument("--rounds", type=int, default=4,
+                   help="L-step rounds profiled (default 4); 0: only the 2 L warm-up steps, no torch.profiler, no "
+                        "table (to run under ncu: the replay step t of a slot group flushes when t %% L == L - 1)")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("profile_step.py needs a CUDA GPU")
     os.makedirs(a.out, exist_ok=True)
     rows = []
+    if a.rounds == 0:
+        for fam in a.families.split(","):
+            for spec in a.specs.split(","):
+                profile_config(fam, spec, "replay", a.batch, a.window, 0)
+        return
     for fam in a.families.split(","):
         rows += profile_config(fam, "fp32", "conventional", a.batch, a.window, a.rounds)
         for spec in a.specs.split(","):

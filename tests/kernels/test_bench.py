@@ -90,3 +90,38 @@ def test_bench_resume_keeps_finished_measurements(tmp_path, capsys):
     assert "no copy_GBps column" in capsys.readouterr().err
     assert cli.main(args) == 0                             # no --resume: the stale partial file is discarded
     assert (pd.read_csv(out / "results.csv").time_us != 12345.0).all()
+
+
+@pytest.mark.skipif(torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") != "1",
+                    reason="CPU interpreter smoke run")
+def test_bench_kernel_knobs_and_phases():
+    """Launcher knobs reach the launch (the row reports the flush launch's configuration), only the asked phases
+    are timed, an unknown knob is refused with the allowed names."""
+    from replayssm_quant.kernels.bench import LAUNCH_KNOBS, Timer, bench_inputs, bench_kernel
+
+    dev = torch.device("cpu")
+    shape = dict(num_heads=2, head_k=16, head_v=40)
+    x = bench_inputs("gdn", 1, shape, 2, dev)
+    r = bench_kernel("gdn", "fp32", "replay", 1, shape, 2, Timer(dev, 1), dev, x,
+                     dict(split_flush=True, flush_item_v=64, flush_prefetch=True, block_v=16), phases=("flush",))
+    assert r["split_flush"] and r["flush_item_v"] == 64 and r["flush_prefetch"] and not r["flush_scratch"]
+    assert r["flush_us"] > 0 and r["time_us"] != r["time_us"] and r["nonflush_us"] != r["nonflush_us"]  # NaN
+    assert r["finite"]
+    with pytest.raises(ValueError, match="unknown launcher knob.*allowed: " + ", ".join(LAUNCH_KNOBS[:2])):
+        bench_kernel("gdn", "fp32", "replay", 1, shape, 2, Timer(dev, 1), dev, x, dict(blockv=16))
+
+
+def test_launch_sweep_variants():
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "gpu", "launch_sweep.py")
+    spec = importlib.util.spec_from_file_location("launch_sweep", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.parse_variant("default") == {}
+    assert mod.parse_variant("flush_item_v=128, flush_prefetch=true,maxnreg=none") == dict(
+        flush_item_v=128, flush_prefetch=True, maxnreg=None)
+    for bad, msg in (("flush_item=128", "bad knob"), ("flush_item_v", "bad knob"),
+                     ("flush_item_v=big", "not an integer")):
+        with pytest.raises(SystemExit, match=msg):
+            mod.parse_variant(bad)

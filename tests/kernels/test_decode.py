@@ -33,7 +33,7 @@ def _rel(a, b):
 
 
 def _cache(family, spec, HV, K, V, backend, mode="replay", L=4, slots=6, seed=0, block_v=None, flush_block_v=4,
-           split_flush=None):
+           split_flush=None, **knobs):
     c = SSMStateCache(family, spec, num_slots=slots, num_heads=HV, head_k=K, head_v=V, window=L, mode=mode,
                       seed=seed, device=DEV, backend=backend)
     if block_v:
@@ -41,6 +41,8 @@ def _cache(family, spec, HV, K, V, backend, mode="replay", L=4, slots=6, seed=0,
     if split_flush is not None:
         c.split_flush = split_flush   # launcher knob: two launches (non-flush rows, flush rows) or one fused
     c.flush_block_v = flush_block_v   # flush in sub-blocks of rows (kernel tuning knob; several per tile)
+    for name, value in knobs.items():  # other launcher knobs (kernels.decode.flush_config, nonflush_config)
+        setattr(c, name, value)
     return c
 
 
@@ -308,17 +310,18 @@ def test_bytes_per_slot():
 
 @pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp8+sr"), ("mamba2", "nvfp4+sr"), ("gdn", "nvfp4+sr"),
                                          ("kda", "nvfp4")])
-@pytest.mark.parametrize("split", [False, True], ids=["fused", "split"])
+@pytest.mark.parametrize("split", [False, True, "scratch"], ids=["fused", "split", "split-scratch"])
 def test_nvfp4_two_pass_flush_bit_exact(family, spec, split):
     """V = 40 with 16-row flush sub-blocks: the nvfp4 flush takes the two-pass path (amax pass saving the
     corrections, then the encode pass reloading them; shared delta-rule specs: only the current correction,
     the others are the ring's cached ones); still bit for bit the torch reference. Fused: the pv == 0 program of
     the head's 16-row V-blocks (3, the last one masked: 40 = 16 + 16 + 8) flushes the whole head; split: the
-    same as a work item of the persistent flush launch."""
+    same as a work item of the persistent flush launch; split-scratch: pass 2 reloads S_L from the flush launch's
+    fp32 scratch instead of recomputing it."""
     HV, K, V, L = 1, 32, 40, 3
     x = random_decode_inputs(family, 7, 2, HV, K, V, generator=_gen(21), device=DEV)
     S0 = torch.randn(2, HV, V, K, generator=_gen(22)).to(DEV)
-    kw = dict(block_v=16, split_flush=True) if split else {}
+    kw = dict(block_v=16, split_flush=True, flush_scratch=split == "scratch") if split else {}
     cs = [_cache(family, spec, HV, K, V, b, L=L, slots=3, seed=5, flush_block_v=16, **kw)
           for b in ("torch", "triton")]
     for c in cs:
@@ -411,8 +414,32 @@ def test_nonflush_launch_config():
     assert cfg("fp32", V=256, K=256) == (256, 64, True, 16)
 
 
-def _split_pair(family, spec, block_v, K=48, **kw):
-    HV, V, L = 2, 13, 4
+def test_flush_launch_config():
+    """The split step's flush launch: whole-head work items (flush terms once per (row, head)), no sub-block
+    prefetch, S_L kept in scratch between the two passes of an nvfp4 flush; knobs override; bad items refused."""
+    from types import SimpleNamespace
+
+    from replayssm_quant.kernels import decode
+    from replayssm_quant.quant import parse_state_spec
+
+    def cfg(spec, V=128, **knobs):
+        c = SimpleNamespace(head_v=V, head_k=128, num_heads=32, window=16, spec=parse_state_spec(spec),
+                            device=torch.device("cpu"), family="gdn", **knobs)
+        return decode.flush_config(c, 256)
+
+    assert cfg("fp32") == (128, 16, 4, None, False, False)
+    assert cfg("fp32", V=64) == (64, 16, 4, None, False, False) and cfg("fp32", V=13)[0] == 16
+    assert cfg("fp32", flush_item_v=32, flush_prefetch=True) == (32, 16, 4, None, True, False)
+    assert cfg("nvfp4/fp16")[4:] == (False, True) and cfg("nvfp4+sr", flush_scratch=False)[5] is False
+    assert cfg("nvfp4/fp16", V=16)[5] is False            # one sub-block holds the head: one pass, no scratch
+    assert cfg("fp16", flush_block_v=32)[:3] == (128, 32, 4)
+    for bad in (24, 8):
+        with pytest.raises(ValueError, match="power of two and a multiple of the flush sub-block 16"):
+            cfg("fp32", flush_item_v=bad)
+
+
+def _split_pair(family, spec, block_v, K=48, V=13, **kw):
+    HV, L = 2, 4
     return [_cache(family, spec, HV, K, V, "triton", L=L, seed=11, block_v=block_v, split_flush=s, **kw)
             for s in (False, True)]
 
@@ -424,7 +451,13 @@ def _split_pair(family, spec, block_v, K=48, **kw):
     ("gdn", "fp16", 8, dict(nonflush_prefetch=True)), ("kda", "nvfp4/fp16", None, dict(nonflush_prefetch=True)),
     ("mamba2", "fp32", 16, dict(nonflush_prefetch=False)),
     # key dims with one (K <= 16) and two non-flush key chunks (K = 48 above: four)
-    ("gdn", "fp32", 8, dict(K=16)), ("kda", "fp8/fp16+sr", None, dict(K=24))])
+    ("gdn", "fp32", 8, dict(K=16)), ("kda", "fp8/fp16+sr", None, dict(K=24)),
+    # flush launch knobs: work items of several 16-row sub-blocks (V = 40: the last one partly masked), the
+    # next sub-block's tile prefetched
+    ("gdn", "fp32", 16, dict(V=40, flush_item_v=64, flush_prefetch=True)),
+    ("kda", "fp8/fp16+sr", 16, dict(V=40, flush_item_v=64, flush_prefetch=True)),
+    ("mamba2", "fp16", 16, dict(V=40, flush_item_v=32, flush_prefetch=True)),
+    ("gdn", "bf16/fp32", 16, dict(V=40, flush_item_v=64))])
 def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
     """The split step (launch 1: non-flush rows, launch 2: flush rows) == the fused kernel bit for bit:
     outputs, checkpoints, ring (cached corrections included), counters, on a schedule where one launch mixes
@@ -433,10 +466,10 @@ def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
     from replayssm_quant.kernels import decode
 
     knobs = dict(knobs)
-    HV, K, V = 2, knobs.pop("K", 48), 13
+    HV, K, V = 2, knobs.pop("K", 48), knobs.pop("V", 13)
     x = random_decode_inputs(family, 9, 4, HV, K, V, generator=_gen(60), device=DEV)
     S0 = torch.randn(3, HV, V, K, generator=_gen(61)).to(DEV)
-    cs = _split_pair(family, spec, block_v, K)
+    cs = _split_pair(family, spec, block_v, K, V)
     for name, value in knobs.items():
         setattr(cs[1], name, value)
     for c in cs:

@@ -1,0 +1,90 @@
+"""Sweep of launcher knobs (GPU): time replay steps of families x specs at one batch under several knob sets.
+
+Each variant is a set of launcher knobs (``kernels.bench.LAUNCH_KNOBS``: cache attributes read by
+``kernels.decode``), written ``name=value,name=value``; ``default`` is the heuristic. Columns as
+``replayssm-quant bench`` (``nonflush_us`` = one of the L - 1 non-flush steps, ``flush_us`` = the flush step,
+``time_us`` = per step over L steps; phases not asked for are empty). Prints one table and writes
+``OUT/<stem>.csv`` / ``.md`` after every measurement (a run cut short keeps what it measured).
+
+    source scripts/gpu/setup.sh && python3 scripts/gpu/launch_sweep.py --out "$OUT/sweep" --families gdn \\
+        --specs fp32,nvfp4/fp16 --phases flush --variants "default;flush_item_v=128,flush_prefetch=1"
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
+from replayssm_quant.kernels.bench import (LAUNCH_KNOBS, SHAPES, Timer, bench_inputs, bench_kernel,  # noqa: E402
+                                           write_table)
+
+PHASES = ("step", "nonflush", "flush")
+
+
+def parse_variant(text: str) -> dict:
+    """``"a=1,b=true"`` -> ``{"a": 1, "b": True}``; ``"default"`` -> ``{}``."""
+    text = text.strip()
+    if text in ("", "default"):
+        return {}
+    knobs = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in LAUNCH_KNOBS:
+            raise SystemExit(f"launch_sweep: bad knob {item!r} in variant {text!r}: write name=value with a name in "
+                             f"{', '.join(LAUNCH_KNOBS)}")
+        v = value.strip().lower()
+        if v in ("true", "false", "none"):
+            knobs[name] = {"true": True, "false": False, "none": None}[v]
+        else:
+            try:
+                knobs[name] = int(v)
+            except ValueError:
+                raise SystemExit(f"launch_sweep: knob {name}: value {value!r} is not an integer, true, false or none")
+    return knobs
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--families", default="gdn")
+    p.add_argument("--specs", default="fp32")
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--rep-ms", type=int, default=20)
+    p.add_argument("--phases", default="step,nonflush,flush", help=f"comma list of {', '.join(PHASES)}")
+    p.add_argument("--variants", default="default", help="';'-separated knob sets (name=value,...; 'default')")
+    p.add_argument("--stem", default="launch_sweep", help="output file stem")
+    a = p.parse_args(argv)
+    phases = tuple(x.strip() for x in a.phases.split(","))
+    if set(phases) - set(PHASES):
+        sys.exit(f"launch_sweep: --phases takes {', '.join(PHASES)}, got {a.phases!r}")
+    variants = [(v.strip() or "default", parse_variant(v)) for v in a.variants.split(";")]
+    if not torch.cuda.is_available():
+        sys.exit("launch_sweep: needs a CUDA device")
+    os.makedirs(a.out, exist_ok=True)
+    dev = torch.device("cuda")
+    timer = Timer(dev, a.rep_ms)
+    rows = []
+    todo = list(itertools.product(a.families.split(","), a.specs.split(","), variants))
+    x, key = None, None
+    for fam, spec, (name, knobs) in tqdm(todo, desc="launch sweep"):
+        if key != fam:
+            x, key = bench_inputs(fam, a.batch, SHAPES[fam], 16, dev), fam
+        r = bench_kernel(fam, spec, "replay", a.batch, SHAPES[fam], 16, timer, dev, x, knobs, phases)
+        rows.append(dict(variant=name, **r))
+        pd.DataFrame(rows).to_csv(os.path.join(a.out, f"{a.stem}.csv"), index=False)
+    cols = ["family", "spec", "variant", "time_us", "nonflush_us", "flush_us", "block_v", "flush_block_v",
+            "flush_item_v", "flush_warps", "maxnreg", "prefetch", "flush_prefetch", "flush_scratch"]
+    print(write_table(a.out, a.stem, f"Launcher knob sweep (batch {a.batch}, L = 16, phases {', '.join(phases)})",
+                      pd.DataFrame(rows), dev, cols))
+
+
+if __name__ == "__main__":
+    main()
