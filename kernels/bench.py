@@ -144,9 +144,34 @@ def bench_inputs(family, batch, shape, window, device):
 # launcher knobs (cache attributes read by kernels.decode; None = the heuristic): block_v, flush_block_v and
 # maxnreg (0 = no register cap) of launch_config; split_flush (True: the replay step as separate launches,
 # non-flush rows then flush rows; False: one fused kernel); nonflush_prefetch (nonflush_config); flush_item_v,
-# flush_prefetch, flush_scratch (flush_config)
+# flush_prefetch, flush_scratch, flush_programs (flush_config); flush_dot (flush_dot_precision)
 LAUNCH_KNOBS = ("block_v", "flush_block_v", "maxnreg", "split_flush", "nonflush_prefetch", "flush_item_v",
-                "flush_prefetch", "flush_scratch")
+                "flush_prefetch", "flush_scratch", "flush_dot", "flush_programs")
+
+
+def parse_knobs(text: str) -> dict:
+    """Launcher knobs from ``"name=value,name=value"`` (names in :data:`LAUNCH_KNOBS`; values integers, true,
+    false, none, or for ``flush_dot`` a precision name); ``""`` / ``"default"`` -> ``{}``. ValueError on a bad
+    item."""
+    text = text.strip()
+    if text in ("", "default"):
+        return {}
+    knobs = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        name, v = name.strip(), value.strip().lower()
+        if not sep or name not in LAUNCH_KNOBS:
+            raise ValueError(f"bad knob {item!r} in {text!r}: write name=value with a name in {', '.join(LAUNCH_KNOBS)}")
+        if v in ("true", "false", "none"):
+            knobs[name] = {"true": True, "false": False, "none": None}[v]
+        elif name == "flush_dot":
+            knobs[name] = v
+        else:
+            try:
+                knobs[name] = int(v)
+            except ValueError:
+                raise ValueError(f"knob {name}: value {value!r} is not an integer, true, false or none") from None
+    return knobs
 
 
 def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, knobs=None,
@@ -199,16 +224,17 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
         fl_us = timer(flush) * 1e3 / R
     elems = batch * cache.num_heads * cache.head_k * cache.head_v
     min_bytes = cache.spec.step_bytes_per_element(mode, window) * elems
-    from .decode import flush_config, launch_config, nonflush_config
+    from .decode import flush_config, flush_dot_precision, launch_config, nonflush_config
     bv, bvf, nw, _, mr, split = launch_config(cache, batch)
     pf = nonflush_config(cache)[2]
-    bvi, _, nwf, _, fpre, fscr = flush_config(cache, batch) if split else (None, None, None, None, False, False)
+    bvi, _, nwf, _, fpre, fscr, fprog = flush_config(cache, batch) if split else (None, None, None, None, False,
+                                                                                   False, None)
     row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,
                nonflush_us=nf_us, flush_us=fl_us, min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9,
                rotation=R,
                block_v=bv, flush_block_v=bvf, num_warps=nw, maxnreg=mr or 0, split_flush=bool(split),
-               prefetch=bool(split) and pf, flush_item_v=bvi, flush_warps=nwf, flush_prefetch=fpre,
-               flush_scratch=fscr,
+               prefetch=bool(split) and pf, flush_item_v=bvi, flush_warps=nwf, flush_programs=fprog, flush_prefetch=fpre,
+               flush_scratch=fscr, flush_dot=flush_dot_precision(cache) if window > 1 else None,
                finite=bool(torch.isfinite(out).all()))
     del cache, out
     if device.type == "cuda":

@@ -179,7 +179,7 @@ def _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ri
 @triton.jit
 def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
                 K: tl.constexpr, L: tl.constexpr, LP: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
-                BK: tl.constexpr, LPLOG: tl.constexpr, CACHED: tl.constexpr):
+                BK: tl.constexpr, LPLOG: tl.constexpr, CACHED: tl.constexpr, DOTP: tl.constexpr = "ieee"):
     """Per-(row, head) terms of the chunked flush over the L inputs (ring entries 0..L-2, the current
     input as entry L-1; padded with zeros to LP >= 16 entries). With Gc_j the inclusive cumsum of the
     log decays (d_{i+1:j} = exp(Gc_j - Gc_i)):
@@ -192,7 +192,8 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
     ``CACHED`` (delta rule, shared spec: Algorithm 1): no M, T, betas (the corrections u_0..u_{L-2} are the
     ring's cached ones); instead kdl [BK] = k_{L-1} d_{1:L} (= row L-1 of Kd) and cl [LP] = Kd2_j . k_{L-1}
     (j < L-1, else 0), so that the current correction is u_{L-1} = beta (v - S_hp kdl - U cl).
-    Returns (Kd, Kd2, dL, T, br, kdl, cl) (unused entries are placeholders).
+    Returns (Kd, Kd2, dL, T, br, kdl, cl) (unused entries are placeholders). ``DOTP``: the input precision of
+    the fp32 dots (:func:`flush_dot_precision`).
     """
     offs_j = tl.arange(0, LP)
     mring = offs_j < L - 1
@@ -231,7 +232,7 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
         if GK == 1:
             # M = (Kr Kr^T) * exp(Gc_j - Gc_i): one small fp32 dot
             Dm = tl.exp(tl.minimum(Gc[None, :] - Gc[:, None], 0.0))
-            M = tl.where(upper, tl.dot(Kr, tl.trans(Kr), input_precision="ieee") * Dm, 0.0)
+            M = tl.where(upper, tl.dot(Kr, tl.trans(Kr), input_precision=DOTP) * Dm, 0.0)
         else:
             # per-key decays: row i of M = sum_k k_i[k] k_j[k] exp(Gc_j[k] - Gc_i[k]) (no exp(+-Gc) factoring:
             # that could overflow). k_i and g_i re-read from the ring (L1 hits; the running sum of the g_i is
@@ -255,8 +256,8 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
         T = eye - N
         Np = N
         for s in tl.static_range(1, LPLOG):            # Np = N^(2^s); T <- T (I + Np)
-            Np = tl.dot(Np, Np, input_precision="ieee")
-            T = tl.dot(T, eye + Np, input_precision="ieee")
+            Np = tl.dot(Np, Np, input_precision=DOTP)
+            T = tl.dot(T, eye + Np, input_precision=DOTP)
     return Kd, Kd2, dL, T, br, kdl, cl
 
 
@@ -264,7 +265,7 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
 def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, kdl, cl, beta,
                  offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, LP: tl.constexpr,
                  DELTA: tl.constexpr, FMT_HP: tl.constexpr, BK: tl.constexpr, UMODE: tl.constexpr,
-                 CACHED: tl.constexpr, S0p, PRE: tl.constexpr):
+                 CACHED: tl.constexpr, S0p, PRE: tl.constexpr, DOTP: tl.constexpr):
     """fp32 S_L of rows ``offs_f`` ([BVF, BK]) from the recurrence checkpoint, chunked form, one pass over
     the tile, S_L = S_hp * d_{1:L} + U Kd2 with the corrections U [BVF, LP]:
 
@@ -278,7 +279,8 @@ def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, K
     ``UMODE`` (delta rule, nvfp4 two-pass flush): 1 also saves U (recomputed: entries 0..L-2 into the ring's
     u slots, dead after a flush; cached: they are there already; entry L-1 into the output row, overwritten
     later), 2 reloads that U instead of computing it again (bit-identical values). ``PRE``: ``S0p`` is the
-    recurrence tile of these rows, already loaded by the caller (the flush launch's sub-block prefetch)."""
+    recurrence tile of these rows, already loaded by the caller (the flush launch's sub-block prefetch).
+    ``DOTP``: the input precision of the fp32 dots (:func:`flush_dot_precision`)."""
     offs_j = tl.arange(0, LP)
     mring = offs_j < L - 1
     last = (offs_j == L - 1)[None, :]
@@ -303,14 +305,14 @@ def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, K
         Vr = tl.where(last, vf[:, None], Vr)                                     # [BVF, LP]
         S0 = S0p if PRE else _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
         if DELTA:
-            P = tl.dot(S0, tl.trans(Kd), input_precision="ieee")                 # [BVF, LP]
-            U = tl.dot((Vr - P) * br[None, :], T, input_precision="ieee")      # [BVF, LP]
+            P = tl.dot(S0, tl.trans(Kd), input_precision=DOTP)                   # [BVF, LP]
+            U = tl.dot((Vr - P) * br[None, :], T, input_precision=DOTP)        # [BVF, LP]
             if UMODE == 1:
                 tl.store(uptr, U, mask=mf[:, None] & mring[None, :])
                 tl.store(out_ptr + bh * V + offs_f[:, None] + offs_j[None, :] * 0, U, mask=mf[:, None] & last)
         else:
             U = Vr
-    S = S0 * dL[None, :] + tl.dot(U, Kd2, input_precision="ieee")
+    S = S0 * dL[None, :] + tl.dot(U, Kd2, input_precision=DOTP)
     return S
 
 
@@ -320,7 +322,7 @@ def _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_p
              Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr,
              L: tl.constexpr, L1: tl.constexpr, LP: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
              FMT_HP: tl.constexpr, BK: tl.constexpr, CACHED: tl.constexpr, UMODE: tl.constexpr = 0, S0p=None,
-             PRE: tl.constexpr = False):
+             PRE: tl.constexpr = False, DOTP: tl.constexpr = "ieee"):
     """S_L of rows ``offs_f``: conventional (L = 1) one sequential step, replay the chunked form (``PRE``: from
     the prefetched recurrence tile ``S0p``)."""
     if L == 1:
@@ -329,7 +331,7 @@ def _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_p
     else:
         S = _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, kdl, cl,
                          beta, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
-                         UMODE if DELTA and L > 1 else 0, CACHED, S0p, PRE)
+                         UMODE if DELTA and L > 1 else 0, CACHED, S0p, PRE, DOTP)
     return S
 
 
@@ -459,14 +461,15 @@ def _decode_step_kernel(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr,
+    CACHED: tl.constexpr, DOTP: tl.constexpr,
 ):
     """The fused step (every row, flush or not) and conventional decoding: grid ``(cdiv(V, BV), HV, B)``, one
     program per (V-block, head, row) (:func:`_step_program`). The V-block programs of one (row, head) are
     adjacent in launch order, so the ring tiles they share are read from DRAM once (L2 hits for the others)."""
     _step_program(tl.program_id(0), tl.program_id(1), tl.program_id(2), q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2,
                   rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P, LP,
-                  LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, False)
+                  LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, False,
+                  out_ptr, False, False, DOTP)
 
 
 @triton.jit
@@ -499,6 +502,7 @@ def _flush_kernel(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, NVB: tl.constexpr, scr_ptr, FPRE: tl.constexpr, SCRATCH: tl.constexpr,
+    DOTP: tl.constexpr,
 ):
     """Split step, flush launch (FLUSH_ONLY): a persistent grid of a few programs per SM loops over the work
     items (flush row, head, V-block) of the rows listed by :func:`_flush_rows_kernel`, each handled like the
@@ -519,7 +523,7 @@ def _flush_kernel(
         _step_program(pv, head, b, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2,
                   rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P, LP,
                   LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, True, scr, FPRE,
-                  SCRATCH)
+                  SCRATCH, DOTP)
         w += tl.num_programs(0)
 
 
@@ -534,14 +538,14 @@ def _step_program(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr, scr_ptr=None, FPRE: tl.constexpr = False,
-    SCRATCH: tl.constexpr = False,
+    SCRATCH: tl.constexpr = False, DOTP: tl.constexpr = "ieee",
 ):
     """One (V-block ``pv``, head, row ``b``) of a decode step: the fused step's program, or (FLUSH_ONLY) a
     work item of the split step's flush launch, which may also use (:func:`flush_config`): ``FPRE``, load the
     recurrence tile of the next flush sub-block before this one is computed (and the first one before the
     per-(row, head) flush terms); ``SCRATCH`` (nvfp4 two-pass flush), pass 1 keeps the fp32 S_L rows in the
     program's ``[NVF * BVF, BK]`` scratch at ``scr_ptr`` and pass 2 reloads them instead of recomputing S_L
-    (same values)."""
+    (same values). ``DOTP``: input precision of the flush's fp32 dots (:func:`flush_dot_precision`)."""
     # FLUSH_ONLY (replay, L > 1): a work item of the split step's flush launch (_flush_kernel, after
     # _nonflush_kernel): only flush rows are handled (a non-flush row reads h and writes nothing; no
     # speculative non-flush loads). All launches of a step run before the counter advance, so they read the
@@ -591,7 +595,8 @@ def _step_program(
                 S0n = _load_tile(hp0, hp1, hp2, sh, offs_n, offs_k, offs_n < V, mk, K, V, FMT_HP, BK)
             if L > 1:   # per-(row, head) terms of the chunked flush, shared by the sub-blocks
                 Kd, Kd2, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k,
-                                                          mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED)
+                                                          mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED,
+                                                          DOTP)
             else:
                 Kd = kt
                 Kd2 = kt
@@ -609,7 +614,7 @@ def _step_program(
                     mf = offs_f < V
                     S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
                                  h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, L1, LP,
-                                 GK, DELTA, FMT_HP, BK, CACHED)
+                                 GK, DELTA, FMT_HP, BK, CACHED, DOTP=DOTP)
                     s_enc = nvfp4_encode_scale(nvfp4_amax(S))
                     _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                        seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
@@ -621,7 +626,7 @@ def _step_program(
                         mf = offs_f < V
                         S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
                                      ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
-                                     L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 0 if SCRATCH else 1)
+                                     L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 0 if SCRATCH else 1, DOTP=DOTP)
                         if SCRATCH:
                             tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S)
                         amax = tl.maximum(amax, nvfp4_amax(S))
@@ -635,7 +640,7 @@ def _step_program(
                         else:
                             S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
                                          ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K,
-                                         V, L, L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 2)
+                                         V, L, L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 2, DOTP=DOTP)
                         _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                            seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
                     _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
@@ -652,7 +657,7 @@ def _step_program(
                         S0 = dL   # (unused)
                     S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
                                  h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, L1, LP,
-                                 GK, DELTA, FMT_HP, BK, CACHED, 0, S0, FPRE)
+                                 GK, DELTA, FMT_HP, BK, CACHED, 0, S0, FPRE, DOTP)
                     _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                        seed, fc, 1.0, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
         elif L > 1:
@@ -799,7 +804,7 @@ def _num_sms(device) -> int:
 def choose_block_v(cache, batch: int) -> int:
     """V-block size: the whole head on CPU; on GPU start from a [BV, BK] tile of 4096 fp32 elements for
     replay (BV = 32 for K = 128: 4 warps, <= 128 registers, 4 programs per SM; conventional 8192) and halve
-    BV (min 8; replay 16)
+    BV (min 8; replay 16, per-key decays 32)
     until the grid has >= 4 programs per SM. The ``block_v`` knob (bench ``--block-v``) overrides it."""
     V = cache.head_v
     full = triton.next_power_of_2(V)
@@ -811,7 +816,10 @@ def choose_block_v(cache, batch: int) -> int:
     # conventional (L = 1): 8192-element tiles, 8 warps, 64 registers (87% of copy bandwidth on the H200)
     bv = min(full, max(8, (8192 if cache.window == 1 else 4096) // bk))
     target = 4 * _num_sms(cache.device)
-    low = 8 if cache.window == 1 else 16   # replay: the flush's tl.dot needs >= 16 rows
+    # replay: the flush's tl.dot needs >= 16 rows; per-key decays (kda): >= 32, every V-block program rebuilds
+    # the ring's [L-1, K] decays (H200, batch 1, kda fp32 replay: 6.7 us at BV = 16, 6.0 at 32, 7.9 at 64;
+    # gdn 5.7 / 5.9 / 7.0: reports/bench/sweeps_9d8821f/kda_b1.md)
+    low = 8 if cache.window == 1 else (32 if getattr(cache, "per_key", False) else 16)
     while bv > low and batch * cache.num_heads * triton.cdiv(V, bv) < target:
         bv //= 2
     return bv
@@ -876,16 +884,18 @@ def launch_config(cache, batch: int):
     return BV, BVF, num_warps, nvfp4, (maxnreg or None), split
 
 
-def flush_config(cache, batch: int) -> tuple[int, int, int, int | None, bool, bool]:
+def flush_config(cache, batch: int) -> tuple[int, int, int, int | None, bool, bool, int]:
     """The split step's persistent flush launch (:func:`_flush_kernel`): ``(BVI, BVF, num_warps, maxnreg,
-    prefetch, scratch)``.
+    prefetch, scratch, programs_per_sm)``.
 
     ``BVI``: rows of V per work item (not nvfp4; nvfp4: the whole head): the ``flush_item_v`` knob, default the
     whole head (next power of two; the per-(row, head) flush terms are computed once); a power of two, a multiple
     of the sub-block ``BVF``. ``num_warps``: ``BVF * BK / 1024`` in 4..16; ``maxnreg`` as the fused kernel's.
     ``prefetch`` (knob ``flush_prefetch``, default off; not nvfp4): the next sub-block's recurrence tile is loaded
     before this one is computed. ``scratch`` (knob ``flush_scratch``, default on; nvfp4 two-pass flushes only):
-    S_L kept in fp32 scratch between the passes instead of recomputed.
+    S_L kept in fp32 scratch between the passes instead of recomputed. ``programs_per_sm``: size of the
+    persistent grid (knob ``flush_programs``, default :data:`FLUSH_PROGRAMS_PER_SM`; it should not exceed what
+    fits on an SM, or the programs that do not fit run after the others with the same share of the work).
 
     H200, flush step at B = 256 (reports/bench/sweeps_<commit>/flush_*.md): gdn fp32 629 us with 32-row items ->
     507 whole head (525 with the prefetch); gdn nvfp4/fp16 2273 -> 2070 with the scratch, nvfp4+sr 1360 -> 1053;
@@ -898,7 +908,27 @@ def flush_config(cache, batch: int) -> tuple[int, int, int, int | None, bool, bo
     prefetch = bool(getattr(cache, "flush_prefetch", None)) and not nvfp4
     knob = getattr(cache, "flush_scratch", None)
     scratch = (knob is None or bool(knob)) and nvfp4 and BVF < triton.next_power_of_2(cache.head_v)
-    return BVI, BVF, nw, maxnreg, prefetch, scratch
+    programs = int(getattr(cache, "flush_programs", None) or FLUSH_PROGRAMS_PER_SM)
+    if programs < 1:
+        raise ValueError(f"flush_programs={programs}: at least 1 program per SM")
+    return BVI, BVF, nw, maxnreg, prefetch, scratch, programs
+
+
+FLUSH_DOT_PRECISIONS = ("ieee", "tf32x3")
+
+
+def flush_dot_precision(cache) -> str:
+    """Input precision of the replay flush's fp32 ``tl.dot`` products (knob ``flush_dot``): ``"ieee"`` (fp32 FMA
+    products and sums) or ``"tf32x3"`` (each fp32 operand split into two TF32 parts, three tensor-core products:
+    about fp32 accuracy, not IEEE rounding). An fp32 recurrence checkpoint is always flushed with ``"ieee"``
+    (the fp32 path computes in IEEE fp32). The interpreter computes every dot as a numpy fp32 matmul whatever
+    the setting."""
+    knob = getattr(cache, "flush_dot", None)
+    if knob is not None and knob not in FLUSH_DOT_PRECISIONS:
+        raise ValueError(f"flush_dot={knob!r}: allowed {', '.join(map(repr, FLUSH_DOT_PRECISIONS))}")
+    if cache.spec.recur.name == "fp32":
+        return "ieee"
+    return knob or "ieee"
 
 
 def nonflush_config(cache) -> tuple[int, int, bool, int]:
@@ -957,7 +987,8 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
                   LP=flush_entries(cache.window), LPLOG=flush_entries(cache.window).bit_length() - 1, BK=BK, BV=BV,
                   BVF=BVF, NVF=triton.cdiv(V, BVF), NV4=nvfp4, GK=K if cache.per_key else 1, DELTA=cache.delta,
                   FMT_HP=FORMAT_CODE[cache.spec.recur.name], FMT_LP=FORMAT_CODE[cache.spec.read.name],
-                  SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag, CACHED=cached)
+                  SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag, CACHED=cached,
+                  DOTP=flush_dot_precision(cache))
     if split:
         # all launches before the counter advance (same ring counts h); the non-flush and the flush launches touch
         # disjoint slots because the rows of one step have distinct slots (see the kernels). 1) the non-flush
@@ -977,9 +1008,9 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         nrows = torch.empty(1, dtype=torch.int32, device=v.device)
         _flush_rows_kernel[(1,)](slot_idx, cache.ring_count, rows, nrows, B, L=cache.window,
                                  BLOCK=min(1024, triton.next_power_of_2(B)))
-        BVI, BVF, nwf, maxnreg, fpre, scratch = flush_config(cache, B)
+        BVI, BVF, nwf, maxnreg, fpre, scratch, per_sm = flush_config(cache, B)
         NVB = 1 if nvfp4 else triton.cdiv(V, BVI)
-        nprog = min(B * HV * NVB, FLUSH_PROGRAMS_PER_SM * _num_sms(v.device))
+        nprog = min(B * HV * NVB, per_sm * _num_sms(v.device))
         scr = torch.empty(nprog * consts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)
         _flush_kernel[(nprog,)](rows, nrows, *args, **dict(consts, BV=BVI), NVB=NVB, scr_ptr=scr, FPRE=fpre,
                                 SCRATCH=scratch, num_warps=nwf, **extra)

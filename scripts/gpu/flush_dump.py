@@ -17,16 +17,16 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
-from replayssm_quant.kernels.bench import SHAPES  # noqa: E402
+from replayssm_quant.kernels.bench import SHAPES, parse_knobs  # noqa: E402
 from replayssm_quant.kernels.inputs import random_decode_inputs  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
-NAMES = ["hp0", "hp1", "hp2", "ring_g", "ring_k", "ring_v", "ring_beta", "ring_u", "ring_count", "flush_count"]
+NAMES = ["hp0", "hp1", "hp2", "lp0", "lp1", "lp2", "ring_g", "ring_k", "ring_v", "ring_beta", "ring_u", "ring_count", "flush_count"]
 
 
 def _tensors(c):
-    hp = c.hp.tensors()
-    return dict(zip(NAMES, [hp[0], hp[1], hp[2], c.ring_g, c.ring_k, c.ring_v, c.ring_beta, c.ring_u, c.ring_count,
+    hp, lp = c.hp.tensors(), c.lp.tensors()
+    return dict(zip(NAMES, [hp[0], hp[1], hp[2], lp[0], lp[1], lp[2], c.ring_g, c.ring_k, c.ring_v, c.ring_beta, c.ring_u, c.ring_count,
                             c.flush_count]))
 
 
@@ -36,6 +36,8 @@ def _cache(a, rows, backend, device, split=None):
                       device=device, backend=backend, seed=3)
     if split is not None:
         c.split_flush = split
+    for name, value in parse_knobs(getattr(a, "knobs", "") or "").items():
+        setattr(c, name, value)
     return c
 
 
@@ -66,7 +68,7 @@ def dump(a):
 def compare(a):
     for name in ("fused", "split"):
         d = torch.load(os.path.join(a.compare, f"{name}.pt"))
-        for k in ("family", "spec", "window"):
+        for k in ("family", "spec", "window", "knobs"):
             setattr(a, k, d["args"][k])
         rows = d["args"]["rows"]
         c = _cache(a, rows, "torch", torch.device("cpu"))
@@ -76,11 +78,18 @@ def compare(a):
         o = c.step(torch.arange(rows), i["q"], i["k"], i["v"], i["g"], i["beta"])
         rel = ((o - d["out"]).abs().max() / d["out"].abs().max()).item()
         print(f"{name}: flush-step output max rel diff vs reference {rel:.2e}")
+        gpu = _cache(a, rows, "torch", torch.device("cpu"))
+        for k, v in _tensors(gpu).items():
+            v.copy_(d["after"][k])
         for k, v in _tensors(c).items():
             g = d["after"][k]
             if v.numel():
                 print(f"  {k:12s} share of elements differing from the reference: "
                       f"{(v != g).double().mean().item():.2e}")
+        for store in ("hp", "lp"):      # the checkpoints as values (the read copy is the same tensors when shared)
+            ref, got = getattr(c, store).decode(torch.arange(rows)), getattr(gpu, store).decode(torch.arange(rows))
+            print(f"  {store} checkpoint decoded: max |GPU - reference| / max |reference| "
+                  f"{((got - ref).abs().max() / ref.abs().max()).item():.2e}")
 
 
 def main(argv=None):
@@ -91,6 +100,7 @@ def main(argv=None):
     p.add_argument("--spec", default="nvfp4+sr")
     p.add_argument("--rows", type=int, default=20)
     p.add_argument("--window", type=int, default=16)
+    p.add_argument("--knobs", default="", help="launcher knobs name=value,... (kernels.bench.LAUNCH_KNOBS)")
     p.add_argument("--device", default="cuda", help="cuda (default); cpu with TRITON_INTERPRET=1 to test this script")
     a = p.parse_args(argv)
     if a.compare:

@@ -1,7 +1,8 @@
 """Sweep of launcher knobs (GPU): time replay steps of families x specs at one batch under several knob sets.
 
 Each variant is a set of launcher knobs (``kernels.bench.LAUNCH_KNOBS``: cache attributes read by
-``kernels.decode``), written ``name=value,name=value``; ``default`` is the heuristic. Columns as
+``kernels.decode``), written ``name=value,name=value`` (``kernels.bench.parse_knobs``); ``default`` is the
+heuristic. Columns as
 ``replayssm-quant bench`` (``nonflush_us`` = one of the L - 1 non-flush steps, ``flush_us`` = the flush step,
 ``time_us`` = per step over L steps; phases not asked for are empty). Prints one table and writes
 ``OUT/<stem>.csv`` / ``.md`` after every measurement (a run cut short keeps what it measured).
@@ -22,33 +23,18 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
-from replayssm_quant.kernels.bench import (LAUNCH_KNOBS, SHAPES, Timer, bench_inputs, bench_kernel,  # noqa: E402
+from replayssm_quant.kernels.bench import (SHAPES, Timer, bench_inputs, bench_kernel, parse_knobs,  # noqa: E402
                                            write_table)
 
 PHASES = ("step", "nonflush", "flush")
 
 
 def parse_variant(text: str) -> dict:
-    """``"a=1,b=true"`` -> ``{"a": 1, "b": True}``; ``"default"`` -> ``{}``."""
-    text = text.strip()
-    if text in ("", "default"):
-        return {}
-    knobs = {}
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or name not in LAUNCH_KNOBS:
-            raise SystemExit(f"launch_sweep: bad knob {item!r} in variant {text!r}: write name=value with a name in "
-                             f"{', '.join(LAUNCH_KNOBS)}")
-        v = value.strip().lower()
-        if v in ("true", "false", "none"):
-            knobs[name] = {"true": True, "false": False, "none": None}[v]
-        else:
-            try:
-                knobs[name] = int(v)
-            except ValueError:
-                raise SystemExit(f"launch_sweep: knob {name}: value {value!r} is not an integer, true, false or none")
-    return knobs
+    """``"a=1,b=true"`` -> ``{"a": 1, "b": True}``; ``"default"`` -> ``{}`` (:func:`kernels.bench.parse_knobs`)."""
+    try:
+        return parse_knobs(text)
+    except ValueError as e:
+        raise SystemExit(f"launch_sweep: {e}") from None
 
 
 def main(argv=None):
@@ -81,7 +67,7 @@ def main(argv=None):
         rows.append(dict(variant=name, **r))
         pd.DataFrame(rows).to_csv(os.path.join(a.out, f"{a.stem}.csv"), index=False)
     cols = ["family", "spec", "variant", "time_us", "nonflush_us", "flush_us", "block_v", "flush_block_v",
-            "flush_item_v", "flush_warps", "maxnreg", "prefetch", "flush_prefetch", "flush_scratch"]
+            "flush_item_v", "flush_warps", "flush_programs", "maxnreg", "prefetch", "flush_prefetch", "flush_scratch", "flush_dot"]
     print(write_table(a.out, a.stem, f"Launcher knob sweep (batch {a.batch}, L = 16, phases {', '.join(phases)})",
                       pd.DataFrame(rows), dev, cols))
 

@@ -378,6 +378,8 @@ def test_gpu_launch_config_heuristic(monkeypatch):
     assert cfg("fp8/fp16", 16, 256)[5] is True and cfg("fp32", 16, 256, family="mamba2")[5] is True
     assert cfg("fp32", 16, 256, family="kda")[5] is True
     assert cfg("fp32", 16, 1) == (16, 16, 4, False, None, False)     # batch 1: fine split, no cap, one launch
+    assert cfg("fp32", 16, 1, per_key=True)[0] == 32                 # kda: V-blocks of >= 32 rows
+    assert cfg("fp32", 1, 1, per_key=True)[0] == 8                   # (conventional: unchanged)
     assert cfg("fp32", 1, 256) == (64, 32, 8, False, None, False)    # conventional: unchanged 8192 tiles
     assert cfg("fp32", 16, 256, block_v=64) == (64, 32, 8, False, 128, True)
     assert cfg("fp32", 16, 256, block_v=64, maxnreg=0) == (64, 32, 8, False, None, True)
@@ -427,15 +429,35 @@ def test_flush_launch_config():
                             device=torch.device("cpu"), family="gdn", **knobs)
         return decode.flush_config(c, 256)
 
-    assert cfg("fp32") == (128, 16, 4, None, False, False)
-    assert cfg("fp32", V=64) == (64, 16, 4, None, False, False) and cfg("fp32", V=13)[0] == 16
-    assert cfg("fp32", flush_item_v=32, flush_prefetch=True) == (32, 16, 4, None, True, False)
-    assert cfg("nvfp4/fp16")[4:] == (False, True) and cfg("nvfp4+sr", flush_scratch=False)[5] is False
+    assert cfg("fp32") == (128, 16, 4, None, False, False, decode.FLUSH_PROGRAMS_PER_SM)
+    assert cfg("fp32", V=64)[:6] == (64, 16, 4, None, False, False) and cfg("fp32", V=13)[0] == 16
+    assert cfg("fp32", flush_item_v=32, flush_prefetch=True, flush_programs=5) == (32, 16, 4, None, True, False, 5)
+    assert cfg("nvfp4/fp16")[4:6] == (False, True) and cfg("nvfp4+sr", flush_scratch=False)[5] is False
     assert cfg("nvfp4/fp16", V=16)[5] is False            # one sub-block holds the head: one pass, no scratch
     assert cfg("fp16", flush_block_v=32)[:3] == (128, 32, 4)
     for bad in (24, 8):
         with pytest.raises(ValueError, match="power of two and a multiple of the flush sub-block 16"):
             cfg("fp32", flush_item_v=bad)
+    with pytest.raises(ValueError, match="flush_programs=-1: at least 1"):
+        cfg("fp32", flush_programs=-1)
+
+
+def test_flush_dot_precision():
+    """fp32 recurrence checkpoints are always flushed with IEEE fp32 dots; the others take the ``flush_dot`` knob
+    (default ``ieee``); an unknown precision is refused with the allowed ones."""
+    from types import SimpleNamespace
+
+    from replayssm_quant.kernels import decode
+    from replayssm_quant.quant import parse_state_spec
+
+    def prec(spec, **knobs):
+        return decode.flush_dot_precision(SimpleNamespace(spec=parse_state_spec(spec), **knobs))
+
+    assert prec("fp32") == "ieee" and prec("nvfp4/fp32", flush_dot="tf32x3") == "ieee"
+    assert prec("nvfp4/fp16") == decode.flush_dot_precision(SimpleNamespace(spec=parse_state_spec("fp16")))
+    assert prec("nvfp4/fp16", flush_dot="tf32x3") == "tf32x3" and prec("fp8+sr", flush_dot="ieee") == "ieee"
+    with pytest.raises(ValueError, match="flush_dot='tf32': allowed 'ieee', 'tf32x3'"):
+        prec("fp16", flush_dot="tf32")
 
 
 def _split_pair(family, spec, block_v, K=48, V=13, **kw):
