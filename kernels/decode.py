@@ -818,7 +818,7 @@ def choose_block_v(cache, batch: int) -> int:
     target = 4 * _num_sms(cache.device)
     # replay: the flush's tl.dot needs >= 16 rows; per-key decays (kda): >= 32, every V-block program rebuilds
     # the ring's [L-1, K] decays (H200, batch 1, kda fp32 replay: 6.7 us at BV = 16, 6.0 at 32, 7.9 at 64;
-    # gdn 5.7 / 5.9 / 7.0: reports/bench/sweeps_9d8821f/kda_b1.md)
+    # gdn 5.7 / 5.9 / 7.0: reports/bench/sweeps_2026-11-30b/kda_b1.md)
     low = 8 if cache.window == 1 else (32 if getattr(cache, "per_key", False) else 16)
     while bv > low and batch * cache.num_heads * triton.cdiv(V, bv) < target:
         bv //= 2
@@ -897,7 +897,7 @@ def flush_config(cache, batch: int) -> tuple[int, int, int, int | None, bool, bo
     persistent grid (knob ``flush_programs``, default :data:`FLUSH_PROGRAMS_PER_SM`; it should not exceed what
     fits on an SM, or the programs that do not fit run after the others with the same share of the work).
 
-    H200, flush step at B = 256 (reports/bench/sweeps_<commit>/flush_*.md): gdn fp32 629 us with 32-row items ->
+    H200, flush step at B = 256 (reports/bench/sweeps_2026-11-30b/): gdn fp32 629 us with 32-row items ->
     507 whole head (525 with the prefetch); gdn nvfp4/fp16 2273 -> 2070 with the scratch, nvfp4+sr 1360 -> 1053;
     mamba2 fp32 1039 -> 911, kda fp32 682 -> 564 (whole head with the prefetch)."""
     BV, BVF, _, nvfp4, maxnreg, _ = launch_config(cache, batch)
