@@ -143,10 +143,12 @@ def bench_inputs(family, batch, shape, window, device):
 
 # launcher knobs (cache attributes read by kernels.decode; None = the heuristic): block_v, flush_block_v and
 # maxnreg (0 = no register cap) of launch_config; split_flush (True: the replay step as separate launches,
-# non-flush rows then flush rows; False: one fused kernel); nonflush_prefetch (nonflush_config); flush_item_v,
+# non-flush rows then flush rows; False: one fused kernel); nonflush_prefetch, nonflush_warps (nonflush_config),
+# nonflush_maxnreg (the non-flush launch's register cap, default none); flush_item_v,
 # flush_prefetch, flush_scratch, flush_programs (flush_config); flush_dot (flush_dot_precision)
 LAUNCH_KNOBS = ("block_v", "flush_block_v", "maxnreg", "split_flush", "nonflush_prefetch", "flush_item_v",
-                "flush_prefetch", "flush_scratch", "flush_dot", "flush_programs")
+                "flush_prefetch", "flush_scratch", "flush_dot", "flush_programs", "nonflush_warps",
+                "nonflush_maxnreg")
 
 
 def parse_knobs(text: str) -> dict:
@@ -233,7 +235,8 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
                nonflush_us=nf_us, flush_us=fl_us, min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9,
                rotation=R,
                block_v=bv, flush_block_v=bvf, num_warps=nw, maxnreg=mr or 0, split_flush=bool(split),
-               prefetch=bool(split) and pf, flush_item_v=bvi, flush_warps=nwf, flush_programs=fprog, flush_prefetch=fpre,
+               prefetch=bool(split) and pf, nonflush_warps=nonflush_config(cache)[3] if split else None,
+               flush_item_v=bvi, flush_warps=nwf, flush_programs=fprog, flush_prefetch=fpre,
                flush_scratch=fscr, flush_dot=flush_dot_precision(cache) if window > 1 else None,
                finite=bool(torch.isfinite(out).all()))
     del cache, out

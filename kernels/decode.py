@@ -935,8 +935,13 @@ def nonflush_config(cache) -> tuple[int, int, bool, int]:
     """The split step's non-flush launch (:func:`_nonflush_kernel`): ``(BVA, KC, prefetch, num_warps)``.
 
     ``BVA``: all V rows (next power of two); ``KC``: the key-chunk width of the non-flush reductions
-    (:func:`.reference.nonflush_kc`, fixed by the reduction order); ``num_warps``: ``BVA * KC / 1024`` in 4..16
-    (<= 32 fp32 elements per thread per chunk); ``prefetch``: each next read-copy chunk is loaded before the
+    (:func:`.reference.nonflush_kc`, fixed by the reduction order); ``num_warps`` (knob ``nonflush_warps``):
+    fp32 read copies ``BVA * KC / 1024`` in 4..16 (<= 32 elements per thread per chunk), 16- and 8-bit read
+    copies 2, nvfp4 2 when a chunk has >= 4096 elements (gdn, kda) else as fp32 (H200, B = 256, non-flush us
+    per step, 4 -> 2 warps, reports/bench/sweeps_2026-11-30b/nonflush_warps*.md: gdn fp16 140 -> 117, fp8 113 ->
+    80, nvfp4 146 -> 136, fp32 172 -> 182; kda fp16 180 -> 158, fp8 167 -> 126, nvfp4 216 -> 160, fp32 233 ->
+    208; mamba2 fp16 229 -> 215, fp8 197 -> 177, nvfp4 207 -> 219, fp32 330 -> 326; 8 warps: 1.5-2x slower);
+    ``prefetch``: each next read-copy chunk is loaded before the
     current one is reduced (knob ``nonflush_prefetch``). Default: for an fp32 or 8-bit read copy, not for
     16-bit or nvfp4 ones, whose decoded chunks cost more registers. H200, B = 256, non-flush us per step with /
     without (reports/bench/full_39b0202/nonflush_sweep*.md): fp32 gdn 172 / 218, mamba2 330 / 343, kda 231 /
@@ -946,7 +951,14 @@ def nonflush_config(cache) -> tuple[int, int, bool, int]:
     KC = nonflush_kc(block_k(cache.head_k))
     knob = getattr(cache, "nonflush_prefetch", None)
     prefetch = cache.spec.read.bits_per_element in (32, 8) if knob is None else bool(knob)
-    return BVA, KC, prefetch, max(4, min(16, BVA * KC // 1024))
+    bits = cache.spec.read.bits_per_element
+    # compressed read copies: 2 warps (a program is bound by its dependent loads and reductions, not by the
+    # bytes: fewer, busier threads per program did better; nvfp4 only with 4096-element chunks)
+    default = 2 if bits in (16, 8) or (bits < 8 and BVA * KC >= 4096) else max(4, min(16, BVA * KC // 1024))
+    warps = getattr(cache, "nonflush_warps", None) or default
+    if warps not in (1, 2, 4, 8, 16, 32):
+        raise ValueError(f"nonflush_warps={warps}: a power of two from 1 to 32")
+    return BVA, KC, prefetch, warps
 
 
 def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
@@ -995,13 +1007,16 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         # rows + the padded rows' zero output (one program per (row, head): ring read once, h-masked; no flush
         # code, no register cap)
         BVA, KC, prefetch, nw = nonflush_config(cache)
+        nf_extra = {}
+        if getattr(cache, "nonflush_maxnreg", None) and v.device.type == "cuda":
+            nf_extra = dict(maxnreg=int(cache.nonflush_maxnreg))   # knob (bench sweeps): register cap
         _nonflush_kernel[(1, HV, B)](
             q, k, v, g, beta, slot_idx, out, lp0, lp1, lp2,
             cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count,
             torch.empty(B * HV * 2 * BK if cache.per_key else 1, dtype=torch.float32, device=v.device), HV,
             K=K, V=V, L=cache.window, L1=consts["L1"], L1P=consts["L1P"], BK=BK, BVA=BVA, KC=KC,
             GK=consts["GK"], DELTA=cache.delta, FMT_LP=consts["FMT_LP"], CACHED=cached,
-            PREFETCH=prefetch, num_warps=nw)
+            PREFETCH=prefetch, num_warps=nw, **nf_extra)
         # 2) the flush rows, listed on the device, then a persistent grid over their (row, head, V-block) work
         # items (nvfp4: (row, head), the whole head per item); the fused kernel's flush config
         rows = torch.empty(B, dtype=torch.int32, device=v.device)

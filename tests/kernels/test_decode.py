@@ -398,7 +398,8 @@ def test_gpu_launch_config_heuristic(monkeypatch):
 
 def test_nonflush_launch_config():
     """The split step's non-flush launch: all V rows, four key chunks (KC = max(16, BK / 4)), chunk prefetch for
-    fp32 and 8-bit read copies only (H200 sweep), the ``nonflush_prefetch`` knob overrides."""
+    fp32 and 8-bit read copies only, 2 warps for compressed read copies (nvfp4: only with 4096-element chunks)
+    (H200 sweeps), the ``nonflush_prefetch`` / ``nonflush_warps`` knobs override."""
     from types import SimpleNamespace
 
     from replayssm_quant.kernels import decode
@@ -408,12 +409,16 @@ def test_nonflush_launch_config():
         return decode.nonflush_config(SimpleNamespace(head_v=V, head_k=K, spec=parse_state_spec(spec), **knobs))
 
     assert cfg("fp32") == (128, 32, True, 4)
-    assert cfg("fp8/fp16+sr") == (128, 32, True, 4) and cfg("fp8+sr")[2] is True
+    assert cfg("fp8/fp16+sr") == (128, 32, True, 2) and cfg("fp8+sr")[2] is True
+    assert cfg("fp16")[3] == 2 and cfg("nvfp4/fp16")[3] == 2 and cfg("nvfp4/fp16", V=64)[3] == 4
     assert cfg("fp16")[2] is False and cfg("nvfp4/fp16")[2] is False and cfg("bf16/fp32")[2] is False
     assert cfg("nvfp4/fp16", nonflush_prefetch=True)[2] is True and cfg("fp32", nonflush_prefetch=False)[2] is False
     assert cfg("fp32", V=64) == (64, 32, True, 4)              # mamba2 heads
     assert cfg("fp32", V=13, K=48)[:2] == (16, 16)             # BK = 64: four chunks of 16
     assert cfg("fp32", V=256, K=256) == (256, 64, True, 16)
+    assert cfg("nvfp4/fp16", nonflush_warps=8)[3] == 8
+    with pytest.raises(ValueError, match="nonflush_warps=3: a power of two"):
+        cfg("fp32", nonflush_warps=3)
 
 
 def test_flush_launch_config():
@@ -471,7 +476,7 @@ def _split_pair(family, spec, block_v, K=48, V=13, **kw):
     ("mamba2", "fp8+sr", 8, {}), ("gdn", "bf16/fp32", 16, {}),
     # the non-flush launch's chunk prefetch the other way than its default (on for fp32 / 8-bit read copies)
     ("gdn", "fp16", 8, dict(nonflush_prefetch=True)), ("kda", "nvfp4/fp16", None, dict(nonflush_prefetch=True)),
-    ("mamba2", "fp32", 16, dict(nonflush_prefetch=False)),
+    ("mamba2", "fp32", 16, dict(nonflush_prefetch=False)), ("gdn", "nvfp4/fp16", None, dict(nonflush_warps=2)),
     # key dims with one (K <= 16) and two non-flush key chunks (K = 48 above: four)
     ("gdn", "fp32", 8, dict(K=16)), ("kda", "fp8/fp16+sr", None, dict(K=24)),
     # flush launch knobs: work items of several 16-row sub-blocks (V = 40: the last one partly masked), the
