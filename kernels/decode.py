@@ -899,7 +899,7 @@ def flush_config(cache, batch: int) -> tuple[int, int, int, int | None, bool, bo
 
     H200, flush step at B = 256 (reports/bench/sweeps_2026-11-30b/): gdn fp32 629 us with 32-row items ->
     507 whole head (525 with the prefetch); gdn nvfp4/fp16 2273 -> 2070 with the scratch, nvfp4+sr 1360 -> 1053;
-    mamba2 fp32 1039 -> 911, kda fp32 682 -> 564 (whole head with the prefetch)."""
+    mamba2 fp32 1039 -> 916, kda fp32 682 -> 512 (whole head; with the prefetch 905 / 562)."""
     BV, BVF, _, nvfp4, maxnreg, _ = launch_config(cache, batch)
     BVI = getattr(cache, "flush_item_v", None) or max(BVF, triton.next_power_of_2(cache.head_v))
     if not nvfp4 and (BVI % BVF or BVI & (BVI - 1)):
