@@ -227,15 +227,16 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
     elems = batch * cache.num_heads * cache.head_k * cache.head_v
     min_bytes = cache.spec.step_bytes_per_element(mode, window) * elems
     from .decode import flush_config, flush_dot_precision, launch_config, nonflush_config
-    bv, bvf, nw, _, mr, split = launch_config(cache, batch)
-    pf = nonflush_config(cache)[2]
-    bvi, _, nwf, _, fpre, fscr, fprog = flush_config(cache, batch) if split else (None, None, None, None, False,
-                                                                                   False, None)
+    launch = launch_config(cache, batch)
+    bv, bvf, nw, _, mr, split = launch
+    _, _, pf, nfw = nonflush_config(cache)
+    bvi, _, nwf, _, fpre, fscr, fprog = flush_config(cache, batch, launch) if split else (None, None, None, None,
+                                                                                           False, False, None)
     row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,
                nonflush_us=nf_us, flush_us=fl_us, min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9,
                rotation=R,
                block_v=bv, flush_block_v=bvf, num_warps=nw, maxnreg=mr or 0, split_flush=bool(split),
-               prefetch=bool(split) and pf, nonflush_warps=nonflush_config(cache)[3] if split else None,
+               prefetch=bool(split) and pf, nonflush_warps=nfw if split else None,
                flush_item_v=bvi, flush_warps=nwf, flush_programs=fprog, flush_prefetch=fpre,
                flush_scratch=fscr, flush_dot=flush_dot_precision(cache) if window > 1 else None,
                finite=bool(torch.isfinite(out).all()))

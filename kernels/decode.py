@@ -884,9 +884,10 @@ def launch_config(cache, batch: int):
     return BV, BVF, num_warps, nvfp4, (maxnreg or None), split
 
 
-def flush_config(cache, batch: int) -> tuple[int, int, int, int | None, bool, bool, int]:
+def flush_config(cache, batch: int, launch=None) -> tuple[int, int, int, int | None, bool, bool, int]:
     """The split step's persistent flush launch (:func:`_flush_kernel`): ``(BVI, BVF, num_warps, maxnreg,
-    prefetch, scratch, programs_per_sm)``.
+    prefetch, scratch, programs_per_sm)``; ``launch``: :func:`launch_config`'s result for this batch, if the
+    caller has it.
 
     ``BVI``: rows of V per work item (not nvfp4; nvfp4: the whole head): the ``flush_item_v`` knob, default the
     whole head (next power of two; the per-(row, head) flush terms are computed once); a power of two, a multiple
@@ -900,7 +901,7 @@ def flush_config(cache, batch: int) -> tuple[int, int, int, int | None, bool, bo
     H200, flush step at B = 256 (reports/bench/sweeps_2026-11-30b/): gdn fp32 629 us with 32-row items ->
     507 whole head (525 with the prefetch); gdn nvfp4/fp16 2273 -> 2070 with the scratch, nvfp4+sr 1360 -> 1053;
     mamba2 fp32 1039 -> 916, kda fp32 682 -> 512 (whole head; with the prefetch 905 / 562)."""
-    BV, BVF, _, nvfp4, maxnreg, _ = launch_config(cache, batch)
+    BV, BVF, _, nvfp4, maxnreg, _ = launch or launch_config(cache, batch)
     BVI = getattr(cache, "flush_item_v", None) or max(BVF, triton.next_power_of_2(cache.head_v))
     if not nvfp4 and (BVI % BVF or BVI & (BVI - 1)):
         raise ValueError(f"flush_item_v={BVI} must be a power of two and a multiple of the flush sub-block {BVF}")
@@ -979,7 +980,8 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     if B == 0:
         return out
     BK = block_k(K)
-    BV, BVF, num_warps, nvfp4, maxnreg, split = launch_config(cache, B)
+    launch = launch_config(cache, B)
+    BV, BVF, num_warps, nvfp4, maxnreg, split = launch
     extra = dict(maxnreg=maxnreg) if maxnreg and v.device.type == "cuda" else {}
     hp0, hp1, hp2 = cache.hp.tensors()
     lp0, lp1, lp2 = cache.lp.tensors()
@@ -1023,7 +1025,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         nrows = torch.empty(1, dtype=torch.int32, device=v.device)
         _flush_rows_kernel[(1,)](slot_idx, cache.ring_count, rows, nrows, B, L=cache.window,
                                  BLOCK=min(1024, triton.next_power_of_2(B)))
-        BVI, BVF, nwf, maxnreg, fpre, scratch, per_sm = flush_config(cache, B)
+        BVI, BVF, nwf, maxnreg, fpre, scratch, per_sm = flush_config(cache, B, launch)
         NVB = 1 if nvfp4 else triton.cdiv(V, BVI)
         nprog = min(B * HV * NVB, per_sm * _num_sms(v.device))
         scr = torch.empty(nprog * consts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)

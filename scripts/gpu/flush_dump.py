@@ -21,12 +21,13 @@ from replayssm_quant.kernels.bench import SHAPES, parse_knobs  # noqa: E402
 from replayssm_quant.kernels.inputs import random_decode_inputs  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
-NAMES = ["hp0", "hp1", "hp2", "lp0", "lp1", "lp2", "ring_g", "ring_k", "ring_v", "ring_beta", "ring_u", "ring_count", "flush_count"]
+NAMES = ["hp0", "hp1", "hp2", "lp0", "lp1", "lp2", "ring_g", "ring_k", "ring_v", "ring_beta", "ring_u", "ring_count",
+         "flush_count"]
 
 
 def _tensors(c):
     hp, lp = c.hp.tensors(), c.lp.tensors()
-    return dict(zip(NAMES, [hp[0], hp[1], hp[2], lp[0], lp[1], lp[2], c.ring_g, c.ring_k, c.ring_v, c.ring_beta, c.ring_u, c.ring_count,
+    return dict(zip(NAMES, [*hp, *lp, c.ring_g, c.ring_k, c.ring_v, c.ring_beta, c.ring_u, c.ring_count,
                             c.flush_count]))
 
 

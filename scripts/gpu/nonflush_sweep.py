@@ -13,25 +13,19 @@ reports/bench/full_0e4c942/nonflush_sweep*.md.)
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import launch_sweep  # noqa: E402
 
+# launch_sweep arguments; the caller's own (--out, --families, --specs, --batch, --rep-ms) come after and win
+FIXED = ["--specs", "fp32,fp16,fp8+sr,nvfp4/fp16", "--stem", "nonflush_sweep", "--variants",
+         "split_flush=true,nonflush_prefetch=true;split_flush=true,nonflush_prefetch=false"]
+
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", required=True)
-    p.add_argument("--families", default="gdn")
-    p.add_argument("--specs", default="fp32,fp16,fp8+sr,nvfp4/fp16")
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--rep-ms", type=int, default=20)
-    a = p.parse_args(argv)
-    launch_sweep.main(["--out", a.out, "--families", a.families, "--specs", a.specs, "--batch", str(a.batch),
-                       "--rep-ms", str(a.rep_ms), "--stem", "nonflush_sweep", "--variants",
-                       "split_flush=true,nonflush_prefetch=true;split_flush=true,nonflush_prefetch=false"])
+    launch_sweep.main(FIXED + list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -76,15 +76,13 @@ def main(argv=None):
         sys.exit("profile_step.py needs a CUDA GPU")
     os.makedirs(a.out, exist_ok=True)
     rows = []
-    if a.rounds == 0:
-        for fam in a.families.split(","):
-            for spec in a.specs.split(","):
-                profile_config(fam, spec, "replay", a.batch, a.window, 0)
-        return
     for fam in a.families.split(","):
-        rows += profile_config(fam, "fp32", "conventional", a.batch, a.window, a.rounds)
+        if a.rounds:    # (--rounds 0: the replay launches only, for ncu)
+            rows += profile_config(fam, "fp32", "conventional", a.batch, a.window, a.rounds)
         for spec in a.specs.split(","):
             rows += profile_config(fam, spec, "replay", a.batch, a.window, a.rounds)
+    if a.rounds == 0:
+        return
     print(write_table(a.out, "profile", f"Per-kernel CUDA time of a decode step (batch {a.batch}, L = {a.window}, "
                       f"{a.rounds} x L steps, torch.profiler)", pd.DataFrame(rows), torch.device("cuda")))
 
