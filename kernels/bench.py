@@ -145,10 +145,11 @@ def bench_inputs(family, batch, shape, window, device):
 # maxnreg (0 = no register cap) of launch_config; split_flush (True: the replay step as separate launches,
 # non-flush rows then flush rows; False: one fused kernel); nonflush_prefetch, nonflush_warps (nonflush_config),
 # nonflush_maxnreg (the non-flush launch's register cap, default none); flush_item_v,
-# flush_prefetch, flush_scratch, flush_programs (flush_config); flush_dot (flush_dot_precision)
+# flush_prefetch, flush_scratch, flush_programs (flush_config); flush_dot (flush_dot_precision); flush_stream
+# (decode.flush_stream_mode)
 LAUNCH_KNOBS = ("block_v", "flush_block_v", "maxnreg", "split_flush", "nonflush_prefetch", "flush_item_v",
                 "flush_prefetch", "flush_scratch", "flush_dot", "flush_programs", "nonflush_warps",
-                "nonflush_maxnreg")
+                "nonflush_maxnreg", "flush_stream")
 
 
 def parse_knobs(text: str) -> dict:
@@ -226,7 +227,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
         fl_us = timer(flush) * 1e3 / R
     elems = batch * cache.num_heads * cache.head_k * cache.head_v
     min_bytes = cache.spec.step_bytes_per_element(mode, window) * elems
-    from .decode import flush_config, flush_dot_precision, launch_config, nonflush_config
+    from .decode import flush_config, flush_dot_precision, flush_stream_mode, launch_config, nonflush_config
     launch = launch_config(cache, batch)
     bv, bvf, nw, _, mr, split = launch
     _, _, pf, nfw = nonflush_config(cache)
@@ -239,6 +240,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
                prefetch=bool(split) and pf, nonflush_warps=nfw if split else None,
                flush_item_v=bvi, flush_warps=nwf, flush_programs=fprog, flush_prefetch=fpre,
                flush_scratch=fscr, flush_dot=flush_dot_precision(cache) if window > 1 else None,
+               flush_stream=flush_stream_mode(cache) if split else None,
                finite=bool(torch.isfinite(out).all()))
     del cache, out
     if device.type == "cuda":

@@ -43,6 +43,8 @@ advance (docs/KERNELS.md "Split flush").
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import triton
 import triton.language as tl
@@ -962,6 +964,38 @@ def nonflush_config(cache) -> tuple[int, int, bool, int]:
     return BVA, KC, prefetch, warps
 
 
+FLUSH_STREAM_MODES = (0, 1, 2)
+
+
+def flush_stream_mode(cache) -> int:
+    """Knob ``flush_stream`` of a split step (:func:`flush_side_stream`): 0 the flush launches on the caller's
+    stream after the non-flush launch, 1 (default) on a side stream, 2 on a high-priority side stream."""
+    mode = getattr(cache, "flush_stream", None)
+    mode = 1 if mode is None else mode
+    if isinstance(mode, bool) or mode not in FLUSH_STREAM_MODES:
+        raise ValueError(f"flush_stream={mode!r}: allowed 0 (off), 1 (side stream), 2 (high-priority side stream)")
+    return int(mode)
+
+
+def flush_side_stream(cache, device):
+    """The side stream of a split step's flush launches, created once per cache and device (None: knob
+    ``flush_stream`` 0, or not a CUDA device). The flush rows and the non-flush rows touch disjoint slots, so
+    the flush launches (listing the flush rows, then flushing them) run concurrently with the non-flush launch,
+    which stays on the caller's stream; the caller's stream waits for the side stream at the end of the step
+    (CUDA graphs capture the fork and the join). H200, batch 256, per step (reports/bench/sweeps_2026-11-30c):
+    gdn fp32 191.9 -> 189.9 us, fp16 139.2 -> 135.7, nvfp4/fp16 255.0 -> 252.4; mamba2 fp32 365.3 -> 362.6;
+    kda fp32 249.2 -> 245.8 (mostly the flush-row listing and the launch tails overlapping; the flush grid
+    fills the SMs, so the two kernels barely run side by side; a high-priority stream (2) gained nothing)."""
+    mode = flush_stream_mode(cache)
+    if not mode or device.type != "cuda":
+        return None
+    streams = cache.__dict__.setdefault("_flush_streams", {})
+    key = (mode, device.index)
+    if key not in streams:   # (a lower number is a higher priority; out-of-range values map to the highest)
+        streams[key] = torch.cuda.Stream(device, priority=-8 if mode == 2 else 0)
+    return streams[key]
+
+
 def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     """Launch one decode step on the cache's tensors (inputs already validated).
 
@@ -1005,9 +1039,14 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
                   DOTP=flush_dot_precision(cache))
     if split:
         # all launches before the counter advance (same ring counts h); the non-flush and the flush launches touch
-        # disjoint slots because the rows of one step have distinct slots (see the kernels). 1) the non-flush
-        # rows + the padded rows' zero output (one program per (row, head): ring read once, h-masked; no flush
-        # code, no register cap)
+        # disjoint slots because the rows of one step have distinct slots (see the kernels), so the flush launches
+        # may run on a side stream, concurrently with the non-flush launch (flush_side_stream).
+        side = flush_side_stream(cache, v.device)
+        if side is not None:
+            main = torch.cuda.current_stream(v.device)
+            side.wait_stream(main)
+        # 1) the non-flush rows + the padded rows' zero output (one program per (row, head): ring read once,
+        # h-masked; no flush code, no register cap)
         BVA, KC, prefetch, nw = nonflush_config(cache)
         nf_extra = {}
         if getattr(cache, "nonflush_maxnreg", None) and v.device.type == "cuda":
@@ -1023,14 +1062,19 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         # items (nvfp4: (row, head), the whole head per item); the fused kernel's flush config
         rows = torch.empty(B, dtype=torch.int32, device=v.device)
         nrows = torch.empty(1, dtype=torch.int32, device=v.device)
-        _flush_rows_kernel[(1,)](slot_idx, cache.ring_count, rows, nrows, B, L=cache.window,
-                                 BLOCK=min(1024, triton.next_power_of_2(B)))
         BVI, BVF, nwf, maxnreg, fpre, scratch, per_sm = flush_config(cache, B, launch)
         NVB = 1 if nvfp4 else triton.cdiv(V, BVI)
         nprog = min(B * HV * NVB, per_sm * _num_sms(v.device))
         scr = torch.empty(nprog * consts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)
-        _flush_kernel[(nprog,)](rows, nrows, *args, **dict(consts, BV=BVI), NVB=NVB, scr_ptr=scr, FPRE=fpre,
-                                SCRATCH=scratch, num_warps=nwf, **extra)
+        with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
+            _flush_rows_kernel[(1,)](slot_idx, cache.ring_count, rows, nrows, B, L=cache.window,
+                                     BLOCK=min(1024, triton.next_power_of_2(B)))
+            _flush_kernel[(nprog,)](rows, nrows, *args, **dict(consts, BV=BVI), NVB=NVB, scr_ptr=scr, FPRE=fpre,
+                                    SCRATCH=scratch, num_warps=nwf, **extra)
+        if side is not None:
+            for t in (rows, nrows, scr):   # allocated on the caller's stream, used on the side stream
+                t.record_stream(side)
+            main.wait_stream(side)
     else:
         _decode_step_kernel[grid](*args, **consts, num_warps=num_warps, **extra)
     return out

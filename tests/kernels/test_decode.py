@@ -465,6 +465,53 @@ def test_flush_dot_precision():
         prec("fp16", flush_dot="tf32")
 
 
+def test_flush_stream_knob():
+    """A split step's flush launches go to a side stream by default (``flush_stream`` 1; 0 off, 2 high priority);
+    other values are refused with the allowed ones; off the GPU there is no side stream."""
+    from types import SimpleNamespace
+
+    from replayssm_quant.kernels import decode
+    from replayssm_quant.kernels.bench import parse_knobs
+
+    def mode(**knobs):
+        return decode.flush_stream_mode(SimpleNamespace(**knobs))
+
+    assert mode() == 1 and mode(flush_stream=None) == 1 and mode(flush_stream=0) == 0 and mode(flush_stream=2) == 2
+    for bad in (3, -1, True, "1"):
+        with pytest.raises(ValueError, match=r"flush_stream=.*: allowed 0 \(off\), 1 \(side stream\), 2"):
+            mode(flush_stream=bad)
+    assert decode.flush_side_stream(SimpleNamespace(flush_stream=1), torch.device("cpu")) is None
+    assert parse_knobs("flush_stream=0,split_flush=true") == dict(flush_stream=0, split_flush=True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (CUDA-graph capture of two streams)")
+@pytest.mark.parametrize("spec", ["fp32", "nvfp4/fp16"])
+def test_flush_side_stream_bit_identical_gpu(spec):
+    """GPU: the split step with the flush launches on a side stream (default) == on the caller's stream, bit for bit,
+    eager and replayed as a CUDA graph (scripts/gpu/knob_identity_check.py runs the benchmark's shapes)."""
+    HV, K, V, L, B = 4, 64, 64, 4, 24
+    x = random_decode_inputs("gdn", 2 * L, B, HV, K, V, generator=_gen(70), device="cuda")
+    S0 = torch.randn(B, HV, V, K, generator=_gen(71)).cuda()
+    cs = [_cache("gdn", spec, HV, K, V, "triton", L=L, slots=B, seed=4, split_flush=True, flush_stream=m)
+          for m in (0, 1)]
+    idx = torch.arange(B, device="cuda")
+    for c in cs:
+        c.load_state(idx, S0)
+        c.ring_count[:B] = torch.arange(B, device="cuda", dtype=torch.int32) % L     # every step mixes flushes
+    outs = [[_step(c, idx, x, t).clone() for t in range(L)] for c in cs]
+    for c in cs:
+        g = torch.cuda.CUDAGraph()
+        out = torch.empty(B, HV, V, device="cuda")
+        with torch.cuda.graph(g):
+            for t in range(L, 2 * L):
+                c.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t], x["beta"][t], out=out)
+        g.replay()
+        outs[cs.index(c)].append(out.clone())
+    torch.cuda.synchronize()
+    assert all(torch.equal(a, b) for a, b in zip(*outs))
+    assert all(torch.equal(a, b) for a, b in zip(_all_tensors(cs[0]), _all_tensors(cs[1])))
+
+
 def _split_pair(family, spec, block_v, K=48, V=13, **kw):
     HV, L = 2, 4
     return [_cache(family, spec, HV, K, V, "triton", L=L, seed=11, block_v=block_v, split_flush=s, **kw)

@@ -1,0 +1,93 @@
+"""GPU check that launcher knob sets which must not change results (e.g. ``flush_stream``) keep every bit.
+
+For each family x spec: one replay cache per variant (``kernels.bench.parse_knobs`` syntax, the first is the
+baseline), the same slots, states and bf16 inputs; ``--steps`` decode steps captured as one CUDA graph per
+variant (slot groups staggered so every step mixes flushing and non-flushing rows, as the benchmark's), then
+the outputs of every step and every stored tensor (checkpoints, ring, counters) compared with the baseline's.
+Prints one line per variant and exits 1 if any differs.
+
+    source scripts/gpu/setup.sh && python3 scripts/gpu/knob_identity_check.py --families gdn,kda \\
+        --specs fp32,nvfp4/fp16 --variants "default;flush_stream=2"
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
+from replayssm_quant.kernels.bench import SHAPES, bench_inputs, parse_knobs  # noqa: E402
+from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
+
+
+def _stored(c):
+    return [*c.hp.tensors(), *c.lp.tensors(), c.ring_g, c.ring_k, c.ring_v, c.ring_beta, c.ring_u, c.ring_count,
+            c.flush_count]
+
+
+def run(family, spec, knobs, batch, steps, window=16):
+    """Outputs ``[steps, B, HV, V]`` and the stored tensors after ``steps`` graphed steps."""
+    sh = SHAPES[family]
+    dev = torch.device("cuda")
+    c = SSMStateCache(family, spec, batch, sh["num_heads"], sh["head_k"], sh["head_v"], window=window,
+                      device=dev, backend="triton", seed=7)
+    for name, value in knobs.items():
+        setattr(c, name, value)
+    idx = torch.arange(batch, device=dev, dtype=torch.int32)
+    gen = torch.Generator().manual_seed(5)
+    c.load_state(idx, torch.randn(batch, sh["num_heads"], sh["head_v"], sh["head_k"], generator=gen).to(dev) * 0.3)
+    c.ring_count[:batch] = (torch.arange(batch, dtype=torch.int32, device=dev) % window)   # staggered flushes
+    x = bench_inputs(family, batch, sh, steps, dev)
+    outs = torch.empty(steps, batch, sh["num_heads"], sh["head_v"], device=dev)
+
+    def body():
+        for t in range(steps):
+            c.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t], None if x["beta"] is None else x["beta"][t],
+                   out=outs[t], validate=False)
+
+    saved = [t.clone() for t in _stored(c)]
+    body()                                       # warm-up (compiles), then restore and replay as a graph
+    for t, s in zip(_stored(c), saved):
+        t.copy_(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        body()
+    for t, s in zip(_stored(c), saved):
+        t.copy_(s)
+    g.replay()
+    torch.cuda.synchronize()
+    return outs.cpu(), [t.cpu() for t in _stored(c)]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--families", default="gdn,mamba2,kda")
+    p.add_argument("--specs", default="fp32,nvfp4/fp16,nvfp4+sr")
+    p.add_argument("--variants", default="default;flush_stream=2", help="knob sets separated by ';', first = baseline")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--steps", type=int, default=40)
+    a = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("knob_identity_check: needs a CUDA device")
+    variants = [(v.strip(), parse_knobs(v)) for v in a.variants.split(";")]
+    bad = 0
+    for fam in a.families.split(","):
+        for spec in a.specs.split(","):
+            base_out, base_st = run(fam, spec, variants[0][1], a.batch, a.steps)
+            for name, knobs in variants[1:]:
+                out, st = run(fam, spec, knobs, a.batch, a.steps)
+                same_out = torch.equal(out, base_out)
+                diff = [i for i, (u, w) in enumerate(zip(st, base_st)) if not torch.equal(u, w)]
+                ok = same_out and not diff
+                bad += not ok
+                print(f"{fam:6s} {spec:12s} {name:30s} outputs {'identical' if same_out else 'DIFFER'}; stored "
+                      f"tensors {'identical' if not diff else f'DIFFER (indices {diff})'}")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
