@@ -1045,27 +1045,30 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         if side is not None:
             main = torch.cuda.current_stream(v.device)
             side.wait_stream(main)
+        # every scratch of the step is allocated before the first launch and kept until the join: a block freed
+        # on the caller's stream between the launches (the non-flush scratch) could otherwise be handed to a
+        # side-stream tensor (the flush-row list) while the non-flush kernel still writes it
+        BVA, KC, prefetch, nw = nonflush_config(cache)
+        xs = torch.empty(B * HV * 2 * BK if cache.per_key else 1, dtype=torch.float32, device=v.device)
+        BVI, BVF, nwf, maxnreg, fpre, scratch, per_sm = flush_config(cache, B, launch)
+        NVB = 1 if nvfp4 else triton.cdiv(V, BVI)
+        nprog = min(B * HV * NVB, per_sm * _num_sms(v.device))
+        rows = torch.empty(B, dtype=torch.int32, device=v.device)
+        nrows = torch.empty(1, dtype=torch.int32, device=v.device)
+        scr = torch.empty(nprog * consts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)
         # 1) the non-flush rows + the padded rows' zero output (one program per (row, head): ring read once,
         # h-masked; no flush code, no register cap)
-        BVA, KC, prefetch, nw = nonflush_config(cache)
         nf_extra = {}
         if getattr(cache, "nonflush_maxnreg", None) and v.device.type == "cuda":
             nf_extra = dict(maxnreg=int(cache.nonflush_maxnreg))   # knob (bench sweeps): register cap
         _nonflush_kernel[(1, HV, B)](
             q, k, v, g, beta, slot_idx, out, lp0, lp1, lp2,
-            cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count,
-            torch.empty(B * HV * 2 * BK if cache.per_key else 1, dtype=torch.float32, device=v.device), HV,
+            cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count, xs, HV,
             K=K, V=V, L=cache.window, L1=consts["L1"], L1P=consts["L1P"], BK=BK, BVA=BVA, KC=KC,
             GK=consts["GK"], DELTA=cache.delta, FMT_LP=consts["FMT_LP"], CACHED=cached,
             PREFETCH=prefetch, num_warps=nw, **nf_extra)
         # 2) the flush rows, listed on the device, then a persistent grid over their (row, head, V-block) work
         # items (nvfp4: (row, head), the whole head per item); the fused kernel's flush config
-        rows = torch.empty(B, dtype=torch.int32, device=v.device)
-        nrows = torch.empty(1, dtype=torch.int32, device=v.device)
-        BVI, BVF, nwf, maxnreg, fpre, scratch, per_sm = flush_config(cache, B, launch)
-        NVB = 1 if nvfp4 else triton.cdiv(V, BVI)
-        nprog = min(B * HV * NVB, per_sm * _num_sms(v.device))
-        scr = torch.empty(nprog * consts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)
         with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
             _flush_rows_kernel[(1,)](slot_idx, cache.ring_count, rows, nrows, B, L=cache.window,
                                      BLOCK=min(1024, triton.next_power_of_2(B)))
@@ -1075,6 +1078,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
             for t in (rows, nrows, scr):   # allocated on the caller's stream, used on the side stream
                 t.record_stream(side)
             main.wait_stream(side)
+        del xs   # (after the join)
     else:
         _decode_step_kernel[grid](*args, **consts, num_warps=num_warps, **extra)
     return out
