@@ -847,7 +847,7 @@ def launch_config(cache, batch: int):
 
     ``split`` (replay only): run the step as separate launches: the non-flush rows (:func:`_nonflush_kernel`:
     one program per (row, head) over all V rows, the read copy streamed in key chunks, the ring read once and
-    only its live entries; no flush code, no register cap; :func:`nonflush_config`), then the flush rows:
+    only its live entries; no flush code; :func:`nonflush_config`), then the flush rows:
     listed on the device (:func:`_flush_rows_kernel`) and flushed by a persistent grid over their work items
     (:func:`_flush_kernel`: ``BVF``, ``num_warps`` and ``maxnreg`` above), so that a step where no row flushes
     costs two near-empty launches. Heuristic: split on the GPU when the grid has more than 8 programs per SM,
@@ -934,8 +934,11 @@ def flush_dot_precision(cache) -> str:
     return knob or "ieee"
 
 
-def nonflush_config(cache) -> tuple[int, int, bool, int]:
-    """The split step's non-flush launch (:func:`_nonflush_kernel`): ``(BVA, KC, prefetch, num_warps)``.
+NONFLUSH_PER_KEY_MAXNREG = 128   # non-flush register cap for per-key decays (kda) with >= 4 warps
+
+
+def nonflush_config(cache) -> tuple[int, int, bool, int, int | None]:
+    """The split step's non-flush launch (:func:`_nonflush_kernel`): ``(BVA, KC, prefetch, num_warps, maxnreg)``.
 
     ``BVA``: all V rows (next power of two); ``KC``: the key-chunk width of the non-flush reductions
     (:func:`.reference.nonflush_kc`, fixed by the reduction order); ``num_warps`` (knob ``nonflush_warps``):
@@ -949,7 +952,10 @@ def nonflush_config(cache) -> tuple[int, int, bool, int]:
     16-bit or nvfp4 ones, whose decoded chunks cost more registers. H200, B = 256, non-flush us per step with /
     without (reports/bench/full_39b0202/nonflush_sweep*.md): fp32 gdn 172 / 218, mamba2 330 / 343, kda 231 /
     235; fp8 113 / 120, 197 / 195, 198 / 225; fp16 137 / 140, 254 / 230, 260 / 252; nvfp4/fp16 146 / 146,
-    247 / 207, 250 / 245."""
+    247 / 207, 250 / 245. ``maxnreg`` (knob ``nonflush_maxnreg``; 0 = no cap): per-key decays (kda) with >= 4 warps
+    (fp32 read copies) :data:`NONFLUSH_PER_KEY_MAXNREG` (uncapped it needs more: 3 programs per SM; capped, 4. H200,
+    kda fp32, B = 256, non-flush step 232.9 -> 208.3 us, reports/bench/sweeps_2026-11-30b/nonflush_warps_mk.md), else
+    none (mamba2 fp32 got slower capped, 330 -> 378; 2-warp programs too, kda fp16 158 -> 231)."""
     BVA = triton.next_power_of_2(cache.head_v)
     KC = nonflush_kc(block_k(cache.head_k))
     knob = getattr(cache, "nonflush_prefetch", None)
@@ -961,7 +967,12 @@ def nonflush_config(cache) -> tuple[int, int, bool, int]:
     warps = getattr(cache, "nonflush_warps", None) or default
     if warps not in (1, 2, 4, 8, 16, 32):
         raise ValueError(f"nonflush_warps={warps}: a power of two from 1 to 32")
-    return BVA, KC, prefetch, warps
+    maxnreg = getattr(cache, "nonflush_maxnreg", None)
+    if maxnreg is None:
+        maxnreg = NONFLUSH_PER_KEY_MAXNREG if getattr(cache, "per_key", False) and warps >= 4 else 0
+    if isinstance(maxnreg, bool) or not isinstance(maxnreg, int) or not (maxnreg == 0 or 24 <= maxnreg <= 255):
+        raise ValueError(f"nonflush_maxnreg={maxnreg!r}: registers per thread, 24 to 255, or 0 for no cap")
+    return BVA, KC, prefetch, warps, (maxnreg or None)
 
 
 FLUSH_STREAM_MODES = (0, 1, 2)
@@ -1048,7 +1059,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         # every scratch of the step is allocated before the first launch and kept until the join: a block freed
         # on the caller's stream between the launches (the non-flush scratch) could otherwise be handed to a
         # side-stream tensor (the flush-row list) while the non-flush kernel still writes it
-        BVA, KC, prefetch, nw = nonflush_config(cache)
+        BVA, KC, prefetch, nw, nf_maxnreg = nonflush_config(cache)
         xs = torch.empty(B * HV * 2 * BK if cache.per_key else 1, dtype=torch.float32, device=v.device)
         BVI, BVF, nwf, maxnreg, fpre, scratch, per_sm = flush_config(cache, B, launch)
         NVB = 1 if nvfp4 else triton.cdiv(V, BVI)
@@ -1058,9 +1069,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         scr = torch.empty(nprog * consts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)
         # 1) the non-flush rows + the padded rows' zero output (one program per (row, head): ring read once,
         # h-masked; no flush code, no register cap)
-        nf_extra = {}
-        if getattr(cache, "nonflush_maxnreg", None) and v.device.type == "cuda":
-            nf_extra = dict(maxnreg=int(cache.nonflush_maxnreg))   # knob (bench sweeps): register cap
+        nf_extra = dict(maxnreg=nf_maxnreg) if nf_maxnreg and v.device.type == "cuda" else {}
         _nonflush_kernel[(1, HV, B)](
             q, k, v, g, beta, slot_idx, out, lp0, lp1, lp2,
             cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count, xs, HV,

@@ -405,17 +405,23 @@ def test_nonflush_launch_config():
     from replayssm_quant.kernels import decode
     from replayssm_quant.quant import parse_state_spec
 
-    def cfg(spec, V=128, K=128, **knobs):
-        return decode.nonflush_config(SimpleNamespace(head_v=V, head_k=K, spec=parse_state_spec(spec), **knobs))
+    def cfg(spec, V=128, K=128, per_key=False, **knobs):
+        return decode.nonflush_config(SimpleNamespace(head_v=V, head_k=K, spec=parse_state_spec(spec),
+                                                      per_key=per_key, **knobs))
 
-    assert cfg("fp32") == (128, 32, True, 4)
-    assert cfg("fp8/fp16+sr") == (128, 32, True, 2) and cfg("fp8+sr")[2] is True
+    assert cfg("fp32") == (128, 32, True, 4, None)
+    assert cfg("fp8/fp16+sr") == (128, 32, True, 2, None) and cfg("fp8+sr")[2] is True
+    # register cap: per-key decays (kda) with 4+ warps only; the knob overrides (0: none), bad values refused
+    assert cfg("fp32", per_key=True)[3:] == (4, 128) and cfg("fp16", per_key=True)[3:] == (2, None)
+    assert cfg("fp32", per_key=True, nonflush_maxnreg=0)[4] is None and cfg("fp16", nonflush_maxnreg=96)[4] == 96
+    with pytest.raises(ValueError, match="nonflush_maxnreg=300: registers per thread, 24 to 255, or 0"):
+        cfg("fp32", nonflush_maxnreg=300)
     assert cfg("fp16")[3] == 2 and cfg("nvfp4/fp16")[3] == 2 and cfg("nvfp4/fp16", V=64)[3] == 4
     assert cfg("fp16")[2] is False and cfg("nvfp4/fp16")[2] is False and cfg("bf16/fp32")[2] is False
     assert cfg("nvfp4/fp16", nonflush_prefetch=True)[2] is True and cfg("fp32", nonflush_prefetch=False)[2] is False
-    assert cfg("fp32", V=64) == (64, 32, True, 4)              # mamba2 heads
+    assert cfg("fp32", V=64) == (64, 32, True, 4, None)        # mamba2 heads
     assert cfg("fp32", V=13, K=48)[:2] == (16, 16)             # BK = 64: four chunks of 16
-    assert cfg("fp32", V=256, K=256) == (256, 64, True, 16)
+    assert cfg("fp32", V=256, K=256) == (256, 64, True, 16, None)
     assert cfg("nvfp4/fp16", nonflush_warps=8)[3] == 8
     with pytest.raises(ValueError, match="nonflush_warps=3: a power of two"):
         cfg("fp32", nonflush_warps=3)
