@@ -934,7 +934,7 @@ def flush_dot_precision(cache) -> str:
     return knob or "ieee"
 
 
-NONFLUSH_PER_KEY_MAXNREG = 128   # non-flush register cap for per-key decays (kda) with >= 4 warps
+NONFLUSH_DELTA_MAXNREG = 128   # non-flush register cap of the delta-rule families (nonflush_config)
 
 
 def nonflush_config(cache) -> tuple[int, int, bool, int, int | None]:
@@ -952,10 +952,14 @@ def nonflush_config(cache) -> tuple[int, int, bool, int, int | None]:
     16-bit or nvfp4 ones, whose decoded chunks cost more registers. H200, B = 256, non-flush us per step with /
     without (reports/bench/full_39b0202/nonflush_sweep*.md): fp32 gdn 172 / 218, mamba2 330 / 343, kda 231 /
     235; fp8 113 / 120, 197 / 195, 198 / 225; fp16 137 / 140, 254 / 230, 260 / 252; nvfp4/fp16 146 / 146,
-    247 / 207, 250 / 245. ``maxnreg`` (knob ``nonflush_maxnreg``; 0 = no cap): per-key decays (kda) with >= 4 warps
-    (fp32 read copies) :data:`NONFLUSH_PER_KEY_MAXNREG` (uncapped it needs more: 3 programs per SM; capped, 4. H200,
-    kda fp32, B = 256, non-flush step 232.9 -> 208.3 us, reports/bench/sweeps_2026-11-30b/nonflush_warps_mk.md), else
-    none (mamba2 fp32 got slower capped, 330 -> 378; 2-warp programs too, kda fp16 158 -> 231)."""
+    247 / 207, 250 / 245. ``maxnreg`` (knob ``nonflush_maxnreg``; 0 = no cap): :data:`NONFLUSH_DELTA_MAXNREG` for the
+    delta rule (gdn, kda) except per-key decays (kda) with 2 warps, else none. H200, B = 256, non-flush step,
+    uncapped -> capped (reports/bench/sweeps_2026-11-30c/nf_cap_gdn.md, kda_cap_b256.md): kda fp32 (4 warps, 3 -> 4
+    programs per SM) 228.7 -> 205.0 us; gdn 2-warp programs (6 -> 8 per SM for fp16, 4 -> 8 for nvfp4) fp16 111.9 ->
+    106.6, nvfp4/fp16 133.6 -> 127.2, nvfp4+sr 131.2 -> 123.7, fp8+sr unchanged; gdn fp32 needs 128 anyway. Not
+    capped: kda 2-warp programs (fp16 158 -> 231 capped) and mamba2 (fp32 330 -> 378, fp16 215 -> 225;
+    sweeps_2026-11-30b/nonflush_warps*.md); caps of 96 / 112 were slower for every fp32 read copy
+    (sweeps_2026-11-30c/nf_cap_fp32.md)."""
     BVA = triton.next_power_of_2(cache.head_v)
     KC = nonflush_kc(block_k(cache.head_k))
     knob = getattr(cache, "nonflush_prefetch", None)
@@ -969,7 +973,8 @@ def nonflush_config(cache) -> tuple[int, int, bool, int, int | None]:
         raise ValueError(f"nonflush_warps={warps}: a power of two from 1 to 32")
     maxnreg = getattr(cache, "nonflush_maxnreg", None)
     if maxnreg is None:
-        maxnreg = NONFLUSH_PER_KEY_MAXNREG if getattr(cache, "per_key", False) and warps >= 4 else 0
+        capped = getattr(cache, "delta", False) and (warps >= 4 or not getattr(cache, "per_key", False))
+        maxnreg = NONFLUSH_DELTA_MAXNREG if capped else 0
     if isinstance(maxnreg, bool) or not isinstance(maxnreg, int) or not (maxnreg == 0 or 24 <= maxnreg <= 255):
         raise ValueError(f"nonflush_maxnreg={maxnreg!r}: registers per thread, 24 to 255, or 0 for no cap")
     return BVA, KC, prefetch, warps, (maxnreg or None)

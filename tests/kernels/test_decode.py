@@ -405,15 +405,18 @@ def test_nonflush_launch_config():
     from replayssm_quant.kernels import decode
     from replayssm_quant.quant import parse_state_spec
 
-    def cfg(spec, V=128, K=128, per_key=False, **knobs):
+    def cfg(spec, V=128, K=128, per_key=False, delta=False, **knobs):
         return decode.nonflush_config(SimpleNamespace(head_v=V, head_k=K, spec=parse_state_spec(spec),
-                                                      per_key=per_key, **knobs))
+                                                      per_key=per_key, delta=delta, **knobs))
 
     assert cfg("fp32") == (128, 32, True, 4, None)
     assert cfg("fp8/fp16+sr") == (128, 32, True, 2, None) and cfg("fp8+sr")[2] is True
-    # register cap: per-key decays (kda) with 4+ warps only; the knob overrides (0: none), bad values refused
-    assert cfg("fp32", per_key=True)[3:] == (4, 128) and cfg("fp16", per_key=True)[3:] == (2, None)
-    assert cfg("fp32", per_key=True, nonflush_maxnreg=0)[4] is None and cfg("fp16", nonflush_maxnreg=96)[4] == 96
+    # register cap 128: the delta rule (gdn: any warps; kda: 4+ warps), not mamba2; the knob overrides (0: none)
+    kda, gdn = dict(per_key=True, delta=True), dict(delta=True)
+    assert cfg("fp32", **kda)[3:] == (4, 128) and cfg("fp16", **kda)[3:] == (2, None)
+    assert cfg("fp16", **gdn)[3:] == (2, 128) and cfg("nvfp4/fp16", **gdn)[4] == 128 and cfg("fp32", **gdn)[4] == 128
+    assert cfg("fp16")[4] is None and cfg("fp32", V=64)[4] is None                 # mamba2
+    assert cfg("fp32", nonflush_maxnreg=0, **kda)[4] is None and cfg("fp16", nonflush_maxnreg=96)[4] == 96
     with pytest.raises(ValueError, match="nonflush_maxnreg=300: registers per thread, 24 to 255, or 0"):
         cfg("fp32", nonflush_maxnreg=300)
     assert cfg("fp16")[3] == 2 and cfg("nvfp4/fp16")[3] == 2 and cfg("nvfp4/fp16", V=64)[3] == 4
