@@ -37,8 +37,9 @@ All arithmetic in fp32; activations may be bf16/fp16 (converted after load).
 The fused kernel's program is :func:`_step_program`. Split step (large replay grids, :func:`launch_config`):
 :func:`_nonflush_kernel` handles the non-flush rows (one program per (row, head): the ring is read once and
 only its live entries), :func:`_flush_rows_kernel` lists the flush rows and the persistent
-:func:`_flush_kernel` runs ``_step_program`` (``FLUSH_ONLY``) over their work items; all before the counter
-advance (docs/KERNELS.md "Split flush").
+:func:`_flush_kernel` runs ``_step_program`` (``FLUSH_ONLY``) over their work items, the two flush launches on a
+side stream concurrent with the non-flush launch (:func:`flush_side_stream`); all before the counter advance
+(docs/KERNELS.md "Split flush").
 """
 
 from __future__ import annotations
