@@ -1067,14 +1067,14 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         # side-stream tensor (the flush-row list) while the non-flush kernel still writes it
         BVA, KC, prefetch, nw, nf_maxnreg = nonflush_config(cache)
         xs = torch.empty(B * HV * 2 * BK if cache.per_key else 1, dtype=torch.float32, device=v.device)
-        BVI, BVF, nwf, maxnreg, fpre, scratch, per_sm = flush_config(cache, B, launch)
+        BVI, BVF, nwf, _, fpre, scratch, per_sm = flush_config(cache, B, launch)   # (its maxnreg: ``extra``)
         NVB = 1 if nvfp4 else triton.cdiv(V, BVI)
         nprog = min(B * HV * NVB, per_sm * _num_sms(v.device))
         rows = torch.empty(B, dtype=torch.int32, device=v.device)
         nrows = torch.empty(1, dtype=torch.int32, device=v.device)
         scr = torch.empty(nprog * consts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)
         # 1) the non-flush rows + the padded rows' zero output (one program per (row, head): ring read once,
-        # h-masked; no flush code, no register cap)
+        # h-masked; no flush code; its own warps and register cap)
         nf_extra = dict(maxnreg=nf_maxnreg) if nf_maxnreg and v.device.type == "cuda" else {}
         _nonflush_kernel[(1, HV, B)](
             q, k, v, g, beta, slot_idx, out, lp0, lp1, lp2,
@@ -1093,7 +1093,6 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
             for t in (rows, nrows, scr):   # allocated on the caller's stream, used on the side stream
                 t.record_stream(side)
             main.wait_stream(side)
-        del xs   # (after the join)
     else:
         _decode_step_kernel[grid](*args, **consts, num_warps=num_warps, **extra)
     return out

@@ -176,6 +176,16 @@ class SSMStateCache:
         self.ring_count[slots] = 0
         self.flush_count[slots] = 1
 
+    def stored_tensors(self) -> dict[str, torch.Tensor]:
+        """Every tensor the cache stores, by name (the tensors themselves, not copies): ``hp0 hp1 hp2`` / ``lp0 lp1
+        lp2`` (:meth:`StoredState.tensors` of the recurrence checkpoint and the read copy: the same tensors for a
+        shared spec), ``ring_g ring_k ring_v ring_beta ring_u``, ``ring_count flush_count`` (scratch slot
+        included). For dumping, restoring and comparing whole caches (scripts/gpu)."""
+        hp, lp = self.hp.tensors(), self.lp.tensors()
+        return dict(hp0=hp[0], hp1=hp[1], hp2=hp[2], lp0=lp[0], lp1=lp[1], lp2=lp[2], ring_g=self.ring_g,
+                    ring_k=self.ring_k, ring_v=self.ring_v, ring_beta=self.ring_beta, ring_u=self.ring_u,
+                    ring_count=self.ring_count, flush_count=self.flush_count)
+
     def checkpoint(self, slots) -> torch.Tensor:
         """Recurrence checkpoint decoded to float32 ``[n, HV, V, K]``."""
         slots = self._slots(slots, allow_negative=False)

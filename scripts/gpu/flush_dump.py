@@ -21,16 +21,6 @@ from replayssm_quant.kernels.bench import SHAPES, parse_knobs  # noqa: E402
 from replayssm_quant.kernels.inputs import random_decode_inputs  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
-NAMES = ["hp0", "hp1", "hp2", "lp0", "lp1", "lp2", "ring_g", "ring_k", "ring_v", "ring_beta", "ring_u", "ring_count",
-         "flush_count"]
-
-
-def _tensors(c):
-    hp, lp = c.hp.tensors(), c.lp.tensors()
-    return dict(zip(NAMES, [*hp, *lp, c.ring_g, c.ring_k, c.ring_v, c.ring_beta, c.ring_u, c.ring_count,
-                            c.flush_count]))
-
-
 def _cache(a, rows, backend, device, split=None):
     sh = SHAPES[a.family]
     c = SSMStateCache(a.family, a.spec, rows, sh["num_heads"], sh["head_k"], sh["head_v"], window=a.window,
@@ -56,10 +46,10 @@ def dump(a):
         beta = (lambda t: None if x["beta"] is None else x["beta"][t])
         for t in range(a.window - 1):
             c.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t], beta(t))
-        before = {k: v.clone().cpu() for k, v in _tensors(c).items()}
+        before = {k: v.clone().cpu() for k, v in c.stored_tensors().items()}
         t = a.window - 1
         o = c.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t], beta(t))
-        after = {k: v.clone().cpu() for k, v in _tensors(c).items()}
+        after = {k: v.clone().cpu() for k, v in c.stored_tensors().items()}
         inputs = {k: (None if x[k] is None else x[k][t].cpu()) for k in ("q", "k", "v", "g", "beta")}
         torch.save(dict(args=vars(a), before=before, after=after, inputs=inputs, out=o.cpu()),
                    os.path.join(a.out, f"{name}.pt"))
@@ -73,16 +63,16 @@ def compare(a):
             setattr(a, k, d["args"][k])
         rows = d["args"]["rows"]
         c = _cache(a, rows, "torch", torch.device("cpu"))
-        for k, v in _tensors(c).items():
+        for k, v in c.stored_tensors().items():
             v.copy_(d["before"][k])
         i = d["inputs"]
         o = c.step(torch.arange(rows), i["q"], i["k"], i["v"], i["g"], i["beta"])
         rel = ((o - d["out"]).abs().max() / d["out"].abs().max()).item()
         print(f"{name}: flush-step output max rel diff vs reference {rel:.2e}")
         gpu = _cache(a, rows, "torch", torch.device("cpu"))
-        for k, v in _tensors(gpu).items():
+        for k, v in gpu.stored_tensors().items():
             v.copy_(d["after"][k])
-        for k, v in _tensors(c).items():
+        for k, v in c.stored_tensors().items():
             g = d["after"][k]
             if v.numel():
                 print(f"  {k:12s} share of elements differing from the reference: "

@@ -23,13 +23,8 @@ from replayssm_quant.kernels.bench import SHAPES, bench_inputs, parse_knobs  # n
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
 
-def _stored(c):
-    return [*c.hp.tensors(), *c.lp.tensors(), c.ring_g, c.ring_k, c.ring_v, c.ring_beta, c.ring_u, c.ring_count,
-            c.flush_count]
-
-
 def run(family, spec, knobs, batch, steps, window=16):
-    """Outputs ``[steps, B, HV, V]`` and the stored tensors after ``steps`` graphed steps."""
+    """Outputs ``[steps, B, HV, V]`` and the stored tensors (by name) after ``steps`` graphed steps."""
     sh = SHAPES[family]
     dev = torch.device("cuda")
     c = SSMStateCache(family, spec, batch, sh["num_heads"], sh["head_k"], sh["head_v"], window=window,
@@ -48,19 +43,19 @@ def run(family, spec, knobs, batch, steps, window=16):
             c.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t], None if x["beta"] is None else x["beta"][t],
                    out=outs[t], validate=False)
 
-    saved = [t.clone() for t in _stored(c)]
+    saved = [t.clone() for t in c.stored_tensors().values()]
     body()                                       # warm-up (compiles), then restore and replay as a graph
-    for t, s in zip(_stored(c), saved):
+    for t, s in zip(c.stored_tensors().values(), saved):
         t.copy_(s)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         body()
-    for t, s in zip(_stored(c), saved):
+    for t, s in zip(c.stored_tensors().values(), saved):
         t.copy_(s)
     g.replay()
     torch.cuda.synchronize()
-    return outs.cpu(), [t.cpu() for t in _stored(c)]
+    return outs.cpu(), {name: t.cpu() for name, t in c.stored_tensors().items()}
 
 
 def main(argv=None):
@@ -81,11 +76,12 @@ def main(argv=None):
             for name, knobs in variants[1:]:
                 out, st = run(fam, spec, knobs, a.batch, a.steps)
                 same_out = torch.equal(out, base_out)
-                diff = [i for i, (u, w) in enumerate(zip(st, base_st)) if not torch.equal(u, w)]
+                diff = [name for name, t in st.items() if not torch.equal(t, base_st[name])]
                 ok = same_out and not diff
                 bad += not ok
+                stored = "identical" if not diff else "DIFFER (" + ", ".join(diff) + ")"
                 print(f"{fam:6s} {spec:12s} {name:30s} outputs {'identical' if same_out else 'DIFFER'}; stored "
-                      f"tensors {'identical' if not diff else f'DIFFER (indices {diff})'}")
+                      f"tensors {stored}")
     sys.exit(1 if bad else 0)
 
 

@@ -282,6 +282,17 @@ def test_load_state_casts_like_a_flush(spec):
     assert torch.all(c.ring_count[slots] == 0) and torch.all(c.flush_count[slots] == 1)
 
 
+def test_stored_tensors_names_every_tensor():
+    """stored_tensors: the cache's own tensors by name (shared spec: hp and lp are the same tensors)."""
+    c = _cache("gdn", "fp16", 2, 16, 8, "torch", slots=3)
+    st = c.stored_tensors()
+    assert list(st) == ["hp0", "hp1", "hp2", "lp0", "lp1", "lp2", "ring_g", "ring_k", "ring_v", "ring_beta", "ring_u",
+                        "ring_count", "flush_count"]
+    assert st["ring_u"] is c.ring_u and st["flush_count"] is c.flush_count and st["lp0"] is st["hp0"]
+    sep = _cache("gdn", "nvfp4/fp16", 2, 16, 8, "torch", slots=3).stored_tensors()
+    assert sep["lp0"].dtype == torch.uint8 and sep["hp0"].dtype != torch.uint8
+
+
 def test_stochastic_rounding_reproducible_from_seed():
     HV, K, V = 2, 32, 8
     x = random_decode_inputs("gdn", 6, 2, HV, K, V, generator=_gen(17), device=DEV)
