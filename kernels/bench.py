@@ -144,12 +144,13 @@ def bench_inputs(family, batch, shape, window, device):
 # launcher knobs (cache attributes read by kernels.decode; None = the heuristic): block_v, flush_block_v and
 # maxnreg (0 = no register cap) of launch_config; split_flush (True: the replay step as separate launches,
 # non-flush rows then flush rows; False: one fused kernel); nonflush_prefetch, nonflush_warps (nonflush_config),
-# nonflush_maxnreg (the non-flush launch's register cap, 0 = none; nonflush_config); flush_item_v,
+# nonflush_maxnreg (the non-flush launch's register cap, 0 = none; nonflush_config), nonflush_stages (its
+# key-chunk pipeline stages, 0 = none; nonflush_config); flush_item_v,
 # flush_prefetch, flush_scratch, flush_programs (flush_config); flush_dot (flush_dot_precision); flush_stream
 # (decode.flush_stream_mode)
 LAUNCH_KNOBS = ("block_v", "flush_block_v", "maxnreg", "split_flush", "nonflush_prefetch", "flush_item_v",
                 "flush_prefetch", "flush_scratch", "flush_dot", "flush_programs", "nonflush_warps",
-                "nonflush_maxnreg", "flush_stream")
+                "nonflush_maxnreg", "flush_stream", "nonflush_stages")
 
 
 def parse_knobs(text: str) -> dict:
@@ -230,7 +231,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
     from .decode import flush_config, flush_dot_precision, flush_stream_mode, launch_config, nonflush_config
     launch = launch_config(cache, batch)
     bv, bvf, nw, _, mr, split = launch
-    _, _, pf, nfw, nfmr = nonflush_config(cache)
+    _, _, pf, nfw, nfmr, nfst = nonflush_config(cache)
     bvi, _, nwf, _, fpre, fscr, fprog = flush_config(cache, batch, launch) if split else (None, None, None, None,
                                                                                            False, False, None)
     row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,
@@ -238,7 +239,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
                rotation=R,
                block_v=bv, flush_block_v=bvf, num_warps=nw, maxnreg=mr or 0, split_flush=bool(split),
                prefetch=bool(split) and pf, nonflush_warps=nfw if split else None,
-               nonflush_maxnreg=(nfmr or 0) if split else None,
+               nonflush_maxnreg=(nfmr or 0) if split else None, nonflush_stages=nfst if split else None,
                flush_item_v=bvi, flush_warps=nwf, flush_programs=fprog, flush_prefetch=fpre,
                flush_scratch=fscr, flush_dot=flush_dot_precision(cache) if window > 1 else None,
                flush_stream=flush_stream_mode(cache) if split else None,

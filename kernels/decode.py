@@ -57,7 +57,7 @@ from .rounding import (FORMAT_CODE, decode_bits, encode_bits, nvfp4_amax, nvfp4_
 
 @triton.jit
 def _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, BK: tl.constexpr,
-               VALUES: tl.constexpr = False, K0: tl.constexpr = 0):
+               VALUES: tl.constexpr = False, K0=0):
     """Decode the [BV, BK] tile of state (slot*HV+head = sh) to fp32 (0 outside [V, K]); ``offs_k`` =
     ``K0 + arange(0, BK)`` (a K chunk of the non-flush launch: K0 and BK multiples of 16 for nvfp4).
 
@@ -392,26 +392,30 @@ def _ring_coeffs(Kr, gr, q, kt, gt, gts, GK: tl.constexpr):
 @triton.jit
 def _rowdot(S, x):
     """``sum_k S[v, k] x[k]`` of a ``[R, BK]`` tile in the non-flush order: the sums of the ``BK // KC`` (<= 4)
-    K chunks of ``KC = max(16, BK // 4)`` (:func:`.reference.nonflush_kc`), then their sum (the split launch
-    reduces chunk by chunk and adds the chunk sums with :func:`_sum_chunks`: the same values)."""
+    K chunks of ``KC = max(16, BK // 4)`` (:func:`.reference.nonflush_kc`), added in chunk order starting from
+    zero (((0 + p0) + p1) + p2) + p3, as the split launch accumulates them chunk by chunk)."""
     R: tl.constexpr = S.shape[0]
     BK: tl.constexpr = S.shape[1]
     KC: tl.constexpr = BK // 4 if BK >= 64 else 16
-    return tl.sum(tl.sum(tl.reshape(S * x[None, :], (R, BK // KC, KC)), 2), 1)
-
-
-@triton.jit
-def _sum_chunks(p0, p1, p2, p3, NKC: tl.constexpr):
-    """The sum of the ``NKC`` (1, 2 or 4) per-chunk row sums ``[R]`` as :func:`_rowdot` adds them (one tl.sum
-    over a ``[R, NKC]`` tensor; unused arguments are ignored)."""
+    NKC: tl.constexpr = BK // KC
+    p = tl.sum(tl.reshape(S * x[None, :], (R, NKC, KC)), 2)                     # [R, NKC]
+    acc = tl.zeros([R], dtype=tl.float32)
     if NKC == 1:
-        r = p0
+        acc += tl.reshape(p, (R,))
     elif NKC == 2:
-        r = tl.sum(tl.join(p0, p1), 1)
+        p0, p1 = tl.split(p)
+        acc += p0
+        acc += p1
     else:
-        tl.static_assert(NKC == 4, "_sum_chunks: 1, 2 or 4 chunks")
-        r = tl.sum(tl.reshape(tl.join(tl.join(p0, p2), tl.join(p1, p3)), (p0.shape[0], 4)), 1)
-    return r
+        tl.static_assert(NKC == 4, "_rowdot: 1, 2 or 4 chunks")
+        e, o = tl.split(tl.reshape(p, (R, 2, 2)))          # e = (p0, p2), o = (p1, p3)
+        p0, p2 = tl.split(e)
+        p1, p3 = tl.split(o)
+        acc += p0
+        acc += p1
+        acc += p2
+        acc += p3
+    return acc
 
 
 @triton.jit
@@ -716,7 +720,7 @@ def _nonflush_kernel(
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, xs_ptr,
     HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr, BK: tl.constexpr,
     BVA: tl.constexpr, KC: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_LP: tl.constexpr,
-    CACHED: tl.constexpr, PREFETCH: tl.constexpr,
+    CACHED: tl.constexpr, PREFETCH: tl.constexpr, STAGES: tl.constexpr,
 ):
     """First launch of a split replay step: the non-flush rows (and the padded rows' zero output).
 
@@ -724,8 +728,11 @@ def _nonflush_kernel(
     streaming the read copy in ``BK // KC`` key chunks ``[BVA, KC]`` (``KC`` = :func:`.reference.nonflush_kc`):
     the per-chunk row sums stay in the chunk's layout (a reduction within a warp), the ring terms are reduced
     once per (row, head) over the whole ``[L1P, BVA]`` ring tile, and the outputs and corrections are stored
-    once; only the ``h`` live ring entries are read. The first chunk is loaded before ``h`` is known; with
-    ``PREFETCH`` each next chunk is loaded before the current one is reduced (:func:`nonflush_config`).
+    once; only the ``h`` live ring entries are read. ``STAGES`` = 0: the chunk loop is unrolled, the first chunk
+    is loaded before ``h`` is known and with ``PREFETCH`` each next chunk is loaded before the current one is
+    reduced; ``STAGES`` > 0: a loop software-pipelined over that many stages (asynchronous copies of the next
+    chunks into shared memory; :func:`nonflush_config`). Either way the chunks' row sums are added in chunk
+    order, as :func:`_rowdot` and :func:`.reference._chunked_npsum` add them.
     ``xs_ptr``: fp32 scratch ``[B * HV, 2, BK]`` (per-key decays only: gamma * q_t, gamma * k_t).
     Flush rows (``h + 1 >= L``) are left to the flush launches."""
     NKC: tl.constexpr = BK // KC
@@ -741,7 +748,8 @@ def _nonflush_kernel(
     sh = tl.maximum(slot, 0) * HV + head
     ring0 = sh * L1
     h = tl.load(cnt_ptr + tl.maximum(slot, 0))
-    S_next = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_c, mv, offs_c < K, K, V, FMT_LP, KC, True, 0)
+    if STAGES == 0:   # the first chunk before h is known
+        S_next = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_c, mv, offs_c < K, K, V, FMT_LP, KC, True, 0)
     q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
     if slot < 0:
         tl.store(out_ptr + bh * V + offs_v, tl.zeros([BVA], dtype=tl.float32), mask=mv)
@@ -758,36 +766,36 @@ def _nonflush_kernel(
             tl.store(xs_ptr + bh * 2 * BK + offs_k, gam * q)
             tl.store(xs_ptr + bh * 2 * BK + BK + offs_k, gam * kt)
             tl.debug_barrier()
-        zero = tl.zeros([BVA], dtype=tl.float32)
-        pq0, pq1, pq2, pq3 = zero, zero, zero, zero
-        pk0, pk1, pk2, pk3 = zero, zero, zero, zero
-        for c in tl.static_range(NKC):
-            kc = c * KC + offs_c
-            mkc = kc < K
-            if PREFETCH or c == 0:
-                S = S_next
-            else:
+        # the chunks' row sums are added in chunk order (acc = ((p0 + p1) + p2) + p3, as _rowdot)
+        acc_q = tl.zeros([BVA], dtype=tl.float32)
+        acc_k = tl.zeros([BVA], dtype=tl.float32)
+        if STAGES > 0:   # software-pipelined: the next chunks' loads go to shared memory (cp.async), no registers
+            for c in tl.range(0, NKC, num_stages=STAGES):
+                kc = c * KC + offs_c
+                mkc = kc < K
                 S = _load_tile(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, True, c * KC)
-            if PREFETCH and c + 1 < NKC:    # the next chunk's loads before this chunk is reduced
-                S_next = _load_tile(lp0, lp1, lp2, sh, offs_v, kc + KC, mv, kc + KC < K, K, V, FMT_LP, KC, True,
-                                    (c + 1) * KC)
-            xq, xk = _chunk_factors(q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K, BK, GK, DELTA)
-            pq = tl.sum(S * xq[None, :], 1)
-            if DELTA:
-                pk = tl.sum(S * xk[None, :], 1)
-            else:
-                pk = zero
-            if c == 0:
-                pq0, pk0 = pq, pk
-            elif c == 1:
-                pq1, pk1 = pq, pk
-            elif c == 2:
-                pq2, pk2 = pq, pk
-            else:
-                pq3, pk3 = pq, pk
-        acc_q = tl.sum(Ur * cq[:, None], 0) + _sum_chunks(pq0, pq1, pq2, pq3, NKC)
+                xq, xk = _chunk_factors(q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K, BK, GK, DELTA)
+                acc_q += tl.sum(S * xq[None, :], 1)
+                if DELTA:
+                    acc_k += tl.sum(S * xk[None, :], 1)
+        else:
+            for c in tl.static_range(NKC):
+                kc = c * KC + offs_c
+                mkc = kc < K
+                if PREFETCH or c == 0:
+                    S = S_next
+                else:
+                    S = _load_tile(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, True, c * KC)
+                if PREFETCH and c + 1 < NKC:    # the next chunk's loads before this chunk is reduced
+                    S_next = _load_tile(lp0, lp1, lp2, sh, offs_v, kc + KC, mv, kc + KC < K, K, V, FMT_LP, KC, True,
+                                        (c + 1) * KC)
+                xq, xk = _chunk_factors(q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K, BK, GK, DELTA)
+                acc_q += tl.sum(S * xq[None, :], 1)
+                if DELTA:
+                    acc_k += tl.sum(S * xk[None, :], 1)
+        acc_q = tl.sum(Ur * cq[:, None], 0) + acc_q
         if DELTA:
-            acc_k = tl.sum(Ur * ck[:, None], 0) + _sum_chunks(pk0, pk1, pk2, pk3, NKC)
+            acc_k = tl.sum(Ur * ck[:, None], 0) + acc_k
             u = beta * (vt - acc_k)
         else:
             u = vt
@@ -936,10 +944,12 @@ def flush_dot_precision(cache) -> str:
 
 
 NONFLUSH_DELTA_MAXNREG = 128   # non-flush register cap of the delta-rule families (nonflush_config)
+NONFLUSH_STAGES = 3            # software-pipeline stages of the non-flush key-chunk loop (nonflush_config)
 
 
-def nonflush_config(cache) -> tuple[int, int, bool, int, int | None]:
-    """The split step's non-flush launch (:func:`_nonflush_kernel`): ``(BVA, KC, prefetch, num_warps, maxnreg)``.
+def nonflush_config(cache) -> tuple[int, int, bool, int, int | None, int]:
+    """The split step's non-flush launch (:func:`_nonflush_kernel`): ``(BVA, KC, prefetch, num_warps, maxnreg,
+    stages)``.
 
     ``BVA``: all V rows (next power of two); ``KC``: the key-chunk width of the non-flush reductions
     (:func:`.reference.nonflush_kc`, fixed by the reduction order); ``num_warps`` (knob ``nonflush_warps``):
@@ -960,15 +970,36 @@ def nonflush_config(cache) -> tuple[int, int, bool, int, int | None]:
     106.6, nvfp4/fp16 133.6 -> 127.2, nvfp4+sr 131.2 -> 123.7, fp8+sr unchanged; gdn fp32 needs 128 anyway. Not
     capped: kda 2-warp programs (fp16 158 -> 231 capped) and mamba2 (fp32 330 -> 378, fp16 215 -> 225;
     sweeps_2026-11-30b/nonflush_warps*.md); caps of 96 / 112 were slower for every fp32 read copy
-    (sweeps_2026-11-30c/nf_cap_fp32.md)."""
+    (sweeps_2026-11-30c/nf_cap_fp32.md).
+
+    ``stages`` (knob ``nonflush_stages``; 0 = none): the key-chunk loop as a software pipeline of that many stages
+    (Triton's ``tl.range(num_stages=...)``: the next chunks' loads are asynchronous copies into shared memory, so
+    they are in flight while the current chunk is reduced without holding registers; ``prefetch`` and the
+    before-``h`` load of the first chunk then do not apply), with ``BVA * KC / 2048`` warps in 2..16 by default
+    (2 for K = 128). Default
+    :data:`NONFLUSH_STAGES` for fp32, 16-bit and (not per-key decays) nvfp4 read copies; none for 8-bit ones
+    and for kda's nvfp4 (slower staged). H200, B = 256, non-flush us per step, default before -> staged
+    (reports/bench/sweeps_2026-11-30d/nf_stages*.md): fp32 gdn 172.8 -> 165.2, kda 203.6 -> 189.6, mamba2 327.5 ->
+    314.6; fp16 gdn 108.9 -> 104.4, kda 156.5 -> 156.2, mamba2 214.7 -> 200.2; nvfp4/fp16 gdn 126.6 -> 108.4,
+    mamba2 203.8 -> 198.8; not staged: fp8 gdn 77.3 (79.3 staged), kda 127.3 (140.5), mamba2 170.3 (167.2),
+    kda nvfp4/fp16 158.1 (168.3); 4 warps or 4 stages were slower everywhere."""
     BVA = triton.next_power_of_2(cache.head_v)
     KC = nonflush_kc(block_k(cache.head_k))
     knob = getattr(cache, "nonflush_prefetch", None)
     prefetch = cache.spec.read.bits_per_element in (32, 8) if knob is None else bool(knob)
     bits = cache.spec.read.bits_per_element
-    # compressed read copies: 2 warps (a program is bound by its dependent loads and reductions, not by the
-    # bytes: fewer, busier threads per program did better; nvfp4 only with 4096-element chunks)
-    default = 2 if bits in (16, 8) or (bits < 8 and BVA * KC >= 4096) else max(4, min(16, BVA * KC // 1024))
+    stages = getattr(cache, "nonflush_stages", None)
+    if stages is None:
+        stages = 0 if bits == 8 or (bits < 8 and getattr(cache, "per_key", False)) else NONFLUSH_STAGES
+    if isinstance(stages, bool) or not isinstance(stages, int) or not 0 <= stages <= 8:
+        raise ValueError(f"nonflush_stages={stages!r}: pipeline stages of the key-chunk loop, 0 (none) to 8")
+    # compressed read copies and staged loops: 2 warps (a program is bound by its dependent loads and
+    # reductions, not by the bytes: fewer, busier threads per program did better; nvfp4 only with 4096-element
+    # chunks unless staged)
+    if stages:   # <= 64 elements of a chunk per thread
+        default = max(2, min(16, BVA * KC // 2048))
+    else:
+        default = 2 if bits in (16, 8) or (bits < 8 and BVA * KC >= 4096) else max(4, min(16, BVA * KC // 1024))
     warps = getattr(cache, "nonflush_warps", None) or default
     if warps not in (1, 2, 4, 8, 16, 32):
         raise ValueError(f"nonflush_warps={warps}: a power of two from 1 to 32")
@@ -978,7 +1009,7 @@ def nonflush_config(cache) -> tuple[int, int, bool, int, int | None]:
         maxnreg = NONFLUSH_DELTA_MAXNREG if capped else 0
     if isinstance(maxnreg, bool) or not isinstance(maxnreg, int) or not (maxnreg == 0 or 24 <= maxnreg <= 255):
         raise ValueError(f"nonflush_maxnreg={maxnreg!r}: registers per thread, 24 to 255, or 0 for no cap")
-    return BVA, KC, prefetch, warps, (maxnreg or None)
+    return BVA, KC, prefetch and not stages, warps, (maxnreg or None), stages
 
 
 FLUSH_STREAM_MODES = (0, 1, 2)
@@ -1065,7 +1096,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         # every scratch of the step is allocated before the first launch and kept until the join: a block freed
         # on the caller's stream between the launches (the non-flush scratch) could otherwise be handed to a
         # side-stream tensor (the flush-row list) while the non-flush kernel still writes it
-        BVA, KC, prefetch, nw, nf_maxnreg = nonflush_config(cache)
+        BVA, KC, prefetch, nw, nf_maxnreg, stages = nonflush_config(cache)
         xs = torch.empty(B * HV * 2 * BK if cache.per_key else 1, dtype=torch.float32, device=v.device)
         BVI, BVF, nwf, _, fpre, scratch, per_sm = flush_config(cache, B, launch)   # (its maxnreg: ``extra``)
         NVB = 1 if nvfp4 else triton.cdiv(V, BVI)
@@ -1081,7 +1112,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
             cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count, xs, HV,
             K=K, V=V, L=cache.window, L1=consts["L1"], L1P=consts["L1P"], BK=BK, BVA=BVA, KC=KC,
             GK=consts["GK"], DELTA=cache.delta, FMT_LP=consts["FMT_LP"], CACHED=cached,
-            PREFETCH=prefetch, num_warps=nw, **nf_extra)
+            PREFETCH=prefetch, STAGES=stages, num_warps=nw, **nf_extra)
         # 2) the flush rows, listed on the device, then a persistent grid over their (row, head, V-block) work
         # items (nvfp4: (row, head), the whole head per item); the fused kernel's flush config
         with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():

@@ -56,11 +56,14 @@ def nonflush_kc(BK: int) -> int:
 
 def _chunked_npsum(x: np.ndarray) -> np.ndarray:
     """numpy sum over the last dim (``BK``) in the non-flush order of :func:`nonflush_kc`: per chunk, then over
-    the chunk sums (what the kernels' two ``tl.sum`` are under the interpreter)."""
+    the chunk sums added in chunk order (what the kernels compute under the interpreter)."""
     BK = x.shape[-1]
     kc = nonflush_kc(BK)
     parts = np.sum(np.ascontiguousarray(x).reshape(*x.shape[:-1], BK // kc, kc), axis=-1)
-    return np.sum(np.ascontiguousarray(parts), axis=-1)
+    acc = np.zeros(parts.shape[:-1], np.float32)
+    for c in range(BK // kc):            # the chunk sums in chunk order, as the kernels accumulate them
+        acc = acc + parts[..., c]
+    return acc
 
 
 def rowsum(x: torch.Tensor) -> torch.Tensor:

@@ -408,9 +408,9 @@ def test_gpu_launch_config_heuristic(monkeypatch):
 
 
 def test_nonflush_launch_config():
-    """The split step's non-flush launch: all V rows, four key chunks (KC = max(16, BK / 4)), chunk prefetch for
-    fp32 and 8-bit read copies only, 2 warps for compressed read copies (nvfp4: only with 4096-element chunks)
-    (H200 sweeps), the ``nonflush_prefetch`` / ``nonflush_warps`` knobs override."""
+    """The split step's non-flush launch: all V rows, four key chunks (KC = max(16, BK / 4)), a software-pipelined
+    chunk loop (3 stages) except for 8-bit read copies and kda's nvfp4 ones, 2 warps for staged loops and compressed
+    read copies, register prefetch of the unstaged fp32 / 8-bit loops (H200 sweeps); the knobs override."""
     from types import SimpleNamespace
 
     from replayssm_quant.kernels import decode
@@ -420,25 +420,35 @@ def test_nonflush_launch_config():
         return decode.nonflush_config(SimpleNamespace(head_v=V, head_k=K, spec=parse_state_spec(spec),
                                                       per_key=per_key, delta=delta, **knobs))
 
-    assert cfg("fp32") == (128, 32, True, 4, None)
-    assert cfg("fp8/fp16+sr") == (128, 32, True, 2, None) and cfg("fp8+sr")[2] is True
+    # staged key-chunk loop (3 stages, 2 warps for K = 128) for fp32, 16-bit and (not kda) nvfp4 read copies
+    assert cfg("fp32") == (128, 32, False, 2, None, 3)
+    assert cfg("fp8/fp16+sr") == (128, 32, True, 2, None, 0) and cfg("fp8+sr")[2] is True
     # register cap 128: the delta rule (gdn: any warps; kda: 4+ warps), not mamba2; the knob overrides (0: none)
     kda, gdn = dict(per_key=True, delta=True), dict(delta=True)
-    assert cfg("fp32", **kda)[3:] == (4, 128) and cfg("fp16", **kda)[3:] == (2, None)
-    assert cfg("fp16", **gdn)[3:] == (2, 128) and cfg("nvfp4/fp16", **gdn)[4] == 128 and cfg("fp32", **gdn)[4] == 128
+    assert cfg("fp32", **kda)[3:] == (2, None, 3) and cfg("fp16", **kda)[3:] == (2, None, 3)
+    assert cfg("fp32", nonflush_stages=0, **kda)[2:] == (True, 4, 128, 0)
+    assert cfg("nvfp4/fp16", **kda)[3:] == (2, None, 0) and cfg("nvfp4/fp16", **gdn)[3:] == (2, 128, 3)
+    assert cfg("fp16", **gdn)[3:] == (2, 128, 3) and cfg("fp32", **gdn)[4] == 128
     assert cfg("fp16")[4] is None and cfg("fp32", V=64)[4] is None                 # mamba2
-    assert cfg("fp32", nonflush_maxnreg=0, **kda)[4] is None and cfg("fp16", nonflush_maxnreg=96)[4] == 96
+    assert cfg("fp32", nonflush_maxnreg=0, nonflush_stages=0, **kda)[4] is None and cfg("fp16", nonflush_maxnreg=96)[4] == 96
     with pytest.raises(ValueError, match="nonflush_maxnreg=300: registers per thread, 24 to 255, or 0"):
         cfg("fp32", nonflush_maxnreg=300)
-    assert cfg("fp16")[3] == 2 and cfg("nvfp4/fp16")[3] == 2 and cfg("nvfp4/fp16", V=64)[3] == 4
+    assert cfg("fp16")[3] == 2 and cfg("nvfp4/fp16")[3] == 2 and cfg("nvfp4/fp16", V=64)[3:] == (2, None, 3)
+    assert cfg("nvfp4/fp16", V=64, nonflush_stages=0)[3] == 4     # unstaged nvfp4: 2 warps only for 4096 elements
     assert cfg("fp16")[2] is False and cfg("nvfp4/fp16")[2] is False and cfg("bf16/fp32")[2] is False
-    assert cfg("nvfp4/fp16", nonflush_prefetch=True)[2] is True and cfg("fp32", nonflush_prefetch=False)[2] is False
-    assert cfg("fp32", V=64) == (64, 32, True, 4, None)        # mamba2 heads
+    assert cfg("nvfp4/fp16", nonflush_prefetch=True, nonflush_stages=0)[2] is True
+    assert cfg("fp32", nonflush_prefetch=True)[2] is False          # a staged loop has no register prefetch
+    assert cfg("fp32", nonflush_prefetch=False, nonflush_stages=0)[2] is False
+    assert cfg("fp32", V=64) == (64, 32, False, 2, None, 3)    # mamba2 heads
     assert cfg("fp32", V=13, K=48)[:2] == (16, 16)             # BK = 64: four chunks of 16
-    assert cfg("fp32", V=256, K=256) == (256, 64, True, 16, None)
-    assert cfg("nvfp4/fp16", nonflush_warps=8)[3] == 8
+    assert cfg("fp32", V=256, K=256) == (256, 64, False, 8, None, 3)
+    assert cfg("fp32", V=256, K=256, nonflush_stages=0) == (256, 64, True, 16, None, 0)
+    assert cfg("nvfp4/fp16", nonflush_warps=8)[3] == 8 and cfg("fp8+sr", nonflush_stages=2)[5] == 2
     with pytest.raises(ValueError, match="nonflush_warps=3: a power of two"):
         cfg("fp32", nonflush_warps=3)
+    for bad in (9, -1, True, 2.0):
+        with pytest.raises(ValueError, match="nonflush_stages=.*: pipeline stages of the key-chunk loop, 0 .none. to 8"):
+            cfg("fp32", nonflush_stages=bad)
 
 
 def test_flush_launch_config():
@@ -543,9 +553,13 @@ def _split_pair(family, spec, block_v, K=48, V=13, **kw):
 @pytest.mark.parametrize("family,spec,block_v,knobs", [
     ("gdn", "fp32", 8, {}), ("gdn", "nvfp4+sr", None, {}), ("kda", "nvfp4/fp8+sr", None, {}),
     ("mamba2", "fp8+sr", 8, {}), ("gdn", "bf16/fp32", 16, {}),
-    # the non-flush launch's chunk prefetch the other way than its default (on for fp32 / 8-bit read copies)
-    ("gdn", "fp16", 8, dict(nonflush_prefetch=True)), ("kda", "nvfp4/fp16", None, dict(nonflush_prefetch=True)),
-    ("mamba2", "fp32", 16, dict(nonflush_prefetch=False)), ("gdn", "nvfp4/fp16", None, dict(nonflush_warps=2)),
+    # the non-flush launch's unrolled chunk loop with the register prefetch the other way than its default (on
+    # for fp32 / 8-bit read copies), and its staged loop where the default is unrolled (8-bit, kda nvfp4)
+    ("gdn", "fp16", 8, dict(nonflush_prefetch=True, nonflush_stages=0)),
+    ("kda", "nvfp4/fp16", None, dict(nonflush_prefetch=True)),
+    ("mamba2", "fp32", 16, dict(nonflush_prefetch=False, nonflush_stages=0)),
+    ("gdn", "nvfp4/fp16", None, dict(nonflush_warps=4)), ("kda", "nvfp4/fp16", None, dict(nonflush_stages=3)),
+    ("mamba2", "fp8+sr", 8, dict(nonflush_stages=2)), ("gdn", "fp32", 8, dict(nonflush_stages=0)),
     # key dims with one (K <= 16) and two non-flush key chunks (K = 48 above: four)
     ("gdn", "fp32", 8, dict(K=16)), ("kda", "fp8/fp16+sr", None, dict(K=24)),
     # flush launch knobs: work items of several 16-row sub-blocks (V = 40: the last one partly masked), the
