@@ -231,7 +231,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
     from .decode import flush_config, flush_dot_precision, flush_stream_mode, launch_config, nonflush_config
     launch = launch_config(cache, batch)
     bv, bvf, nw, _, mr, split = launch
-    _, _, pf, nfw, nfmr, nfst = nonflush_config(cache)
+    _, _, pf, nfw, nfmr, nfst = nonflush_config(cache, batch)
     bvi, _, nwf, _, fpre, fscr, fprog = flush_config(cache, batch, launch) if split else (None, None, None, None,
                                                                                            False, False, None)
     row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,

@@ -945,11 +945,12 @@ def flush_dot_precision(cache) -> str:
 
 NONFLUSH_DELTA_MAXNREG = 128   # non-flush register cap of the delta-rule families (nonflush_config)
 NONFLUSH_STAGES = 3            # software-pipeline stages of the non-flush key-chunk loop (nonflush_config)
+NONFLUSH_STAGED_PER_SM = 32    # fp32 / 16-bit read copies: staged from this many non-flush programs per SM
 
 
-def nonflush_config(cache) -> tuple[int, int, bool, int, int | None, int]:
-    """The split step's non-flush launch (:func:`_nonflush_kernel`): ``(BVA, KC, prefetch, num_warps, maxnreg,
-    stages)``.
+def nonflush_config(cache, batch: int) -> tuple[int, int, bool, int, int | None, int]:
+    """The split step's non-flush launch (:func:`_nonflush_kernel`) for ``batch`` rows: ``(BVA, KC, prefetch,
+    num_warps, maxnreg, stages)``.
 
     ``BVA``: all V rows (next power of two); ``KC``: the key-chunk width of the non-flush reductions
     (:func:`.reference.nonflush_kc`, fixed by the reduction order); ``num_warps`` (knob ``nonflush_warps``):
@@ -976,13 +977,16 @@ def nonflush_config(cache) -> tuple[int, int, bool, int, int | None, int]:
     (Triton's ``tl.range(num_stages=...)``: the next chunks' loads are asynchronous copies into shared memory, so
     they are in flight while the current chunk is reduced without holding registers; ``prefetch`` and the
     before-``h`` load of the first chunk then do not apply), with ``BVA * KC / 2048`` warps in 2..16 by default
-    (2 for K = 128). Default
-    :data:`NONFLUSH_STAGES` for fp32, 16-bit and (not per-key decays) nvfp4 read copies; none for 8-bit ones
-    and for kda's nvfp4 (slower staged). H200, B = 256, non-flush us per step, default before -> staged
+    (2 for K = 128). Default :data:`NONFLUSH_STAGES` for nvfp4 read copies (not per-key decays) and, on grids of
+    at least :data:`NONFLUSH_STAGED_PER_SM` programs per SM, fp32 and 16-bit ones; none for 8-bit read copies and
+    kda's nvfp4. H200, B = 256, non-flush us per step, unstaged -> staged
     (reports/bench/sweeps_2026-11-30d/nf_stages*.md): fp32 gdn 172.8 -> 165.2, kda 203.6 -> 189.6, mamba2 327.5 ->
     314.6; fp16 gdn 108.9 -> 104.4, kda 156.5 -> 156.2, mamba2 214.7 -> 200.2; nvfp4/fp16 gdn 126.6 -> 108.4,
     mamba2 203.8 -> 198.8; not staged: fp8 gdn 77.3 (79.3 staged), kda 127.3 (140.5), mamba2 170.3 (167.2),
-    kda nvfp4/fp16 158.1 (168.3); 4 warps or 4 stages were slower everywhere."""
+    kda nvfp4/fp16 158.1 (168.3); 4 warps or 4 stages were slower everywhere. Smaller grids, step us unstaged /
+    staged (``nf_stages_b16.md``, ``_b64.md``): gdn B = 16 (4 programs per SM) fp32 17.7 / 19.0, fp16 14.2 / 14.4,
+    nvfp4/fp16 23.9 / 22.9; gdn B = 64 (16 per SM) fp32 56.3 / 57.1, fp16 39.3 / 40.5, nvfp4/fp16 70.6 / 66.1;
+    mamba2 B = 64 (62 per SM) fp32 98.1 / 93.8, fp16 67.9 / 65.1."""
     BVA = triton.next_power_of_2(cache.head_v)
     KC = nonflush_kc(block_k(cache.head_k))
     knob = getattr(cache, "nonflush_prefetch", None)
@@ -990,7 +994,11 @@ def nonflush_config(cache) -> tuple[int, int, bool, int, int | None, int]:
     bits = cache.spec.read.bits_per_element
     stages = getattr(cache, "nonflush_stages", None)
     if stages is None:
-        stages = 0 if bits == 8 or (bits < 8 and getattr(cache, "per_key", False)) else NONFLUSH_STAGES
+        if bits < 8:
+            staged = not getattr(cache, "per_key", False)
+        else:
+            staged = bits != 8 and batch * cache.num_heads >= NONFLUSH_STAGED_PER_SM * _num_sms(cache.device)
+        stages = NONFLUSH_STAGES if staged else 0
     if isinstance(stages, bool) or not isinstance(stages, int) or not 0 <= stages <= 8:
         raise ValueError(f"nonflush_stages={stages!r}: pipeline stages of the key-chunk loop, 0 (none) to 8")
     # compressed read copies and staged loops: 2 warps (a program is bound by its dependent loads and
@@ -1096,7 +1104,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         # every scratch of the step is allocated before the first launch and kept until the join: a block freed
         # on the caller's stream between the launches (the non-flush scratch) could otherwise be handed to a
         # side-stream tensor (the flush-row list) while the non-flush kernel still writes it
-        BVA, KC, prefetch, nw, nf_maxnreg, stages = nonflush_config(cache)
+        BVA, KC, prefetch, nw, nf_maxnreg, stages = nonflush_config(cache, B)
         xs = torch.empty(B * HV * 2 * BK if cache.per_key else 1, dtype=torch.float32, device=v.device)
         BVI, BVF, nwf, _, fpre, scratch, per_sm = flush_config(cache, B, launch)   # (its maxnreg: ``extra``)
         NVB = 1 if nvfp4 else triton.cdiv(V, BVI)

@@ -407,18 +407,22 @@ def test_gpu_launch_config_heuristic(monkeypatch):
     assert cfg("fp32", 16, 16)[5] is True     # BV = 32: 16 * 32 * 4 = 2048 programs > 8 per SM
 
 
-def test_nonflush_launch_config():
+def test_nonflush_launch_config(monkeypatch):
     """The split step's non-flush launch: all V rows, four key chunks (KC = max(16, BK / 4)), a software-pipelined
-    chunk loop (3 stages) except for 8-bit read copies and kda's nvfp4 ones, 2 warps for staged loops and compressed
-    read copies, register prefetch of the unstaged fp32 / 8-bit loops (H200 sweeps); the knobs override."""
+    chunk loop (3 stages) for nvfp4 read copies (not kda) and, on large grids, fp32 and 16-bit ones, 2 warps for
+    staged loops and compressed read copies, register prefetch of the unstaged fp32 / 8-bit loops (H200 sweeps);
+    the knobs override."""
     from types import SimpleNamespace
 
     from replayssm_quant.kernels import decode
     from replayssm_quant.quant import parse_state_spec
 
-    def cfg(spec, V=128, K=128, per_key=False, delta=False, **knobs):
-        return decode.nonflush_config(SimpleNamespace(head_v=V, head_k=K, spec=parse_state_spec(spec),
-                                                      per_key=per_key, delta=delta, **knobs))
+    def cfg(spec, V=128, K=128, per_key=False, delta=False, batch=256, **knobs):
+        return decode.nonflush_config(SimpleNamespace(head_v=V, head_k=K, spec=parse_state_spec(spec), num_heads=32,
+                                                      device=torch.device("cuda"), per_key=per_key, delta=delta,
+                                                      **knobs), batch)
+
+    monkeypatch.setattr(decode, "_num_sms", lambda device: 132)   # the H200
 
     # staged key-chunk loop (3 stages, 2 warps for K = 128) for fp32, 16-bit and (not kda) nvfp4 read copies
     assert cfg("fp32") == (128, 32, False, 2, None, 3)
@@ -446,6 +450,10 @@ def test_nonflush_launch_config():
     assert cfg("nvfp4/fp16", nonflush_warps=8)[3] == 8 and cfg("fp8+sr", nonflush_stages=2)[5] == 2
     with pytest.raises(ValueError, match="nonflush_warps=3: a power of two"):
         cfg("fp32", nonflush_warps=3)
+    # fp32 / 16-bit read copies staged from 32 programs per SM (B * HV >= 4224 here), nvfp4 at any batch
+    assert cfg("fp32", batch=132)[5] == 3 and cfg("fp32", batch=131)[2:] == (True, 4, None, 0)
+    assert cfg("fp16", batch=64)[5] == 0 and cfg("nvfp4/fp16", batch=1)[5] == 3
+    assert cfg("fp32", batch=16, nonflush_stages=2)[5] == 2
     for bad in (9, -1, True, 2.0):
         with pytest.raises(ValueError, match="nonflush_stages=.*: pipeline stages of the key-chunk loop, 0 .none. to 8"):
             cfg("fp32", nonflush_stages=bad)
