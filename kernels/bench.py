@@ -499,21 +499,24 @@ def tile_sweep(families, specs, batch, block_vs, shapes, window, timer, device, 
     """Replay timings of ``families`` x ``specs`` at ``batch`` over V-block sizes ``block_vs``, register
     caps ``maxnregs`` (None = the launcher's default, 0 = no cap; in a split step the cap applies to the
     flush launch, the non-flush launch is never capped) and ``splits`` (False: one fused kernel, True: non-flush
-    and flush rows as separate launches; split steps are timed with and without the non-flush prefetch): the data
+    and flush rows as separate launches; split steps are timed with the launcher's non-flush loop and with the
+    unrolled loop with and without its prefetch, :func:`.decode.nonflush_config`): the data
     behind the launcher's tile, split and prefetch heuristics. Returns a DataFrame (one row per
     configuration, columns as :func:`bench_kernel`)."""
     import pandas as pd
     from tqdm import tqdm
 
     rows = []
+    # split steps: the launcher's non-flush loop (None), and the unrolled loop with / without the prefetch
     todo = [(f, s, bv, mr, sp, pf) for f in families for s in specs for bv in block_vs for mr in maxnregs
-            for sp in splits for pf in ((True, False) if sp else (None,))]
+            for sp in splits for pf in ((None, True, False) if sp else (None,))]
     x, key = None, None
     for fam, spec, bv, mr, sp, pf in tqdm(todo, desc="tile sweep", disable=None):
         if key != fam:
             x, key = bench_inputs(fam, batch, shapes[fam], window, device), fam
         rows.append(bench_kernel(fam, spec, "replay", batch, shapes[fam], window, timer, device, x,
-                                 dict(block_v=bv, maxnreg=mr, split_flush=sp, nonflush_prefetch=pf)))
+                                 dict(block_v=bv, maxnreg=mr, split_flush=sp, nonflush_prefetch=pf,
+                                      nonflush_stages=None if pf is None else 0)))
     return pd.DataFrame(rows)
 
 

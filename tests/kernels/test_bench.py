@@ -52,13 +52,19 @@ def test_bench_cpu_smoke_writes_report(tmp_path):
     assert "| fp32 | replay |" in report and "Memory per sequence slot" in report
     assert (out / "bench.png").stat().st_size > 10_000
     assert "split_flush" in df and not df.split_flush.any()     # auto: tiny CPU grids run the fused kernel
-    # gdn x {fp32, nvfp4/fp16} x block_v 16 x register caps {96, none} x (fused, split with / without prefetch)
+    # gdn x {fp32, nvfp4/fp16} x block_v 16 x register caps {96, none} x (fused, split: the launcher's non-flush
+    # loop, the unrolled one with / without prefetch)
     sw = pd.read_csv(out / "sweep.csv")
-    assert len(sw) == 12 and (sw.block_v == 16).all() and (sw.time_us > 0).all() and sw.finite.all()
+    assert len(sw) == 16 and (sw.block_v == 16).all() and (sw.time_us > 0).all() and sw.finite.all()
     assert (sw.flush_us > 0).all() and (sw.nonflush_us > 0).all()
-    assert sorted(sw.maxnreg) == [0] * 6 + [96] * 6
-    assert sorted(sw.split_flush) == [False] * 4 + [True] * 8
-    assert not sw[~sw.split_flush].prefetch.any() and sorted(sw[sw.split_flush].prefetch) == [False] * 4 + [True] * 4
+    assert sorted(sw.maxnreg) == [0] * 8 + [96] * 8
+    assert sorted(sw.split_flush) == [False] * 4 + [True] * 12
+    split = sw[sw.split_flush]
+    assert not sw[~sw.split_flush].prefetch.any() and sorted(split.prefetch) == [False] * 6 + [True] * 6
+    # the launcher's loop on this 2-program grid: fp32 unrolled with the prefetch, nvfp4 staged (any grid)
+    launcher = split[split.groupby(["spec", "maxnreg"]).cumcount() == 0]
+    assert list(launcher.nonflush_stages) == [0, 0, 3, 3] and list(launcher.prefetch) == [True, True, False, False]
+    assert sorted(split.nonflush_stages) == [0] * 10 + [3] * 2
     assert set(sw.groupby(["spec", "maxnreg"]).split_flush.nunique()) == {2}
     assert "## Tile sweep" in report
 
