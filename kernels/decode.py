@@ -715,6 +715,18 @@ def _chunk_factors(q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K: tl.constexpr, BK: 
 
 
 @triton.jit
+def _add_chunk_rowsums(acc_q, acc_k, S, q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K: tl.constexpr, BK: tl.constexpr,
+                       GK: tl.constexpr, DELTA: tl.constexpr):
+    """Add key chunk ``kc`` of the read copy, ``S`` ``[BVA, KC]`` fp32, to the row sums: ``acc_q += S_c (gamma q)_c``
+    and (delta rule) ``acc_k += S_c (gamma k)_c`` (``[BVA]`` each). Returns ``(acc_q, acc_k)``."""
+    xq, xk = _chunk_factors(q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K, BK, GK, DELTA)
+    acc_q += tl.sum(S * xq[None, :], 1)
+    if DELTA:
+        acc_k += tl.sum(S * xk[None, :], 1)
+    return acc_q, acc_k
+
+
+@triton.jit
 def _nonflush_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, lp0, lp1, lp2,
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, xs_ptr,
@@ -774,10 +786,8 @@ def _nonflush_kernel(
                 kc = c * KC + offs_c
                 mkc = kc < K
                 S = _load_tile(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, True, c * KC)
-                xq, xk = _chunk_factors(q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K, BK, GK, DELTA)
-                acc_q += tl.sum(S * xq[None, :], 1)
-                if DELTA:
-                    acc_k += tl.sum(S * xk[None, :], 1)
+                acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K, BK, GK,
+                                                  DELTA)
         else:
             for c in tl.static_range(NKC):
                 kc = c * KC + offs_c
@@ -789,10 +799,8 @@ def _nonflush_kernel(
                 if PREFETCH and c + 1 < NKC:    # the next chunk's loads before this chunk is reduced
                     S_next = _load_tile(lp0, lp1, lp2, sh, offs_v, kc + KC, mv, kc + KC < K, K, V, FMT_LP, KC, True,
                                         (c + 1) * KC)
-                xq, xk = _chunk_factors(q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K, BK, GK, DELTA)
-                acc_q += tl.sum(S * xq[None, :], 1)
-                if DELTA:
-                    acc_k += tl.sum(S * xk[None, :], 1)
+                acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K, BK, GK,
+                                                  DELTA)
         acc_q = tl.sum(Ur * cq[:, None], 0) + acc_q
         if DELTA:
             acc_k = tl.sum(Ur * ck[:, None], 0) + acc_k
