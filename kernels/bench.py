@@ -498,7 +498,7 @@ def tile_sweep(families, specs, batch, block_vs, shapes, window, timer, device, 
                splits=(False, True)):
     """Replay timings of ``families`` x ``specs`` at ``batch`` over V-block sizes ``block_vs``, register
     caps ``maxnregs`` (None = the launcher's default, 0 = no cap; in a split step the cap applies to the
-    flush launch, the non-flush launch is never capped) and ``splits`` (False: one fused kernel, True: non-flush
+    flush launch, the non-flush launch keeps its own, :func:`.decode.nonflush_config`) and ``splits`` (False: one fused kernel, True: non-flush
     and flush rows as separate launches; split steps are timed with the launcher's non-flush loop and with the
     unrolled loop with and without its prefetch, :func:`.decode.nonflush_config`): the data
     behind the launcher's tile, split and prefetch heuristics. Returns a DataFrame (one row per

@@ -1060,6 +1060,11 @@ def flush_side_stream(cache, device):
     return streams[key]
 
 
+def _maxnreg_kwargs(maxnreg, device) -> dict:
+    """Launch keyword for a register cap (None / 0: no cap); CUDA only (the interpreter takes no ``maxnreg``)."""
+    return dict(maxnreg=maxnreg) if maxnreg and device.type == "cuda" else {}
+
+
 def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     """Launch one decode step on the cache's tensors (inputs already validated).
 
@@ -1080,7 +1085,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     BK = block_k(K)
     launch = launch_config(cache, B)
     BV, BVF, num_warps, nvfp4, maxnreg, split = launch
-    extra = dict(maxnreg=maxnreg) if maxnreg and v.device.type == "cuda" else {}
+    extra = _maxnreg_kwargs(maxnreg, v.device)
     hp0, hp1, hp2 = cache.hp.tensors()
     lp0, lp1, lp2 = cache.lp.tensors()
     grid = (triton.cdiv(V, BV), HV, B)
@@ -1122,7 +1127,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         scr = torch.empty(nprog * consts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)
         # 1) the non-flush rows + the padded rows' zero output (one program per (row, head): ring read once,
         # h-masked; no flush code; its own warps and register cap)
-        nf_extra = dict(maxnreg=nf_maxnreg) if nf_maxnreg and v.device.type == "cuda" else {}
+        nf_extra = _maxnreg_kwargs(nf_maxnreg, v.device)
         _nonflush_kernel[(1, HV, B)](
             q, k, v, g, beta, slot_idx, out, lp0, lp1, lp2,
             cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count, xs, HV,
