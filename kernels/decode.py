@@ -137,16 +137,6 @@ def _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs
 
 
 @triton.jit
-def _load_decay(ptr, off, offs_k, mk, GK: tl.constexpr, BK: tl.constexpr):
-    """Decay factors as a [BK] vector: one per head (GK = 1, broadcast) or per key (GK = K)."""
-    if GK == 1:
-        a = tl.load(ptr + off) + tl.zeros([BK], dtype=tl.float32)
-    else:
-        a = tl.load(ptr + off * GK + offs_k, mask=mk, other=1.0)
-    return a
-
-
-@triton.jit
 def _seq_step(S, a, kv, vv, beta, DELTA: tl.constexpr):
     """S <- S diag(a); u = beta (v - S k) (delta) or v; S <- S + u k^T. Returns (S, u)."""
     S = S * a[None, :]
@@ -160,21 +150,11 @@ def _seq_step(S, a, kv, vv, beta, DELTA: tl.constexpr):
 
 
 @triton.jit
-def _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
-                offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr, L1: tl.constexpr,
-                GK: tl.constexpr, DELTA: tl.constexpr, FMT_HP: tl.constexpr, BK: tl.constexpr):
-    """fp32 S_L of rows ``offs_f``: recurrence checkpoint + ring entries 0..h-1 + the current input,
-    replayed sequentially (corrections recomputed from S_hp)."""
+def _conventional_rows(hp0, hp1, hp2, v_ptr, sh, bh, at, kt, beta, offs_f, mf, offs_k, mk, K: tl.constexpr,
+                       V: tl.constexpr, DELTA: tl.constexpr, FMT_HP: tl.constexpr, BK: tl.constexpr):
+    """fp32 rows ``offs_f`` of a conventional step (L = 1, no ring): one sequential step from the checkpoint."""
     vf = tl.load(v_ptr + bh * V + offs_f, mask=mf, other=0.0).to(tl.float32)
     S = _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
-    for j in tl.range(0, L1, loop_unroll_factor=1):  # ring entries 0..h-1 (constexpr bound)
-        if j < h:
-            e = ring0 + j
-            aj = tl.exp(_load_decay(rg_ptr, e, offs_k, mk, GK, BK))
-            kj = tl.load(rk_ptr + e * K + offs_k, mask=mk, other=0.0)
-            vj = tl.load(rv_ptr + e * V + offs_f, mask=mf, other=0.0)
-            bj = tl.load(rb_ptr + e)
-            S, uj = _seq_step(S, aj, kj, vj, bj, DELTA)
     S, ut = _seq_step(S, at, kt, vf, beta, DELTA)
     return S
 
@@ -184,8 +164,8 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
                 K: tl.constexpr, L: tl.constexpr, LP: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
                 BK: tl.constexpr, LPLOG: tl.constexpr, CACHED: tl.constexpr, DOTP: tl.constexpr = "ieee"):
     """Per-(row, head) terms of the chunked flush over the L inputs (ring entries 0..L-2, the current
-    input as entry L-1; padded with zeros to LP >= 16 entries). With Gc_j the inclusive cumsum of the
-    log decays (d_{i+1:j} = exp(Gc_j - Gc_i)):
+    input as entry L-1; padded with zeros to LP >= 16 entries). With Gc_j the cumulative log decays (the
+    ring's entries, then Gc_{L-1} = G_{L-2} + g_t, repeated on the padded entries; d_{i+1:j} = exp(Gc_j - Gc_i)):
 
     Kd [LP, BK] = k_j * d_{1:j}; Kd2 [LP, BK] = k_j * d_{j+1:L}; dL [BK] = d_{1:L};
     (delta rule) br [LP] betas and T = (I + M diag(br))^{-1} [LP, LP] with M[i, j] = sum_k k_i k_j d_{i+1:j}
@@ -205,18 +185,15 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
     Kr = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mring[:, None] & mk[None, :], other=0.0)
     Kr = tl.where(cur[:, None], kt[None, :], Kr)
     if GK == 1:
-        gr = tl.load(rg_ptr + ej, mask=mring, other=0.0)
-        gr = tl.where(cur, gts, gr)
-        Gc = tl.cumsum(gr, 0)                                                   # [LP]
-        gtot = tl.sum(tl.where(cur, Gc, 0.0), 0)
+        gtot = tl.load(rg_ptr + ring0 + L - 2) + gts                            # Gc_{L-1}
+        Gc = tl.where(mring, tl.load(rg_ptr + ej, mask=mring, other=0.0), gtot)    # [LP]
         Kd = Kr * tl.exp(Gc)[:, None]
         Kd2 = Kr * tl.exp(gtot - Gc)[:, None]
         dL = tl.exp(gtot + tl.zeros([BK], dtype=tl.float32))
     else:
+        gtot = tl.load(rg_ptr + (ring0 + L - 2) * GK + offs_k, mask=mk, other=0.0) + gt      # Gc_{L-1} [BK]
         Gr = tl.load(rg_ptr + ej[:, None] * GK + offs_k[None, :], mask=mring[:, None] & mk[None, :], other=0.0)
-        Gr = tl.where(cur[:, None], gt[None, :], Gr)
-        Gc = tl.cumsum(Gr, 0)                                                   # [LP, BK]
-        gtot = tl.sum(tl.where(cur[:, None], Gc, 0.0), 0)                       # [BK]
+        Gc = tl.where(mring[:, None], Gr, gtot[None, :])                        # [LP, BK]
         Kd = Kr * tl.exp(Gc)
         Kd2 = Kr * tl.exp(gtot[None, :] - Gc)
         dL = tl.exp(gtot)
@@ -238,16 +215,15 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
             M = tl.where(upper, tl.dot(Kr, tl.trans(Kr), input_precision=DOTP) * Dm, 0.0)
         else:
             # per-key decays: row i of M = sum_k k_i[k] k_j[k] exp(Gc_j[k] - Gc_i[k]) (no exp(+-Gc) factoring:
-            # that could overflow). k_i and g_i re-read from the ring (L1 hits; the running sum of the g_i is
-            # the cumsum), rows built as columns of M^T: no cross-warp extraction or layout change per step.
+            # that could overflow). k_i and Gc_i re-read from the ring (L1 hits), rows built as columns of
+            # M^T: no cross-warp extraction or layout change per step.
             MT = tl.zeros([LP, LP], dtype=tl.float32)
-            gci = tl.zeros([BK], dtype=tl.float32)
             for i in tl.range(0, L, loop_unroll_factor=1):
                 inring = i < L - 1
                 ki = tl.load(rk_ptr + (ring0 + i) * K + offs_k, mask=mk & inring, other=0.0)
                 ki = tl.where(inring, ki, kt)                                    # k_i [BK]
-                gi = tl.load(rg_ptr + (ring0 + i) * GK + offs_k, mask=mk & inring, other=0.0)
-                gci = gci + tl.where(inring, gi, gt)                             # Gc_i [BK]
+                gci = tl.load(rg_ptr + (ring0 + i) * GK + offs_k, mask=mk & inring, other=0.0)
+                gci = tl.where(inring, gci, gtot)                                # Gc_i [BK]
                 row = tl.sum(Kr * tl.exp(tl.minimum(Gc - gci[None, :], 0.0)) * ki[None, :], 1)
                 MT = tl.where((offs_j > i)[:, None] & (offs_j == i)[None, :], row[:, None], MT)
             M = tl.trans(MT)
@@ -329,8 +305,8 @@ def _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_p
     """S_L of rows ``offs_f``: conventional (L = 1) one sequential step, replay the chunked form (``PRE``: from
     the prefetched recurrence tile ``S0p``)."""
     if L == 1:
-        S = _flush_rows(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, sh, bh, ring0, h, at, kt, beta,
-                        offs_f, mf, offs_k, mk, K, V, L1, GK, DELTA, FMT_HP, BK)
+        S = _conventional_rows(hp0, hp1, hp2, v_ptr, sh, bh, at, kt, beta, offs_f, mf, offs_k, mk, K, V, DELTA,
+                               FMT_HP, BK)
     else:
         S = _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, kdl, cl,
                          beta, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
@@ -371,21 +347,21 @@ def _load_ring_keys(rk_ptr, rg_ptr, ej, mrow, offs_k, mk, K: tl.constexpr, GK: t
 
 
 @triton.jit
-def _ring_coeffs(Kr, gr, q, kt, gt, gts, GK: tl.constexpr):
-    """Ring terms of a non-flush step. ``Kr`` [L1P, BK] ring keys and ``gr`` their log decays ([L1P], or
-    [L1P, BK] when GK = K), both zero at the entries j >= h. The decay from entry j to now is
-    exp(sum_{l>j} g_l + g_t) (an exclusive reverse cumsum). Returns ``cq``, ``ck`` [L1P] (the entries'
-    decayed key products with q_t and k_t) and ``gam`` [BK] = gamma_{1:t} (decay of the checkpoint)."""
+def _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK: tl.constexpr):
+    """Ring terms of a non-flush step. ``Kr`` [L1P, BK] ring keys and ``Gr`` their cumulative log decays
+    ([L1P], or [L1P, BK] when GK = K), both zero at the entries j >= h; ``Gt`` [BK] (and for GK = 1 the scalar
+    ``Gts``) the current input's, G_t = G_{h-1} + g_t. The decay from entry j to now is exp(G_t - G_j).
+    Returns ``cq``, ``ck`` [L1P] (the entries' decayed key products with q_t and k_t) and ``gam`` [BK] =
+    gamma_{1:t} = exp(G_t) (decay of the checkpoint)."""
     if GK == 1:
-        g_after = tl.cumsum(gr, 0, reverse=True) - gr                        # sum_{l>j} g_l
-        dec = tl.exp(g_after + gts)                                          # [L1P]
+        dec = tl.exp(Gts - Gr)                                               # [L1P]
         cq = tl.sum(Kr * q[None, :], 1) * dec
         ck = tl.sum(Kr * kt[None, :], 1) * dec
     else:
-        dec = tl.exp(tl.cumsum(gr, 0, reverse=True) - gr + gt[None, :])
+        dec = tl.exp(Gt[None, :] - Gr)
         cq = tl.sum(Kr * dec * q[None, :], 1)
         ck = tl.sum(Kr * dec * kt[None, :], 1)
-    gam = tl.exp(tl.sum(gr, 0) + gt)
+    gam = tl.exp(Gt)
     return cq, ck, gam
 
 
@@ -446,15 +422,15 @@ def _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V: tl.constexpr, DELTA: 
 
 
 @triton.jit
-def _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, gt, beta, offs_k, mk, lead, K: tl.constexpr,
+def _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, lead, K: tl.constexpr,
                  GK: tl.constexpr, DELTA: tl.constexpr, CACHED: tl.constexpr):
-    """Append k_t, g_t (and beta_t where the flush recomputes the corrections) as ring entry ``eh``; only
-    the ``lead`` program of a (row, head) writes them."""
+    """Append k_t, the cumulative log decay G_t ([BK]; GK = 1: its element 0) and (where the flush recomputes
+    the corrections) beta_t as ring entry ``eh``; only the ``lead`` program of a (row, head) writes them."""
     tl.store(rk_ptr + eh * K + offs_k, kt, mask=mk & lead)
     if GK == 1:
-        tl.store(rg_ptr + eh + offs_k, gt, mask=(offs_k == 0) & lead)
+        tl.store(rg_ptr + eh + offs_k, Gt, mask=(offs_k == 0) & lead)
     else:
-        tl.store(rg_ptr + eh * GK + offs_k, gt, mask=mk & lead)
+        tl.store(rg_ptr + eh * GK + offs_k, Gt, mask=mk & lead)
     if DELTA and not CACHED:
         tl.store(rb_ptr + eh + offs_k, beta + tl.zeros(offs_k.shape, dtype=tl.float32), mask=(offs_k == 0) & lead)
 
@@ -673,16 +649,21 @@ def _step_program(
                 mj = offs_j < h
                 Kr = tl.where(mj[:, None], Kr_nf, 0.0)
                 Ur = tl.where(mj[:, None], Ur_nf, 0.0)
+                # G_t = G_{h-1} + g_t, G_{h-1} picked from the speculatively loaded ring (0 when h = 0)
                 if GK == 1:
-                    gr = tl.where(mj, g_nf, 0.0)                                     # [L1P]
+                    Gr = tl.where(mj, g_nf, 0.0)                                     # [L1P]
+                    Gts = tl.sum(tl.where(offs_j == h - 1, Gr, 0.0), 0) + gts
+                    Gt = Gts + tl.zeros([BK], dtype=tl.float32)
                 else:
-                    gr = tl.where(mj[:, None], g_nf, 0.0)                            # [L1P, BK]
-                cq, ck, gam = _ring_coeffs(Kr, gr, q, kt, gt, gts, GK)
+                    Gr = tl.where(mj[:, None], g_nf, 0.0)                            # [L1P, BK]
+                    Gt = tl.sum(tl.where((offs_j == h - 1)[:, None], Gr, 0.0), 0) + gt
+                    Gts = 0.0
+                cq, ck, gam = _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK)
                 o, u = _nonflush_rows(S_nf, Ur, cq, ck, gam, q, kt, vt, beta, DELTA)
                 tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
                 eh = ring0 + h
                 _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
-                _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, gt, beta, offs_k, mk, pv == 0, K, GK, DELTA, CACHED)
+                _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, pv == 0, K, GK, DELTA, CACHED)
 
 
 @triton.jit
@@ -698,28 +679,31 @@ def _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v, mv, V: tl.constex
 
 
 @triton.jit
-def _chunk_factors(q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K: tl.constexpr, BK: tl.constexpr, GK: tl.constexpr,
+def _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, K: tl.constexpr, GK: tl.constexpr,
                    DELTA: tl.constexpr):
-    """K chunk ``kc`` of gamma_{1:t} * q_t and (delta rule) gamma_{1:t} * k_t, fp32 ``[KC]``. GK = 1: ``gam`` is
-    the scalar decay, q_t and k_t chunks are (cache-hit) reloads in the chunk's layout; per-key decays (GK = K):
-    chunks of the whole-row products the program stored at ``xs_ptr`` (``[2, BK]`` per (row, head))."""
+    """K chunk ``kc`` of gamma_{1:t} * q_t and (delta rule) gamma_{1:t} * k_t, fp32 ``[KC]``, from (cache-hit)
+    reloads of the inputs in the chunk's layout. GK = 1: ``gam`` is the scalar decay; per-key decays (GK = K):
+    the chunk of gamma_{1:t} = exp(G_{h-1} + g_t), G_{h-1} from the ring row at ``gp_ptr`` (0 unless
+    ``has_prev``): the fused kernel's whole-row arithmetic, element by element."""
+    q = tl.load(q_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
+    k = tl.load(k_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
     if GK == 1:
-        xq = gam * tl.load(q_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
-        xk = gam * tl.load(k_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
+        gamc = gam
     else:
-        xq = tl.load(xs_ptr + bh * 2 * BK + kc, mask=mkc, other=0.0)
-        xk = tl.load(xs_ptr + bh * 2 * BK + BK + kc, mask=mkc, other=0.0)
-    if not DELTA:
-        xk = xq
+        Gp = tl.load(gp_ptr + kc, mask=mkc & has_prev, other=0.0)
+        gamc = tl.exp(Gp + tl.load(g_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32))
+    xq = gamc * q
+    xk = gamc * k if DELTA else xq
     return xq, xk
 
 
 @triton.jit
-def _add_chunk_rowsums(acc_q, acc_k, S, q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K: tl.constexpr, BK: tl.constexpr,
+def _add_chunk_rowsums(acc_q, acc_k, S, q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, K: tl.constexpr,
                        GK: tl.constexpr, DELTA: tl.constexpr):
     """Add key chunk ``kc`` of the read copy, ``S`` ``[BVA, KC]`` fp32, to the row sums: ``acc_q += S_c (gamma q)_c``
-    and (delta rule) ``acc_k += S_c (gamma k)_c`` (``[BVA]`` each). Returns ``(acc_q, acc_k)``."""
-    xq, xk = _chunk_factors(q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K, BK, GK, DELTA)
+    and (delta rule) ``acc_k += S_c (gamma k)_c`` (``[BVA]`` each; gamma chunks: :func:`_chunk_factors`). Returns
+    ``(acc_q, acc_k)``."""
+    xq, xk = _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, K, GK, DELTA)
     acc_q += tl.sum(S * xq[None, :], 1)
     if DELTA:
         acc_k += tl.sum(S * xk[None, :], 1)
@@ -729,7 +713,7 @@ def _add_chunk_rowsums(acc_q, acc_k, S, q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, 
 @triton.jit
 def _nonflush_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, lp0, lp1, lp2,
-    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, xs_ptr,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr,
     HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr, BK: tl.constexpr,
     BVA: tl.constexpr, KC: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_LP: tl.constexpr,
     CACHED: tl.constexpr, PREFETCH: tl.constexpr, STAGES: tl.constexpr,
@@ -745,7 +729,8 @@ def _nonflush_kernel(
     reduced; ``STAGES`` > 0: a loop software-pipelined over that many stages (asynchronous copies of the next
     chunks into shared memory; :func:`nonflush_config`). Either way the chunks' row sums are added in chunk
     order, as :func:`_rowdot` and :func:`.reference._chunked_npsum` add them.
-    ``xs_ptr``: fp32 scratch ``[B * HV, 2, BK]`` (per-key decays only: gamma * q_t, gamma * k_t).
+    Per-key decays (kda): each chunk computes its own slice of gamma_{1:t} from the ring's last cumulative log
+    decay (:func:`_chunk_factors`).
     Flush rows (``h + 1 >= L``) are left to the flush launches."""
     NKC: tl.constexpr = BK // KC
     head = tl.program_id(1)
@@ -770,14 +755,18 @@ def _nonflush_kernel(
         mj = offs_j < h                     # h <= L - 2: only live entries are read
         ej = ring0 + offs_j
         Ur, vt = _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v, mv, V, DELTA)
-        Kr, gr = _load_ring_keys(rk_ptr, rg_ptr, ej, mj, offs_k, mk, K, GK)
-        cq, ck, gam = _ring_coeffs(Kr, gr, q, kt, gt, gts, GK)
+        Kr, Gr = _load_ring_keys(rk_ptr, rg_ptr, ej, mj, offs_k, mk, K, GK)
+        # G_t = G_{h-1} + g_t from the last live ring entry (0 when h = 0)
+        gp_ptr = rg_ptr + (ring0 + h - 1) * GK
         if GK == 1:
-            gam = tl.exp(tl.sum(gr, 0) + gts)   # the scalar behind _ring_coeffs' [BK] vector
-        else:   # per-key decays: the whole-row products, for the chunks to reload in their own layout
-            tl.store(xs_ptr + bh * 2 * BK + offs_k, gam * q)
-            tl.store(xs_ptr + bh * 2 * BK + BK + offs_k, gam * kt)
-            tl.debug_barrier()
+            Gts = tl.load(gp_ptr, mask=h > 0, other=0.0) + gts
+            Gt = Gts + tl.zeros([BK], dtype=tl.float32)
+        else:
+            Gt = tl.load(gp_ptr + offs_k, mask=mk & (h > 0), other=0.0) + gt
+            Gts = 0.0
+        cq, ck, gam = _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK)
+        if GK == 1:
+            gam = tl.exp(Gts)   # the scalar behind _ring_coeffs' [BK] vector
         # the chunks' row sums are added in chunk order (acc = ((p0 + p1) + p2) + p3, as _rowdot)
         acc_q = tl.zeros([BVA], dtype=tl.float32)
         acc_k = tl.zeros([BVA], dtype=tl.float32)
@@ -786,8 +775,8 @@ def _nonflush_kernel(
                 kc = c * KC + offs_c
                 mkc = kc < K
                 S = _load_tile(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, True, c * KC)
-                acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K, BK, GK,
-                                                  DELTA)
+                acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam, kc,
+                                                  mkc, K, GK, DELTA)
         else:
             for c in tl.static_range(NKC):
                 kc = c * KC + offs_c
@@ -799,8 +788,8 @@ def _nonflush_kernel(
                 if PREFETCH and c + 1 < NKC:    # the next chunk's loads before this chunk is reduced
                     S_next = _load_tile(lp0, lp1, lp2, sh, offs_v, kc + KC, mv, kc + KC < K, K, V, FMT_LP, KC, True,
                                         (c + 1) * KC)
-                acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, q_ptr, k_ptr, xs_ptr, bh, gam, kc, mkc, K, BK, GK,
-                                                  DELTA)
+                acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam, kc,
+                                                  mkc, K, GK, DELTA)
         acc_q = tl.sum(Ur * cq[:, None], 0) + acc_q
         if DELTA:
             acc_k = tl.sum(Ur * ck[:, None], 0) + acc_k
@@ -811,7 +800,7 @@ def _nonflush_kernel(
         tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
         eh = ring0 + h
         _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
-        _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, gt, beta, offs_k, mk, True, K, GK, DELTA, CACHED)
+        _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, True, K, GK, DELTA, CACHED)
 
 
 def _num_sms(device) -> int:
@@ -953,7 +942,7 @@ def flush_dot_precision(cache) -> str:
 
 NONFLUSH_DELTA_MAXNREG = 128   # non-flush register cap of the delta-rule families (nonflush_config)
 NONFLUSH_STAGES = 3            # software-pipeline stages of the non-flush key-chunk loop (nonflush_config)
-NONFLUSH_STAGED_PER_SM = 32    # fp32 / 16-bit read copies: staged from this many non-flush programs per SM
+NONFLUSH_STAGED_PER_SM = 32    # >= 8-bit read copies: staged from this many non-flush programs per SM
 
 
 def nonflush_config(cache, batch: int) -> tuple[int, int, bool, int, int | None, int]:
@@ -973,11 +962,14 @@ def nonflush_config(cache, batch: int) -> tuple[int, int, bool, int, int | None,
     without (reports/bench/full_39b0202/nonflush_sweep*.md): fp32 gdn 172 / 218, mamba2 330 / 343, kda 231 /
     235; fp8 113 / 120, 197 / 195, 198 / 225; fp16 137 / 140, 254 / 230, 260 / 252; nvfp4/fp16 146 / 146,
     247 / 207, 250 / 245. ``maxnreg`` (knob ``nonflush_maxnreg``; 0 = no cap): :data:`NONFLUSH_DELTA_MAXNREG` for the
-    delta rule (gdn, kda) except per-key decays (kda) with 2 warps, else none. H200, B = 256, non-flush step,
+    delta rule (gdn, kda) except kda's fp32 read copies in 2-warp programs, else none. H200, B = 256, non-flush
+    step, kda with the cumulative-decay ring, staged, uncapped -> capped (reports/bench/sweeps_2026-11-30e/
+    prefix_kda_cfg.md): fp32 173.4 -> 180.1 us, fp16 138.6 -> 115.8, fp8+sr 101.2 -> 91.4, nvfp4/fp16 166.9 ->
+    145.2. Earlier (before that ring, uncapped -> capped),
     uncapped -> capped (reports/bench/sweeps_2026-11-30c/nf_cap_gdn.md, kda_cap_b256.md): kda fp32 (4 warps, 3 -> 4
     programs per SM) 228.7 -> 205.0 us; gdn 2-warp programs (6 -> 8 per SM for fp16, 4 -> 8 for nvfp4) fp16 111.9 ->
     106.6, nvfp4/fp16 133.6 -> 127.2, nvfp4+sr 131.2 -> 123.7, fp8+sr unchanged; gdn fp32 needs 128 anyway. Not
-    capped: kda 2-warp programs (fp16 158 -> 231 capped) and mamba2 (fp32 330 -> 378, fp16 215 -> 225;
+    capped then: kda 2-warp programs (fp16 158 -> 231 capped) and mamba2 (fp32 330 -> 378, fp16 215 -> 225;
     sweeps_2026-11-30b/nonflush_warps*.md); caps of 96 / 112 were slower for every fp32 read copy
     (sweeps_2026-11-30c/nf_cap_fp32.md).
 
@@ -985,9 +977,11 @@ def nonflush_config(cache, batch: int) -> tuple[int, int, bool, int, int | None,
     (Triton's ``tl.range(num_stages=...)``: the next chunks' loads are asynchronous copies into shared memory, so
     they are in flight while the current chunk is reduced without holding registers; ``prefetch`` and the
     before-``h`` load of the first chunk then do not apply), with ``BVA * KC / 2048`` warps in 2..16 by default
-    (2 for K = 128). Default :data:`NONFLUSH_STAGES` for nvfp4 read copies (not per-key decays) and, on grids of
-    at least :data:`NONFLUSH_STAGED_PER_SM` programs per SM, fp32 and 16-bit ones; none for 8-bit read copies and
-    kda's nvfp4. H200, B = 256, non-flush us per step, unstaged -> staged
+    (2 for K = 128). Default :data:`NONFLUSH_STAGES` for nvfp4 read copies and, on grids of at least
+    :data:`NONFLUSH_STAGED_PER_SM` programs per SM, fp32 and 16-bit ones and kda's 8-bit ones; none for gdn's and
+    mamba2's 8-bit read copies. kda with the cumulative-decay ring, B = 256, unstaged -> staged (capped; ``prefix_kda_cfg.md``):
+    fp8+sr 111.2 -> 91.4, nvfp4/fp16 202.6 -> 145.2 (uncapped unstaged: 95.2, 172.7). Before that ring, H200,
+    B = 256, non-flush us per step, unstaged -> staged
     (reports/bench/sweeps_2026-11-30d/nf_stages*.md): fp32 gdn 172.8 -> 165.2, kda 203.6 -> 189.6, mamba2 327.5 ->
     314.6; fp16 gdn 108.9 -> 104.4, kda 156.5 -> 156.2, mamba2 214.7 -> 200.2; nvfp4/fp16 gdn 126.6 -> 108.4,
     mamba2 203.8 -> 198.8; not staged: fp8 gdn 77.3 (79.3 staged), kda 127.3 (140.5), mamba2 170.3 (167.2),
@@ -1003,9 +997,10 @@ def nonflush_config(cache, batch: int) -> tuple[int, int, bool, int, int | None,
     stages = getattr(cache, "nonflush_stages", None)
     if stages is None:
         if bits < 8:
-            staged = not getattr(cache, "per_key", False)
+            staged = True
         else:
-            staged = bits != 8 and batch * cache.num_heads >= NONFLUSH_STAGED_PER_SM * _num_sms(cache.device)
+            staged = ((bits != 8 or getattr(cache, "per_key", False))
+                      and batch * cache.num_heads >= NONFLUSH_STAGED_PER_SM * _num_sms(cache.device))
         stages = NONFLUSH_STAGES if staged else 0
     if isinstance(stages, bool) or not isinstance(stages, int) or not 0 <= stages <= 8:
         raise ValueError(f"nonflush_stages={stages!r}: pipeline stages of the key-chunk loop, 0 (none) to 8")
@@ -1021,7 +1016,7 @@ def nonflush_config(cache, batch: int) -> tuple[int, int, bool, int, int | None,
         raise ValueError(f"nonflush_warps={warps}: a power of two from 1 to 32")
     maxnreg = getattr(cache, "nonflush_maxnreg", None)
     if maxnreg is None:
-        capped = getattr(cache, "delta", False) and (warps >= 4 or not getattr(cache, "per_key", False))
+        capped = getattr(cache, "delta", False) and (warps >= 4 or bits != 32 or not getattr(cache, "per_key", False))
         maxnreg = NONFLUSH_DELTA_MAXNREG if capped else 0
     if isinstance(maxnreg, bool) or not isinstance(maxnreg, int) or not (maxnreg == 0 or 24 <= maxnreg <= 255):
         raise ValueError(f"nonflush_maxnreg={maxnreg!r}: registers per thread, 24 to 255, or 0 for no cap")
@@ -1114,11 +1109,10 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         if side is not None:
             main = torch.cuda.current_stream(v.device)
             side.wait_stream(main)
-        # every scratch of the step is allocated before the first launch and kept until the join: a block freed
-        # on the caller's stream between the launches (the non-flush scratch) could otherwise be handed to a
-        # side-stream tensor (the flush-row list) while the non-flush kernel still writes it
+        # every scratch of the step is allocated before the first launch and kept until the join (a block freed
+        # on the caller's stream between the launches could otherwise be handed to another tensor while a
+        # side-stream kernel still uses it)
         BVA, KC, prefetch, nw, nf_maxnreg, stages = nonflush_config(cache, B)
-        xs = torch.empty(B * HV * 2 * BK if cache.per_key else 1, dtype=torch.float32, device=v.device)
         BVI, BVF, nwf, _, fpre, scratch, per_sm = flush_config(cache, B, launch)   # (its maxnreg: ``extra``)
         NVB = 1 if nvfp4 else triton.cdiv(V, BVI)
         nprog = min(B * HV * NVB, per_sm * _num_sms(v.device))
@@ -1130,7 +1124,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         nf_extra = _maxnreg_kwargs(nf_maxnreg, v.device)
         _nonflush_kernel[(1, HV, B)](
             q, k, v, g, beta, slot_idx, out, lp0, lp1, lp2,
-            cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count, xs, HV,
+            cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count, HV,
             K=K, V=V, L=cache.window, L1=consts["L1"], L1P=consts["L1P"], BK=BK, BVA=BVA, KC=KC,
             GK=consts["GK"], DELTA=cache.delta, FMT_LP=consts["FMT_LP"], CACHED=cached,
             PREFETCH=prefetch, STAGES=stages, num_warps=nw, **nf_extra)

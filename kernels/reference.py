@@ -11,7 +11,10 @@ kernel's power-of-two block, ring sums over the same zero-padded tiles).
 Flush semantics (shared by the kernel; see also docs/KERNELS.md)
 -----------------------------------------------------------------
 A slot's ring holds the ``h < L`` inputs received since its last flush
-(capacity ``L - 1``). A step with ``h + 1 < L`` is a *non-flush* step: it reads
+(capacity ``L - 1``); for the decays it keeps the *cumulative* log decay since
+the checkpoint, ``G_j = G_{j-1} + g_j`` (fp32, ``G_{-1} = 0``), so a step reads
+the decay from entry ``j`` to now as ``exp(G_t - G_j)`` without a scan over
+the ring (:func:`cumulative_log_decay`). A step with ``h + 1 < L`` is a *non-flush* step: it reads
 the read copy ``S_lp``, computes the output from ``S_lp`` plus the ring plus the
 current input (DESIGN.md sec. 2 unrolled formula; for the delta rule the
 current correction ``u_t`` uses ``S_{t-1} k_t`` from ``S_lp`` plus the ring),
@@ -116,11 +119,26 @@ def cached_corrections(cache) -> bool:
     return bool(cache.delta and cache.spec.shared)
 
 
+def cumulative_log_decay(G_prev: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """The ring's decay entry of an input: ``G_t = G_prev + g_t`` in fp32, the log decay from the checkpoint
+    through input t (``G_prev``: the previous entry's, 0 for the first input after a flush).
+
+    Why cumulative: a step needs the decay from every live entry j to now, ``exp(G_t - G_j)``; with raw
+    ``g_j`` in the ring that is a reverse cumsum over the ring, a scan that cost per-key decays (kda) 6-25%
+    of a non-flush step on the H200 (reports/bench/sweeps_2026-11-30e). The price: ``G_t - G_j`` carries
+    the rounding of ``G`` (absolute ~ ``|G_t| 2^-24``) where a sum of the ``g_l`` after j would not."""
+    return G_prev + g
+
+
 def replay_ring(cache, S, slots, h: int):
     """Apply the first ``h`` ring entries of ``slots`` to ``S`` sequentially: shared delta-rule specs with the
-    cached corrections ``u_j`` (as their flush does), otherwise recomputing ``u_j`` (mamba2: ``u = v``)."""
+    cached corrections ``u_j`` (as their flush does), otherwise recomputing ``u_j`` (mamba2: ``u = v``). The
+    per-entry decays are the differences of the ring's cumulative log decays."""
+    G_prev = torch.zeros_like(cache.ring_g[slots, :, 0])
     for j in range(h):
-        a = exp32(cache.ring_g[slots, :, j])
+        G = cache.ring_g[slots, :, j]
+        a = exp32(G - G_prev)
+        G_prev = G
         kj = cache.ring_k[slots, :, j]
         if cached_corrections(cache):
             S = S * a.unsqueeze(-2) + cache.ring_u[slots, :, j].unsqueeze(-1) * kj.unsqueeze(-2)
@@ -167,7 +185,8 @@ def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def chunked_flush_state(cache, S0, slots, k, v, g, beta):
     """S_L after the L - 1 ring entries of ``slots`` and the current input, chunked form (kernel op order).
 
-    With ``Gc_j`` the inclusive cumsum of the log decays over the L entries (d_{i+1:j} = exp(Gc_j - Gc_i)),
+    With ``Gc_j`` the cumulative log decays of the L entries (the ring's, then the current input's
+    ``Gc_{L-1} = G_{L-2} + g_t``; padded entries repeat ``Gc_{L-1}``), d_{i+1:j} = exp(Gc_j - Gc_i),
     ``Kd_j = k_j d_{1:j}``, ``Kd2_j = k_j d_{j+1:L}``:
 
     * delta rule, shared spec (Algorithm 1, :func:`cached_corrections`): ``u_0 .. u_{L-2}`` = the ring's cached
@@ -201,20 +220,18 @@ def chunked_flush_state(cache, S0, slots, k, v, g, beta):
     Kr[:, :, :L - 1] = _np(cache.ring_k[slots], BK)
     Kr[:, :, L - 1] = _np(k, BK)
     if cache.per_key:
-        Gr = np.zeros((n, HV, LP, BK), np.float32)
-        Gr[:, :, :L - 1] = _np(cache.ring_g[slots], BK)
-        Gr[:, :, L - 1] = _np(g, BK)
-        Gc = np.cumsum(Gr, axis=-2)
-        gtot = np.ascontiguousarray(Gc[:, :, L - 1])                          # [n, HV, BK]
+        Gc = np.zeros((n, HV, LP, BK), np.float32)
+        Gc[:, :, :L - 1] = _np(cache.ring_g[slots], BK)
+        gtot = Gc[:, :, L - 2] + _np(g, BK)                                     # [n, HV, BK]
+        Gc[:, :, L - 1:] = gtot[:, :, None, :]
         Kd = Kr * np.exp(Gc)
         Kd2 = Kr * np.exp(gtot[:, :, None, :] - Gc)
         dL = np.exp(gtot)
     else:
-        gr = np.zeros((n, HV, LP), np.float32)
-        gr[:, :, :L - 1] = cache.ring_g[slots][..., 0].cpu().numpy()
-        gr[:, :, L - 1] = g[..., 0].cpu().numpy()
-        Gc = np.cumsum(gr, axis=-1)
-        gtot = np.ascontiguousarray(Gc[:, :, L - 1])                          # [n, HV]
+        Gc = np.zeros((n, HV, LP), np.float32)
+        Gc[:, :, :L - 1] = cache.ring_g[slots][..., 0].cpu().numpy()
+        gtot = Gc[:, :, L - 2] + g[..., 0].cpu().numpy()                        # [n, HV]
+        Gc[:, :, L - 1:] = gtot[..., None]
         Kd = Kr * np.exp(Gc)[..., None]
         Kd2 = Kr * np.exp(gtot[..., None] - Gc)[..., None]
         dL = np.exp(gtot[..., None] + np.zeros(BK, np.float32))
@@ -294,7 +311,7 @@ def _flush(cache, slots, h, q, k, v, g, beta):
 
 def _non_flush(cache, slots, h, q, k, v, g, beta):
     """Non-flush step in the kernel's exact fp32 op order (numpy, ring as zero-padded ``[L1P, .]`` tiles,
-    decays from an exclusive reverse cumsum of the log decays), so that the cached corrections ``u_j`` are
+    decays ``exp(G_t - G_j)`` from the ring's cumulative log decays), so that the cached corrections ``u_j`` are
     bit-identical to the kernel's under the interpreter (shared delta-rule specs flush with them)."""
     n, HV, V = v.shape
     K = cache.head_k
@@ -307,24 +324,25 @@ def _non_flush(cache, slots, h, q, k, v, g, beta):
     ring_u = cache.ring_u if cache.delta else cache.ring_v
     Ur = np.zeros((n, HV, L1P, V), np.float32)
     Ur[:, :, :h] = ring_u[slots][:, :, :h].cpu().numpy()
+    # G_t = G_{h-1} + g_t (the new ring entry); the decay from entry j < h to now is exp(G_t - G_j)
+    G_prev = cache.ring_g[slots][:, :, h - 1] if h > 0 else torch.zeros_like(g)
+    Gt_entry = cumulative_log_decay(G_prev, g)                                  # [n, HV, GK]
     if cache.per_key:
-        gt = _np(g, BK)                                                          # [n, HV, BK]
+        Gt = _np(Gt_entry, BK)                                                   # [n, HV, BK]
         Gr = np.zeros((n, HV, L1P, BK), np.float32)
         Gr[:, :, :h] = _np(cache.ring_g[slots][:, :, :h], BK)
-        dec = np.exp(np.flip(np.cumsum(np.flip(Gr, -2), axis=-2), -2) - Gr + gt[:, :, None, :])
+        dec = np.exp(Gt[:, :, None, :] - Gr)
         cq = _npsum(Kr * dec * qn[:, :, None, :])
         ck = _npsum(Kr * dec * kn[:, :, None, :])
-        gam = np.exp(np.sum(Gr, axis=-2) + gt)
+        gam = np.exp(Gt)
     else:
-        gts = np.ascontiguousarray(g[..., 0].cpu().numpy())                       # [n, HV]
-        gt = gts[..., None] + np.zeros(BK, np.float32)
+        Gts = np.ascontiguousarray(Gt_entry[..., 0].cpu().numpy())                # [n, HV]
         gr = np.zeros((n, HV, L1P), np.float32)
         gr[:, :, :h] = cache.ring_g[slots][:, :, :h, 0].cpu().numpy()
-        g_after = np.flip(np.cumsum(np.flip(gr, -1), axis=-1), -1) - gr
-        dec = np.exp(g_after + gts[..., None])
+        dec = np.exp(Gts[..., None] - gr)
         cq = _npsum(Kr * qn[:, :, None, :]) * dec
         ck = _npsum(Kr * kn[:, :, None, :]) * dec
-        gam = np.exp(_npsum(gr)[..., None] + gt)
+        gam = np.exp(Gts)[..., None] + np.zeros(BK, np.float32)
     S = _np(cache.lp.decode(slots), BK)                                         # [n, HV, V, BK]
     acc_q = np.sum(Ur * cq[..., None], axis=-2) + _chunked_npsum(S * (gam * qn)[:, :, None, :])
     vn = v.cpu().numpy()
@@ -335,7 +353,7 @@ def _non_flush(cache, slots, h, q, k, v, g, beta):
     else:
         u = vn
     o = acc_q + u * _npsum(kn * qn)[..., None]
-    cache.ring_g[slots, :, h] = g
+    cache.ring_g[slots, :, h] = Gt_entry
     cache.ring_k[slots, :, h] = k
     if not cached_corrections(cache):    # raw v, beta: only the recompute (separate specs) and mamba2 need them
         cache.ring_v[slots, :, h] = v

@@ -94,6 +94,30 @@ def test_fp32_replay_equals_oracle(family, backend):
             assert torch.all(c.ring_count[slots] == (t + 1) % L)
 
 
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fp32_replay_strong_decays_equal_oracle(family, split):
+    """Log decays down to -12 per step (the ring's cumulative log decay reaches about -100 before a flush): the
+    decays exp(G_t - G_j) from the cumulative ring entries still keep outputs and states within 1e-5 of the
+    float64 oracle (fused and split launches; runs on the GPU too)."""
+    HV, K, V, L, T = 2, 16, 9, 16, 35
+    x = random_decode_inputs(family, T, 1, HV, K, V, generator=_gen(5), device=DEV, decay_scale=12.0)
+    S0 = torch.randn(1, HV, V, K, generator=_gen(6)).to(DEV)
+    c = _cache(family, "fp32", HV, K, V, "triton", L=L, slots=2, split_flush=split)
+    slot = torch.tensor([1], device=DEV)
+    c.load_state(slot, S0)
+    o_ref, s_ref = oracle_sequence(family, S0.cpu(), *(None if x[n] is None else x[n].cpu()
+                                                        for n in ("q", "k", "v", "g", "beta")))
+    assert c.ring_g.numel() and x["g"].min() < -11
+    for t in range(T):
+        o = _step(c, slot, x, t).cpu()
+        assert _rel(o, o_ref[t]) < 1e-5, (t, _rel(o, o_ref[t]))
+        if t == L - 2:   # a full ring: its last entry is the cumulative log decay since the checkpoint
+            G = x["g"][:L - 1, 0].double().sum(0)
+            assert torch.allclose(c.ring_g[1, :, L - 2].cpu().double().squeeze(-1), G.cpu().squeeze(-1), rtol=1e-6)
+    assert _rel(c.state(slot).cpu(), s_ref[T - 1]) < 1e-5
+
+
 @pytest.mark.parametrize("family", ["gdn", "kda"])
 def test_fp32_replay_window16_equals_oracle(family):
     HV, K, V, L, T = 2, 16, 9, 16, 35
@@ -409,9 +433,9 @@ def test_gpu_launch_config_heuristic(monkeypatch):
 
 def test_nonflush_launch_config(monkeypatch):
     """The split step's non-flush launch: all V rows, four key chunks (KC = max(16, BK / 4)), a software-pipelined
-    chunk loop (3 stages) for nvfp4 read copies (not kda) and, on large grids, fp32 and 16-bit ones, 2 warps for
-    staged loops and compressed read copies, register prefetch of the unstaged fp32 / 8-bit loops (H200 sweeps);
-    the knobs override."""
+    chunk loop (3 stages) for nvfp4 read copies and, on large grids, fp32 and 16-bit ones (and kda's 8-bit ones),
+    2 warps for staged loops and compressed read copies, register prefetch of the unstaged fp32 / 8-bit loops, a
+    register cap for the delta rule except kda's fp32 2-warp programs (H200 sweeps); the knobs override."""
     from types import SimpleNamespace
 
     from replayssm_quant.kernels import decode
@@ -424,14 +448,17 @@ def test_nonflush_launch_config(monkeypatch):
 
     monkeypatch.setattr(decode, "_num_sms", lambda device: 132)   # the H200
 
-    # staged key-chunk loop (3 stages, 2 warps for K = 128) for fp32, 16-bit and (not kda) nvfp4 read copies
+    # staged key-chunk loop (3 stages, 2 warps for K = 128) for fp32, 16-bit and nvfp4 read copies
     assert cfg("fp32") == (128, 32, False, 2, None, 3)
     assert cfg("fp8/fp16+sr") == (128, 32, True, 2, None, 0) and cfg("fp8+sr")[2] is True
-    # register cap 128: the delta rule (gdn: any warps; kda: 4+ warps), not mamba2; the knob overrides (0: none)
+    # register cap 128: the delta rule (gdn: any program; kda: except fp32 read copies in 2-warp programs), not
+    # mamba2; the knob overrides (0: none)
     kda, gdn = dict(per_key=True, delta=True), dict(delta=True)
-    assert cfg("fp32", **kda)[3:] == (2, None, 3) and cfg("fp16", **kda)[3:] == (2, None, 3)
+    assert cfg("fp32", **kda)[3:] == (2, None, 3) and cfg("fp16", **kda)[3:] == (2, 128, 3)
     assert cfg("fp32", nonflush_stages=0, **kda)[2:] == (True, 4, 128, 0)
-    assert cfg("nvfp4/fp16", **kda)[3:] == (2, None, 0) and cfg("nvfp4/fp16", **gdn)[3:] == (2, 128, 3)
+    assert cfg("nvfp4/fp16", **kda)[3:] == (2, 128, 3) and cfg("nvfp4/fp16", **gdn)[3:] == (2, 128, 3)
+    assert cfg("fp8+sr", **kda)[2:] == (False, 2, 128, 3) and cfg("fp8+sr", **gdn)[2:] == (True, 2, 128, 0)
+    assert cfg("fp8+sr", batch=64, **kda)[5] == 0                   # small grid: unstaged
     assert cfg("fp16", **gdn)[3:] == (2, 128, 3) and cfg("fp32", **gdn)[4] == 128
     assert cfg("fp16")[4] is None and cfg("fp32", V=64)[4] is None                 # mamba2
     assert cfg("fp32", nonflush_maxnreg=0, nonflush_stages=0, **kda)[4] is None and cfg("fp16", nonflush_maxnreg=96)[4] == 96
@@ -562,11 +589,11 @@ def _split_pair(family, spec, block_v, K=48, V=13, **kw):
     ("gdn", "fp32", 8, {}), ("gdn", "nvfp4+sr", None, {}), ("kda", "nvfp4/fp8+sr", None, {}),
     ("mamba2", "fp8+sr", 8, {}), ("gdn", "bf16/fp32", 16, {}),
     # the non-flush launch's unrolled chunk loop with the register prefetch the other way than its default (on
-    # for fp32 / 8-bit read copies), and its staged loop where the default is unrolled (8-bit, kda nvfp4)
+    # for fp32 / 8-bit read copies), and its staged loop where the default is unrolled (8-bit)
     ("gdn", "fp16", 8, dict(nonflush_prefetch=True, nonflush_stages=0)),
-    ("kda", "nvfp4/fp16", None, dict(nonflush_prefetch=True)),
+    ("kda", "nvfp4/fp16", None, dict(nonflush_prefetch=True, nonflush_stages=0)),
     ("mamba2", "fp32", 16, dict(nonflush_prefetch=False, nonflush_stages=0)),
-    ("gdn", "nvfp4/fp16", None, dict(nonflush_warps=4)), ("kda", "nvfp4/fp16", None, dict(nonflush_stages=3)),
+    ("gdn", "nvfp4/fp16", None, dict(nonflush_warps=4)), ("kda", "fp8+sr", None, dict(nonflush_stages=3)),
     ("mamba2", "fp8+sr", 8, dict(nonflush_stages=2)), ("gdn", "fp32", 8, dict(nonflush_stages=0)),
     # key dims with one (K <= 16) and two non-flush key chunks (K = 48 above: four)
     ("gdn", "fp32", 8, dict(K=16)), ("kda", "fp8/fp16+sr", None, dict(K=24)),
