@@ -835,6 +835,7 @@ def choose_block_v(cache, batch: int) -> int:
 
 FLUSH_PROGRAMS_PER_SM = 4   # persistent flush launch of a split step: 4 warps x 128 registers fill an SM
 REPLAY_MAXNREG = 128   # register cap of a large replay launch on the GPU (4 warps: 4 programs per SM)
+CONVENTIONAL_SR8_MAXNREG = 80   # conventional 8-warp launch, SR into an 8-bit checkpoint: 3 programs per SM
 
 
 def launch_config(cache, batch: int):
@@ -844,7 +845,11 @@ def launch_config(cache, batch: int):
     (conventional: 32, nvfp4 the whole head in one pass; replay: :func:`.reference.replay_flush_rows`,
     default 16, on the GPU 32 for tiles of >= 8192 elements (8+ warps); at most BV, >= 16 for the flush's
     tl.dot); ``num_warps = max(BV, BVF) * BK / 1024`` in 4..16.
-    ``maxnreg`` caps the registers per thread (None: no cap). The replay kernel's register count is set by
+    ``maxnreg`` caps the registers per thread (None: no cap). Conventional launches run uncapped except 8-warp
+    programs that round stochastically into an 8-bit checkpoint (:data:`CONVENTIONAL_SR8_MAXNREG`: the Philox
+    bits and the 8-bit encode take gdn / kda to ~162 registers, one program per SM; H200, B = 256, per step
+    uncapped / 128 / 80 registers, reports/bench/sweeps_2026-11-30e/conv_cap_b256.md: gdn fp8+sr 598 / 407 /
+    364 us, kda 623 / 413 / 388, mamba2 695 / 726 / 696; fp32 and fp16 unchanged or slower capped). The replay kernel's register count is set by
     its flush branch; uncapped, at BV = 32 / 4 warps (AOT for sm_90a with the launcher's 16-byte alignment)
     gdn fp32 needs 109 (4 programs per SM), nvfp4/fp16 146 and kda 155 (3 per SM). When the grid has more
     than 2 programs per SM, replay launches on the GPU get the cap :data:`REPLAY_MAXNREG` (4 programs of 4
@@ -883,6 +888,9 @@ def launch_config(cache, batch: int):
         and batch * cache.num_heads * triton.cdiv(V, BV) > 2 * _num_sms(cache.device)
     if maxnreg is None and large:
         maxnreg = REPLAY_MAXNREG
+    if (maxnreg is None and cache.window == 1 and cache.device.type == "cuda" and num_warps == 8
+            and cache.spec.sr and cache.spec.recur.bits_per_element == 8):
+        maxnreg = CONVENTIONAL_SR8_MAXNREG
     split = getattr(cache, "split_flush", None)
     if split is None:
         # a second launch costs ~3 us: only grids of > 8 programs per SM (H200, mamba2 at batch 1, 512
@@ -962,7 +970,7 @@ def nonflush_config(cache, batch: int) -> tuple[int, int, bool, int, int | None,
     without (reports/bench/full_39b0202/nonflush_sweep*.md): fp32 gdn 172 / 218, mamba2 330 / 343, kda 231 /
     235; fp8 113 / 120, 197 / 195, 198 / 225; fp16 137 / 140, 254 / 230, 260 / 252; nvfp4/fp16 146 / 146,
     247 / 207, 250 / 245. ``maxnreg`` (knob ``nonflush_maxnreg``; 0 = no cap): :data:`NONFLUSH_DELTA_MAXNREG` for the
-    delta rule (gdn, kda) except kda's fp32 read copies in 2-warp programs, else none. H200, B = 256, non-flush
+    delta rule (gdn, kda) except kda's 2-warp programs unless staged with a compressed read copy, else none. H200, B = 256, non-flush
     step, kda with the cumulative-decay ring, staged, uncapped -> capped (reports/bench/sweeps_2026-11-30e/
     prefix_kda_cfg.md): fp32 173.4 -> 180.1 us, fp16 138.6 -> 115.8, fp8+sr 101.2 -> 91.4, nvfp4/fp16 166.9 ->
     145.2. Earlier (before that ring, uncapped -> capped),
@@ -977,9 +985,9 @@ def nonflush_config(cache, batch: int) -> tuple[int, int, bool, int, int | None,
     (Triton's ``tl.range(num_stages=...)``: the next chunks' loads are asynchronous copies into shared memory, so
     they are in flight while the current chunk is reduced without holding registers; ``prefetch`` and the
     before-``h`` load of the first chunk then do not apply), with ``BVA * KC / 2048`` warps in 2..16 by default
-    (2 for K = 128). Default :data:`NONFLUSH_STAGES` for nvfp4 read copies and, on grids of at least
-    :data:`NONFLUSH_STAGED_PER_SM` programs per SM, fp32 and 16-bit ones and kda's 8-bit ones; none for gdn's and
-    mamba2's 8-bit read copies. kda with the cumulative-decay ring, B = 256, unstaged -> staged (capped; ``prefix_kda_cfg.md``):
+    (2 for K = 128). Default :data:`NONFLUSH_STAGES` for nvfp4 read copies (kda: on large grids only) and, on
+    grids of at least :data:`NONFLUSH_STAGED_PER_SM` programs per SM, fp32 and 16-bit ones and kda's 8-bit ones;
+    none for gdn's and mamba2's 8-bit read copies. kda with the cumulative-decay ring, B = 256, unstaged -> staged (capped; ``prefix_kda_cfg.md``):
     fp8+sr 111.2 -> 91.4, nvfp4/fp16 202.6 -> 145.2 (uncapped unstaged: 95.2, 172.7). Before that ring, H200,
     B = 256, non-flush us per step, unstaged -> staged
     (reports/bench/sweeps_2026-11-30d/nf_stages*.md): fp32 gdn 172.8 -> 165.2, kda 203.6 -> 189.6, mamba2 327.5 ->
@@ -996,11 +1004,11 @@ def nonflush_config(cache, batch: int) -> tuple[int, int, bool, int, int | None,
     bits = cache.spec.read.bits_per_element
     stages = getattr(cache, "nonflush_stages", None)
     if stages is None:
-        if bits < 8:
-            staged = True
+        large = batch * cache.num_heads >= NONFLUSH_STAGED_PER_SM * _num_sms(cache.device)
+        if getattr(cache, "per_key", False):
+            staged = large
         else:
-            staged = ((bits != 8 or getattr(cache, "per_key", False))
-                      and batch * cache.num_heads >= NONFLUSH_STAGED_PER_SM * _num_sms(cache.device))
+            staged = bits < 8 or (bits != 8 and large)
         stages = NONFLUSH_STAGES if staged else 0
     if isinstance(stages, bool) or not isinstance(stages, int) or not 0 <= stages <= 8:
         raise ValueError(f"nonflush_stages={stages!r}: pipeline stages of the key-chunk loop, 0 (none) to 8")
@@ -1016,7 +1024,8 @@ def nonflush_config(cache, batch: int) -> tuple[int, int, bool, int, int | None,
         raise ValueError(f"nonflush_warps={warps}: a power of two from 1 to 32")
     maxnreg = getattr(cache, "nonflush_maxnreg", None)
     if maxnreg is None:
-        capped = getattr(cache, "delta", False) and (warps >= 4 or bits != 32 or not getattr(cache, "per_key", False))
+        per_key = getattr(cache, "per_key", False)
+        capped = getattr(cache, "delta", False) and (not per_key or warps >= 4 or (stages > 0 and bits != 32))
         maxnreg = NONFLUSH_DELTA_MAXNREG if capped else 0
     if isinstance(maxnreg, bool) or not isinstance(maxnreg, int) or not (maxnreg == 0 or 24 <= maxnreg <= 255):
         raise ValueError(f"nonflush_maxnreg={maxnreg!r}: registers per thread, 24 to 255, or 0 for no cap")

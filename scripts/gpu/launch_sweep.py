@@ -1,4 +1,5 @@
-"""Sweep of launcher knobs (GPU): time replay steps of families x specs at one batch under several knob sets.
+"""Sweep of launcher knobs (GPU): time decode steps (replay, or ``--mode conventional``) of families x specs at one
+batch under several knob sets.
 
 Each variant is a set of launcher knobs (``kernels.bench.LAUNCH_KNOBS``: cache attributes read by
 ``kernels.decode``), written ``name=value,name=value`` (``kernels.bench.parse_knobs``); ``default`` is the
@@ -43,6 +44,7 @@ def main(argv=None):
     p.add_argument("--families", default="gdn")
     p.add_argument("--specs", default="fp32")
     p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--mode", default="replay", choices=("replay", "conventional"))
     p.add_argument("--rep-ms", type=int, default=20)
     p.add_argument("--phases", default="step,nonflush,flush", help=f"comma list of {', '.join(PHASES)}")
     p.add_argument("--variants", default="default", help="';'-separated knob sets (name=value,...; 'default')")
@@ -63,13 +65,14 @@ def main(argv=None):
     for fam, spec, (name, knobs) in tqdm(todo, desc="launch sweep"):
         if key != fam:
             x, key = bench_inputs(fam, a.batch, SHAPES[fam], 16, dev), fam
-        r = bench_kernel(fam, spec, "replay", a.batch, SHAPES[fam], 16, timer, dev, x, knobs, phases)
+        r = bench_kernel(fam, spec, a.mode, a.batch, SHAPES[fam], 16, timer, dev, x, knobs, phases)
         rows.append(dict(variant=name, **r))
         pd.DataFrame(rows).to_csv(os.path.join(a.out, f"{a.stem}.csv"), index=False)
     cols = ["family", "spec", "variant", "time_us", "nonflush_us", "flush_us", "block_v", "flush_block_v",
             "nonflush_warps", "nonflush_maxnreg", "nonflush_stages", "flush_item_v", "flush_warps", "flush_programs",
             "maxnreg", "prefetch", "flush_prefetch", "flush_scratch", "flush_dot", "flush_stream"]
-    print(write_table(a.out, a.stem, f"Launcher knob sweep (batch {a.batch}, L = 16, phases {', '.join(phases)})",
+    print(write_table(a.out, a.stem, f"Launcher knob sweep ({a.mode}, batch {a.batch}, L = 16, phases "
+                                     f"{', '.join(phases)})",
                       pd.DataFrame(rows), dev, cols))
 
 

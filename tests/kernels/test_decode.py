@@ -416,6 +416,8 @@ def test_gpu_launch_config_heuristic(monkeypatch):
     assert cfg("fp32", 16, 1, per_key=True)[0] == 32                 # kda: V-blocks of >= 32 rows
     assert cfg("fp32", 1, 1, per_key=True)[0] == 8                   # (conventional: unchanged)
     assert cfg("fp32", 1, 256) == (64, 32, 8, False, None, False)    # conventional: unchanged 8192 tiles
+    assert cfg("fp8+sr", 1, 256)[4] == 80 and cfg("fp8", 1, 256)[4] is None    # SR into 8 bits: 3 programs per SM
+    assert cfg("fp8+sr", 1, 256, maxnreg=0)[4] is None and cfg("fp16+sr", 1, 256)[4] is None
     assert cfg("fp32", 16, 256, block_v=64) == (64, 32, 8, False, 128, True)
     assert cfg("fp32", 16, 256, block_v=64, maxnreg=0) == (64, 32, 8, False, None, True)
     assert cfg("fp32", 16, 256, maxnreg=96) == (32, 16, 4, False, 96, True)
@@ -451,14 +453,15 @@ def test_nonflush_launch_config(monkeypatch):
     # staged key-chunk loop (3 stages, 2 warps for K = 128) for fp32, 16-bit and nvfp4 read copies
     assert cfg("fp32") == (128, 32, False, 2, None, 3)
     assert cfg("fp8/fp16+sr") == (128, 32, True, 2, None, 0) and cfg("fp8+sr")[2] is True
-    # register cap 128: the delta rule (gdn: any program; kda: except fp32 read copies in 2-warp programs), not
-    # mamba2; the knob overrides (0: none)
+    # register cap 128: the delta rule (gdn: any program; kda: 4+ warps, or staged 2-warp programs of a compressed
+    # read copy), not mamba2; the knob overrides (0: none)
     kda, gdn = dict(per_key=True, delta=True), dict(delta=True)
     assert cfg("fp32", **kda)[3:] == (2, None, 3) and cfg("fp16", **kda)[3:] == (2, 128, 3)
     assert cfg("fp32", nonflush_stages=0, **kda)[2:] == (True, 4, 128, 0)
     assert cfg("nvfp4/fp16", **kda)[3:] == (2, 128, 3) and cfg("nvfp4/fp16", **gdn)[3:] == (2, 128, 3)
     assert cfg("fp8+sr", **kda)[2:] == (False, 2, 128, 3) and cfg("fp8+sr", **gdn)[2:] == (True, 2, 128, 0)
-    assert cfg("fp8+sr", batch=64, **kda)[5] == 0                   # small grid: unstaged
+    assert cfg("fp8+sr", batch=64, **kda)[3:] == (2, None, 0)         # small grids: unstaged, uncapped
+    assert cfg("nvfp4/fp16", batch=64, **kda)[3:] == (2, None, 0) and cfg("nvfp4/fp16", batch=64, **gdn)[5] == 3
     assert cfg("fp16", **gdn)[3:] == (2, 128, 3) and cfg("fp32", **gdn)[4] == 128
     assert cfg("fp16")[4] is None and cfg("fp32", V=64)[4] is None                 # mamba2
     assert cfg("fp32", nonflush_maxnreg=0, nonflush_stages=0, **kda)[4] is None and cfg("fp16", nonflush_maxnreg=96)[4] == 96
@@ -589,9 +592,9 @@ def _split_pair(family, spec, block_v, K=48, V=13, **kw):
     ("gdn", "fp32", 8, {}), ("gdn", "nvfp4+sr", None, {}), ("kda", "nvfp4/fp8+sr", None, {}),
     ("mamba2", "fp8+sr", 8, {}), ("gdn", "bf16/fp32", 16, {}),
     # the non-flush launch's unrolled chunk loop with the register prefetch the other way than its default (on
-    # for fp32 / 8-bit read copies), and its staged loop where the default is unrolled (8-bit)
+    # for fp32 / 8-bit read copies), and its staged loop where the default (here: a small grid) is unrolled
     ("gdn", "fp16", 8, dict(nonflush_prefetch=True, nonflush_stages=0)),
-    ("kda", "nvfp4/fp16", None, dict(nonflush_prefetch=True, nonflush_stages=0)),
+    ("kda", "nvfp4/fp16", None, dict(nonflush_stages=3)),
     ("mamba2", "fp32", 16, dict(nonflush_prefetch=False, nonflush_stages=0)),
     ("gdn", "nvfp4/fp16", None, dict(nonflush_warps=4)), ("kda", "fp8+sr", None, dict(nonflush_stages=3)),
     ("mamba2", "fp8+sr", 8, dict(nonflush_stages=2)), ("gdn", "fp32", 8, dict(nonflush_stages=0)),
