@@ -27,8 +27,8 @@ entries ``j >= h`` are dropped with ``tl.where`` (stale entries may hold
 anything). Per program, non-flush step (ring holds ``h`` entries, ``h + 1 < L``):
 reads the read copy tile once and computes ``S_lp (gamma_{1:t} * q)`` and, for the
 delta rule, ``S_lp (gamma_{1:t} * k)`` in the same pass; the ring terms come from
-``[L-1, K]`` / ``[L-1, BV]`` tiles (decays from an exclusive reverse cumsum of the
-log decays). Flush step: reads the recurrence tile, builds S_L in registers
+``[L-1, K]`` / ``[L-1, BV]`` tiles (decays exp(G_t - G_j) from the cumulative
+log decays the ring keeps). Flush step: reads the recurrence tile, builds S_L in registers
 (chunked form; delta rule: shared specs use the ring's cached corrections
 (Algorithm 1), separate specs recompute them from S_hp (Algorithm 3)), writes
 the recurrence tile (and the read tile when separate).
@@ -347,6 +347,23 @@ def _load_ring_keys(rk_ptr, rg_ptr, ej, mrow, offs_k, mk, K: tl.constexpr, GK: t
 
 
 @triton.jit
+def _current_log_decay(Gr, offs_j, h, gt, gts, GK: tl.constexpr, BK: tl.constexpr):
+    """G_t = G_{h-1} + g_t, the current input's cumulative log decay (its ring entry), G_{h-1} picked from the
+    ring's ``Gr`` ([L1P], or [L1P, BK] when GK = K; 0 when h = 0). Returns (``Gt`` [BK], ``Gts``: for GK = 1 the
+    scalar, else 0). The split non-flush kernel picks the scalar so too (loading it again let the compiler keep
+    the ring tiles live across the chunk loop: mamba2 nvfp4/fp16 non-flush step 213.6 -> 197.4 us at B = 256),
+    but loads kda's row h - 1 directly (the cross-warp pick over ``[L1P, BK]`` cost kda 4-6%;
+    reports/bench/sweeps_2026-11-30e/pick_b256.md)."""
+    if GK == 1:
+        Gts = tl.sum(tl.where(offs_j == h - 1, Gr, 0.0), 0) + gts
+        Gt = Gts + tl.zeros([BK], dtype=tl.float32)
+    else:
+        Gt = tl.sum(tl.where((offs_j == h - 1)[:, None], Gr, 0.0), 0) + gt
+        Gts = 0.0
+    return Gt, Gts
+
+
+@triton.jit
 def _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK: tl.constexpr):
     """Ring terms of a non-flush step. ``Kr`` [L1P, BK] ring keys and ``Gr`` their cumulative log decays
     ([L1P], or [L1P, BK] when GK = K), both zero at the entries j >= h; ``Gt`` [BK] (and for GK = 1 the scalar
@@ -649,15 +666,11 @@ def _step_program(
                 mj = offs_j < h
                 Kr = tl.where(mj[:, None], Kr_nf, 0.0)
                 Ur = tl.where(mj[:, None], Ur_nf, 0.0)
-                # G_t = G_{h-1} + g_t, G_{h-1} picked from the speculatively loaded ring (0 when h = 0)
                 if GK == 1:
                     Gr = tl.where(mj, g_nf, 0.0)                                     # [L1P]
-                    Gts = tl.sum(tl.where(offs_j == h - 1, Gr, 0.0), 0) + gts
-                    Gt = Gts + tl.zeros([BK], dtype=tl.float32)
                 else:
                     Gr = tl.where(mj[:, None], g_nf, 0.0)                            # [L1P, BK]
-                    Gt = tl.sum(tl.where((offs_j == h - 1)[:, None], Gr, 0.0), 0) + gt
-                    Gts = 0.0
+                Gt, Gts = _current_log_decay(Gr, offs_j, h, gt, gts, GK, BK)
                 cq, ck, gam = _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK)
                 o, u = _nonflush_rows(S_nf, Ur, cq, ck, gam, q, kt, vt, beta, DELTA)
                 tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
@@ -756,11 +769,9 @@ def _nonflush_kernel(
         ej = ring0 + offs_j
         Ur, vt = _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v, mv, V, DELTA)
         Kr, Gr = _load_ring_keys(rk_ptr, rg_ptr, ej, mj, offs_k, mk, K, GK)
-        # G_t = G_{h-1} + g_t from the last live ring entry (0 when h = 0)
-        gp_ptr = rg_ptr + (ring0 + h - 1) * GK
+        gp_ptr = rg_ptr + (ring0 + h - 1) * GK   # kda: G_{h-1}, also reloaded by the chunks for their gamma slice
         if GK == 1:
-            Gts = tl.load(gp_ptr, mask=h > 0, other=0.0) + gts
-            Gt = Gts + tl.zeros([BK], dtype=tl.float32)
+            Gt, Gts = _current_log_decay(Gr, offs_j, h, gt, gts, GK, BK)
         else:
             Gt = tl.load(gp_ptr + offs_k, mask=mk & (h > 0), other=0.0) + gt
             Gts = 0.0

@@ -5,7 +5,8 @@ Holds, for ``num_slots`` slots and ``num_heads`` (= HV) heads of ``[V, K]`` stat
 * ``hp``: the recurrence checkpoint in the spec's recurrence format;
 * ``lp``: the read copy in the read format (the same object as ``hp`` for a shared spec);
 * the ring of inputs received since the last flush, capacity ``L - 1``
-  (``ring_g float32 [S, HV, L-1, GK]`` log decays, GK = K for kda else 1;
+  (``ring_g float32 [S, HV, L-1, GK]`` cumulative log decays since the checkpoint, G_j = G_{j-1} + g_j
+  (:func:`.reference.cumulative_log_decay`), GK = K for kda else 1;
   ``ring_k [S, HV, L-1, K]``; ``ring_v [S, HV, L-1, V]`` raw v (mamba2: v = u);
   ``ring_beta [S, HV, L-1]``; ``ring_u [S, HV, L-1, V]`` the corrections
   (gdn/kda): used for outputs, and for a shared spec also by the flush
