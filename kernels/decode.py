@@ -296,10 +296,9 @@ def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, K
 
 
 @triton.jit
-def _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0, h,
-                                     at, kt, beta,
+def _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta,
              Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr,
-             L: tl.constexpr, L1: tl.constexpr, LP: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
+             L: tl.constexpr, LP: tl.constexpr, DELTA: tl.constexpr,
              FMT_HP: tl.constexpr, BK: tl.constexpr, CACHED: tl.constexpr, UMODE: tl.constexpr = 0, S0p=None,
              PRE: tl.constexpr = False, DOTP: tl.constexpr = "ieee"):
     """S_L of rows ``offs_f``: conventional (L = 1) one sequential step, replay the chunked form (``PRE``: from
@@ -612,9 +611,9 @@ def _step_program(
                     # the whole head fits one sub-block: one pass, S_L stays in registers
                     offs_f = tl.arange(0, BVF)
                     mf = offs_f < V
-                    S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
-                                 h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, L1, LP,
-                                 GK, DELTA, FMT_HP, BK, CACHED, DOTP=DOTP)
+                    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kd2,
+                                 dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK, CACHED,
+                                 DOTP=DOTP)
                     s_enc = nvfp4_encode_scale(nvfp4_amax(S))
                     _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                        seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
@@ -624,9 +623,9 @@ def _step_program(
                     for r in tl.range(0, NVF, loop_unroll_factor=1):
                         offs_f = r * BVF + tl.arange(0, BVF)
                         mf = offs_f < V
-                        S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
-                                     ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L,
-                                     L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 0 if SCRATCH else 1, DOTP=DOTP)
+                        S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd,
+                                     Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
+                                     CACHED, 0 if SCRATCH else 1, DOTP=DOTP)
                         if SCRATCH:
                             tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S)
                         amax = tl.maximum(amax, nvfp4_amax(S))
@@ -638,9 +637,9 @@ def _step_program(
                         if SCRATCH:
                             S = tl.load(scr_ptr + offs_f[:, None] * BK + offs_k[None, :])
                         else:
-                            S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh,
-                                         ring0, h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K,
-                                         V, L, L1, LP, GK, DELTA, FMT_HP, BK, CACHED, 2, DOTP=DOTP)
+                            S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta,
+                                         Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA,
+                                         FMT_HP, BK, CACHED, 2, DOTP=DOTP)
                         _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                            seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
                     _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
@@ -655,9 +654,9 @@ def _step_program(
                                          K, V, FMT_HP, BK)
                     else:
                         S0 = dL   # (unused)
-                    S = _flush_S(hp0, hp1, hp2, v_ptr, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, out_ptr, sh, bh, ring0,
-                                 h, at, kt, beta, Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, L1, LP,
-                                 GK, DELTA, FMT_HP, BK, CACHED, 0, S0, FPRE, DOTP)
+                    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kd2,
+                                 dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK, CACHED, 0,
+                                 S0, FPRE, DOTP)
                     _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                        seed, fc, 1.0, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
         elif L > 1:
