@@ -14,9 +14,9 @@ A slot's ring holds the ``h < L`` inputs received since its last flush
 (capacity ``L - 1``); for the decays it keeps the *cumulative* log decay since
 the checkpoint, ``G_j = G_{j-1} + g_j`` (fp32, ``G_{-1} = 0``), so a step reads
 the decay from entry ``j`` to now as ``exp(G_t - G_j)`` without a scan over
-the ring (:func:`cumulative_log_decay`). A step with ``h + 1 < L`` is a *non-flush* step: it reads
-the read copy ``S_lp``, computes the output from ``S_lp`` plus the ring plus the
-current input (DESIGN.md sec. 2 unrolled formula; for the delta rule the
+the ring (:func:`cumulative_log_decay`). A step with ``h + 1 < L`` is a
+*non-flush* step: it reads the read copy ``S_lp``, computes the output from
+``S_lp`` plus the ring plus the current input (DESIGN.md sec. 2 unrolled formula; for the delta rule the
 current correction ``u_t`` uses ``S_{t-1} k_t`` from ``S_lp`` plus the ring),
 and appends the current input as ring entry ``h``. A step with ``h + 1 == L`` is
 the *flush* step: it reads the recurrence checkpoint ``S_hp`` and builds
@@ -337,9 +337,9 @@ def _non_flush(cache, slots, h, q, k, v, g, beta):
         gam = np.exp(Gt)
     else:
         Gts = np.ascontiguousarray(Gt_entry[..., 0].cpu().numpy())                # [n, HV]
-        gr = np.zeros((n, HV, L1P), np.float32)
-        gr[:, :, :h] = cache.ring_g[slots][:, :, :h, 0].cpu().numpy()
-        dec = np.exp(Gts[..., None] - gr)
+        Gr = np.zeros((n, HV, L1P), np.float32)
+        Gr[:, :, :h] = cache.ring_g[slots][:, :, :h, 0].cpu().numpy()
+        dec = np.exp(Gts[..., None] - Gr)
         cq = _npsum(Kr * qn[:, :, None, :]) * dec
         ck = _npsum(Kr * kn[:, :, None, :]) * dec
         gam = np.exp(Gts)[..., None] + np.zeros(BK, np.float32)
