@@ -147,10 +147,10 @@ def bench_inputs(family, batch, shape, window, device):
 # nonflush_maxnreg (the non-flush launch's register cap, 0 = none; nonflush_config), nonflush_stages (its
 # key-chunk pipeline stages, 0 = none; nonflush_config); flush_item_v,
 # flush_prefetch, flush_scratch, flush_programs (flush_config); flush_dot (flush_dot_precision); flush_stream
-# (decode.flush_stream_mode)
+# (decode.flush_stream_mode); flush_stages (decode.flush_stages)
 LAUNCH_KNOBS = ("block_v", "flush_block_v", "maxnreg", "split_flush", "nonflush_prefetch", "flush_item_v",
                 "flush_prefetch", "flush_scratch", "flush_dot", "flush_programs", "nonflush_warps",
-                "nonflush_maxnreg", "flush_stream", "nonflush_stages")
+                "nonflush_maxnreg", "flush_stream", "nonflush_stages", "flush_stages")
 
 
 def parse_knobs(text: str) -> dict:
@@ -228,12 +228,15 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
         fl_us = timer(flush) * 1e3 / R
     elems = batch * cache.num_heads * cache.head_k * cache.head_v
     min_bytes = cache.spec.step_bytes_per_element(mode, window) * elems
-    from .decode import flush_config, flush_dot_precision, flush_stream_mode, launch_config, nonflush_config
+    from .decode import (flush_config, flush_dot_precision, flush_stages, flush_stream_mode, launch_config,
+                         nonflush_config)
     launch = launch_config(cache, batch)
     bv, bvf, nw, _, mr, split = launch
     _, _, pf, nfw, nfmr, nfst = nonflush_config(cache, batch)
-    bvi, _, nwf, _, fpre, fscr, fprog = flush_config(cache, batch, launch) if split else (None, None, None, None,
-                                                                                           False, False, None)
+    if split:
+        bvi, bvf, nwf, _, fpre, fscr, fprog, fst = flush_config(cache, batch, launch)
+    else:
+        bvi, nwf, fpre, fscr, fprog, fst = None, None, False, False, None, flush_stages(cache)
     row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,
                nonflush_us=nf_us, flush_us=fl_us, min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9,
                rotation=R,
@@ -242,7 +245,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
                nonflush_maxnreg=(nfmr or 0) if split else None, nonflush_stages=nfst if split else None,
                flush_item_v=bvi, flush_warps=nwf, flush_programs=fprog, flush_prefetch=fpre,
                flush_scratch=fscr, flush_dot=flush_dot_precision(cache) if window > 1 else None,
-               flush_stream=flush_stream_mode(cache) if split else None,
+               flush_stream=flush_stream_mode(cache) if split else None, flush_stages=fst,
                finite=bool(torch.isfinite(out).all()))
     del cache, out
     if device.type == "cuda":

@@ -819,6 +819,13 @@ def _num_sms(device) -> int:
     return 1
 
 
+def _conventional_small_tile(cache) -> bool:
+    """Conventional decoding of a 16-bit checkpoint with per-key decays (kda) or short heads (V <= 64, mamba2):
+    4096-element tiles (:func:`choose_block_v`)."""
+    return (cache.window == 1 and cache.spec.recur.bits_per_element == 16
+            and (getattr(cache, "per_key", False) or cache.head_v <= 64))
+
+
 def choose_block_v(cache, batch: int) -> int:
     """V-block size: the whole head on CPU; on GPU start from a [BV, BK] tile of 4096 fp32 elements for
     replay (BV = 32 for K = 128: 4 warps, <= 128 registers, 4 programs per SM; conventional 8192) and halve
@@ -831,8 +838,12 @@ def choose_block_v(cache, batch: int) -> int:
     if cache.device.type != "cuda":
         return full
     bk = block_k(cache.head_k)
-    # conventional (L = 1): 8192-element tiles, 8 warps, 64 registers (87% of copy bandwidth on the H200)
-    bv = min(full, max(8, (8192 if cache.window == 1 else 4096) // bk))
+    # conventional (L = 1): 8192-element tiles, 8 warps, 64 registers (87% of copy bandwidth on the H200), but
+    # 4096 for a 16-bit checkpoint with per-key decays or V <= 64 (H200, B = 256, conventional fp16 per step, 8192
+    # -> 4096: kda 174.1 -> 169.7 us, mamba2 319.9 -> 302.1; gdn 170.6 -> 178.2: reports/bench/
+    # sweeps_2026-11-30f/conv_cfg_b256.md)
+    tile = 4096 if cache.window > 1 or _conventional_small_tile(cache) else 8192
+    bv = min(full, max(8, tile // bk))
     target = 4 * _num_sms(cache.device)
     # replay: the flush's tl.dot needs >= 16 rows; per-key decays (kda): >= 32, every V-block program rebuilds
     # the ring's [L-1, K] decays (H200, batch 1, kda fp32 replay: 6.7 us at BV = 16, 6.0 at 32, 7.9 at 64;
@@ -855,7 +866,10 @@ def launch_config(cache, batch: int):
     (conventional: 32, nvfp4 the whole head in one pass; replay: :func:`.reference.replay_flush_rows`,
     default 16, on the GPU 32 for tiles of >= 8192 elements (8+ warps); at most BV, >= 16 for the flush's
     tl.dot); ``num_warps = max(BV, BVF) * BK / 1024`` in 4..16.
-    ``maxnreg`` caps the registers per thread (None: no cap). Conventional launches run uncapped except 8-warp
+    Conventional 16- and 8-bit checkpoints on the GPU: ``BVF = BV``, one sub-block per program (H200, B = 256,
+    per step, 32-row sub-blocks -> one of 64 rows, reports/bench/sweeps_2026-11-30f/conv_cfg_b256.md: gdn fp16
+    170.6 -> 163.5 us, fp8+sr 363.6 -> 352.2; kda fp8+sr 387.1 -> 366.4; mamba2 fp8+sr 695.6 -> 684.6; fp32 would
+    lose: gdn 272.1 -> 309.8). ``maxnreg`` caps the registers per thread (None: no cap). Conventional launches run uncapped except 8-warp
     programs that round stochastically into an 8-bit checkpoint (:data:`CONVENTIONAL_SR8_MAXNREG`: the Philox
     bits and the 8-bit encode take gdn / kda to ~162 registers, one program per SM; H200, B = 256, per step
     uncapped / 128 / 80 registers, reports/bench/sweeps_2026-11-30e/conv_cap_b256.md: gdn fp8+sr 598 / 407 /
@@ -883,6 +897,9 @@ def launch_config(cache, batch: int):
     BVF = getattr(cache, "flush_block_v", None) or 32
     if nvfp4 and cache.window == 1 and not getattr(cache, "flush_block_v", None):
         BV = BVF = triton.next_power_of_2(V)   # conventional nvfp4: one program and one pass per head
+    elif (cache.window == 1 and cache.device.type == "cuda" and cache.spec.recur.bits_per_element <= 16
+          and not getattr(cache, "flush_block_v", None)):
+        BVF = BV   # conventional 16- / 8-bit checkpoints: the whole V-block in one sub-block (see the docstring)
     BVF = min(BVF, triton.next_power_of_2(V)) if nvfp4 else min(BV, BVF)
     if cache.window > 1:   # the chunked flush: fp32 tl.dot (dims >= 16), row sub-blocks as the reference
         BV = max(BV, 16)
@@ -910,10 +927,21 @@ def launch_config(cache, batch: int):
     return BV, BVF, num_warps, nvfp4, (maxnreg or None), split
 
 
-def flush_config(cache, batch: int, launch=None) -> tuple[int, int, int, int | None, bool, bool, int]:
+def flush_config(cache, batch: int, launch=None) -> tuple[int, int, int, int | None, bool, bool, int, int | None]:
     """The split step's persistent flush launch (:func:`_flush_kernel`): ``(BVI, BVF, num_warps, maxnreg,
-    prefetch, scratch, programs_per_sm)``; ``launch``: :func:`launch_config`'s result for this batch, if the
-    caller has it.
+    prefetch, scratch, programs_per_sm, stages)``; ``launch``: :func:`launch_config`'s result for this batch, if
+    the caller has it.
+
+    ``BVF``: rows per flush sub-block, the launch's (:func:`launch_config`), but on the GPU 32 for a shared
+    16-bit checkpoint (fp16, bf16) unless the ``flush_block_v`` knob is set. ``stages`` (knob ``flush_stages``,
+    :func:`flush_stages`): the flush launch's ``num_stages``, by default 1 (no software pipeline: each
+    sub-block's recurrence tile and ring rows are loaded straight into registers instead of being copied
+    ahead into shared memory, which the sub-block's dot already loads heavily) unless a checkpoint is nvfp4
+    (None: Triton's default). H200, B = 256, us per flush step / per step, default -> 1 stage
+    (reports/bench/sweeps_2026-11-30f/fl_stages_b256.md): gdn fp32 474 -> 444 / 189.7 -> 188.0, kda fp32
+    491 -> 462, mamba2 fp32 878 -> 864, gdn fp8+sr 624 -> 595, kda 618 -> 587; fp16 with 32-row sub-blocks
+    (1 stage): gdn 485 -> 351 / 129.9 -> 121.5, kda 468 -> 356 / 137.5 -> 130.5, mamba2 711 -> 640 / 227.4 ->
+    222.9; nvfp4 mixed (gdn nvfp4+sr 1011 -> 1069, mamba2 2024 -> 1758): not changed.
 
     ``BVI``: rows of V per work item (not nvfp4; nvfp4: the whole head): the ``flush_item_v`` knob, default the
     whole head (next power of two; the per-(row, head) flush terms are computed once); a power of two, a multiple
@@ -928,6 +956,9 @@ def flush_config(cache, batch: int, launch=None) -> tuple[int, int, int, int | N
     507 whole head (525 with the prefetch); gdn nvfp4/fp16 2273 -> 2070 with the scratch, nvfp4+sr 1360 -> 1053;
     mamba2 fp32 1039 -> 916, kda fp32 682 -> 512 (whole head; with the prefetch 905 / 562)."""
     BV, BVF, _, nvfp4, maxnreg, _ = launch or launch_config(cache, batch)
+    if (cache.device.type == "cuda" and not getattr(cache, "flush_block_v", None) and cache.spec.shared
+            and cache.spec.recur.bits_per_element == 16):
+        BVF = max(BVF, min(32, triton.next_power_of_2(cache.head_v)))
     BVI = getattr(cache, "flush_item_v", None) or max(BVF, triton.next_power_of_2(cache.head_v))
     if not nvfp4 and (BVI % BVF or BVI & (BVI - 1)):
         raise ValueError(f"flush_item_v={BVI} must be a power of two and a multiple of the flush sub-block {BVF}")
@@ -938,7 +969,10 @@ def flush_config(cache, batch: int, launch=None) -> tuple[int, int, int, int | N
     programs = int(getattr(cache, "flush_programs", None) or FLUSH_PROGRAMS_PER_SM)
     if programs < 1:
         raise ValueError(f"flush_programs={programs}: at least 1 program per SM")
-    return BVI, BVF, nw, maxnreg, prefetch, scratch, programs
+    stages = flush_stages(cache)
+    if stages is None and not nvfp4:
+        stages = 1
+    return BVI, BVF, nw, maxnreg, prefetch, scratch, programs, stages
 
 
 FLUSH_DOT_PRECISIONS = ("ieee", "tf32x3")
@@ -1074,6 +1108,22 @@ def flush_side_stream(cache, device):
     return streams[key]
 
 
+def flush_stages(cache) -> int | None:
+    """The ``flush_stages`` knob, validated: software-pipeline stages of the flush's sub-block loops (the
+    ``num_stages`` launch option of the fused / conventional and the flush launches). None (not set): Triton's
+    default (the next sub-block's recurrence tile and ring rows are copied ahead into shared memory) except in the
+    split step's flush launch (:func:`flush_config`); 1: no pipeline (loads straight into registers)."""
+    stages = getattr(cache, "flush_stages", None)
+    if stages is not None and (isinstance(stages, bool) or not isinstance(stages, int) or not 1 <= stages <= 8):
+        raise ValueError(f"flush_stages={stages!r}: pipeline stages of the flush sub-block loops, 1 (none) to 8")
+    return stages
+
+
+def _stages_kwargs(stages) -> dict:
+    """Launch keyword for the software-pipeline stages of a kernel's loops (None: Triton's default)."""
+    return {} if stages is None else dict(num_stages=stages)
+
+
 def _maxnreg_kwargs(maxnreg, device) -> dict:
     """Launch keyword for a register cap (None / 0: no cap); CUDA only (the interpreter takes no ``maxnreg``)."""
     return dict(maxnreg=maxnreg) if maxnreg and device.type == "cuda" else {}
@@ -1132,12 +1182,13 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         # on the caller's stream between the launches could otherwise be handed to another tensor while a
         # side-stream kernel still uses it)
         BVA, KC, prefetch, nw, nf_maxnreg, stages = nonflush_config(cache, B)
-        BVI, BVF, nwf, _, fpre, scratch, per_sm = flush_config(cache, B, launch)   # (its maxnreg: ``extra``)
+        BVI, BVF, nwf, _, fpre, scratch, per_sm, fstages = flush_config(cache, B, launch)   # (maxnreg: ``extra``)
         NVB = 1 if nvfp4 else triton.cdiv(V, BVI)
         nprog = min(B * HV * NVB, per_sm * _num_sms(v.device))
         rows = torch.empty(B, dtype=torch.int32, device=v.device)
         nrows = torch.empty(1, dtype=torch.int32, device=v.device)
-        scr = torch.empty(nprog * consts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)
+        fconsts = dict(consts, BV=BVI, BVF=BVF, NVF=triton.cdiv(V, BVF))
+        scr = torch.empty(nprog * fconsts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)
         # 1) the non-flush rows + the padded rows' zero output (one program per (row, head): ring read once,
         # h-masked; no flush code; its own warps and register cap)
         nf_extra = _maxnreg_kwargs(nf_maxnreg, v.device)
@@ -1152,14 +1203,15 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
             _flush_rows_kernel[(1,)](slot_idx, cache.ring_count, rows, nrows, B, L=cache.window,
                                      BLOCK=min(1024, triton.next_power_of_2(B)))
-            _flush_kernel[(nprog,)](rows, nrows, *args, **dict(consts, BV=BVI), NVB=NVB, scr_ptr=scr, FPRE=fpre,
-                                    SCRATCH=scratch, num_warps=nwf, **extra)
+            _flush_kernel[(nprog,)](rows, nrows, *args, **fconsts, NVB=NVB, scr_ptr=scr, FPRE=fpre, SCRATCH=scratch,
+                                    num_warps=nwf, **extra, **_stages_kwargs(fstages))
         if side is not None:
             for t in (rows, nrows, scr):   # allocated on the caller's stream, used on the side stream
                 t.record_stream(side)
             main.wait_stream(side)
     else:
-        _decode_step_kernel[grid](*args, **consts, num_warps=num_warps, **extra)
+        _decode_step_kernel[grid](*args, **consts, num_warps=num_warps, **extra,
+                                  **_stages_kwargs(flush_stages(cache)))
     return out
 
 

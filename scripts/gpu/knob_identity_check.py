@@ -1,7 +1,7 @@
 """GPU check that launcher knob sets which must not change results (e.g. ``flush_stream``) keep every bit.
 
-For each family x spec: one replay cache per variant (``kernels.bench.parse_knobs`` syntax, the first is the
-baseline), the same slots, states and bf16 inputs; ``--steps`` decode steps captured as one CUDA graph per
+For each family x spec: one cache per variant (``kernels.bench.parse_knobs`` syntax, the first is the
+baseline; ``--mode`` replay, the default, or conventional), the same slots, states and bf16 inputs; ``--steps`` decode steps captured as one CUDA graph per
 variant (slot groups staggered so every step mixes flushing and non-flushing rows, as the benchmark's), then
 the outputs of every step and every stored tensor (checkpoints, ring, counters) compared with the baseline's.
 Prints one line per variant and exits 1 if any differs.
@@ -23,18 +23,18 @@ from replayssm_quant.kernels.bench import SHAPES, bench_inputs, parse_knobs  # n
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
 
-def run(family, spec, knobs, batch, steps, window=16):
+def run(family, spec, knobs, batch, steps, window=16, mode="replay"):
     """Outputs ``[steps, B, HV, V]`` and the stored tensors (by name) after ``steps`` graphed steps."""
     sh = SHAPES[family]
     dev = torch.device("cuda")
     c = SSMStateCache(family, spec, batch, sh["num_heads"], sh["head_k"], sh["head_v"], window=window,
-                      device=dev, backend="triton", seed=7)
+                      mode=mode, device=dev, backend="triton", seed=7)
     for name, value in knobs.items():
         setattr(c, name, value)
     idx = torch.arange(batch, device=dev, dtype=torch.int32)
     gen = torch.Generator().manual_seed(5)
     c.load_state(idx, torch.randn(batch, sh["num_heads"], sh["head_v"], sh["head_k"], generator=gen).to(dev) * 0.3)
-    c.ring_count[:batch] = (torch.arange(batch, dtype=torch.int32, device=dev) % window)   # staggered flushes
+    c.ring_count[:batch] = (torch.arange(batch, dtype=torch.int32, device=dev) % c.window)   # staggered flushes
     x = bench_inputs(family, batch, sh, steps, dev)
     outs = torch.empty(steps, batch, sh["num_heads"], sh["head_v"], device=dev)
 
@@ -65,6 +65,7 @@ def main(argv=None):
     p.add_argument("--variants", default="default;flush_stream=2", help="knob sets separated by ';', first = baseline")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--mode", default="replay", choices=("replay", "conventional"))
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("knob_identity_check: needs a CUDA device")
@@ -72,16 +73,17 @@ def main(argv=None):
     bad = 0
     for fam in a.families.split(","):
         for spec in a.specs.split(","):
-            base_out, base_st = run(fam, spec, variants[0][1], a.batch, a.steps)
+            base_out, base_st = run(fam, spec, variants[0][1], a.batch, a.steps, mode=a.mode)
             for name, knobs in variants[1:]:
-                out, st = run(fam, spec, knobs, a.batch, a.steps)
+                out, st = run(fam, spec, knobs, a.batch, a.steps, mode=a.mode)
                 same_out = torch.equal(out, base_out)
                 diff = [name for name, t in st.items() if not torch.equal(t, base_st[name])]
                 ok = same_out and not diff
                 bad += not ok
                 stored = "identical" if not diff else "DIFFER (" + ", ".join(diff) + ")"
-                print(f"{fam:6s} {spec:12s} {name:30s} outputs {'identical' if same_out else 'DIFFER'}; stored "
-                      f"tensors {stored}")
+                outs = "identical" if same_out else \
+                    f"DIFFER (max |diff| / max |out| = {(out - base_out).abs().max() / base_out.abs().max():.1e})"
+                print(f"{fam:6s} {spec:12s} {name:30s} outputs {outs}; stored tensors {stored}")
     sys.exit(1 if bad else 0)
 
 

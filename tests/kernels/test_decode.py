@@ -77,9 +77,9 @@ def test_fp32_replay_equals_oracle(family, backend):
     x = random_decode_inputs(family, T, 3, HV, K, V, generator=_gen(1), device=DEV)
     S0 = torch.randn(2, HV, V, K, generator=_gen(2)).to(DEV) * 0.5
     c = _cache(family, "fp32", HV, K, V, backend, L=L, block_v=8 if backend == "triton" else None)
-    slots = torch.tensor([5, 1])
+    slots = torch.tensor([5, 1], device=DEV)
     c.load_state(slots, S0)
-    idx = torch.tensor([5, -1, 1])                  # a padded row in the middle
+    idx = torch.tensor([5, -1, 1], device=DEV)     # a padded row in the middle
     o_ref, s_ref = oracle_sequence(family, S0.cpu(), *(x[n][:, [0, 2]].cpu() if x[n] is not None else None
                                                         for n in ("q", "k", "v", "g", "beta")))
     for t in range(T):
@@ -108,7 +108,7 @@ def test_fp32_replay_strong_decays_equal_oracle(family, split):
     c.load_state(slot, S0)
     o_ref, s_ref = oracle_sequence(family, S0.cpu(), *(None if x[n] is None else x[n].cpu()
                                                         for n in ("q", "k", "v", "g", "beta")))
-    assert c.ring_g.numel() and x["g"].min() < -11
+    assert x["g"].min() < -11
     for t in range(T):
         o = _step(c, slot, x, t).cpu()
         assert _rel(o, o_ref[t]) < 1e-5, (t, _rel(o, o_ref[t]))
@@ -124,14 +124,14 @@ def test_fp32_replay_window16_equals_oracle(family):
     x = random_decode_inputs(family, T, 1, HV, K, V, generator=_gen(3), device=DEV)
     S0 = torch.randn(1, HV, V, K, generator=_gen(4)).to(DEV)
     c = _cache(family, "fp32", HV, K, V, "triton", L=L, slots=2)
-    c.load_state(torch.tensor([1]), S0)
+    c.load_state(torch.tensor([1], device=DEV), S0)
     o_ref, s_ref = oracle_sequence(family, S0.cpu(), *(None if x[n] is None else x[n].cpu()
                                                         for n in ("q", "k", "v", "g", "beta")))
     for t in range(T):
-        o = _step(c, torch.tensor([1]), x, t).cpu()
+        o = _step(c, torch.tensor([1], device=DEV), x, t).cpu()
         assert _rel(o, o_ref[t]) < 1e-5, t
-    assert _rel(c.checkpoint(torch.tensor([1])).cpu(), s_ref[31]) < 1e-5
-    assert _rel(c.state(torch.tensor([1])).cpu(), s_ref[T - 1]) < 1e-5
+    assert _rel(c.checkpoint(torch.tensor([1], device=DEV)).cpu(), s_ref[31]) < 1e-5
+    assert _rel(c.state(torch.tensor([1], device=DEV)).cpu(), s_ref[T - 1]) < 1e-5
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -140,13 +140,13 @@ def test_conventional_fp32_equals_oracle(family):
     x = random_decode_inputs(family, T, 2, HV, K, V, generator=_gen(5), device=DEV)
     S0 = torch.randn(2, HV, V, K, generator=_gen(6)).to(DEV)
     c = _cache(family, "fp32", HV, K, V, "triton", mode="conventional", slots=3)
-    c.load_state(torch.tensor([2, 0]), S0)
+    c.load_state(torch.tensor([2, 0], device=DEV), S0)
     o_ref, s_ref = oracle_sequence(family, S0.cpu(), *(None if x[n] is None else x[n].cpu()
                                                         for n in ("q", "k", "v", "g", "beta")))
     for t in range(T):
-        o = _step(c, torch.tensor([2, 0]), x, t).cpu()
+        o = _step(c, torch.tensor([2, 0], device=DEV), x, t).cpu()
         assert _rel(o, o_ref[t]) < 1e-5
-        assert _rel(c.checkpoint(torch.tensor([2, 0])).cpu(), s_ref[t]) < 1e-5
+        assert _rel(c.checkpoint(torch.tensor([2, 0], device=DEV)).cpu(), s_ref[t]) < 1e-5
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,7 +230,7 @@ def test_dual_fp32_recurrence_checkpoint_equals_oracle(family, spec, backend):
     x = random_decode_inputs(family, T, 2, HV, K, V, generator=_gen(10), device=DEV, decay_scale=0.02)
     S0 = torch.randn(2, HV, V, K, generator=_gen(11)).to(DEV)
     c = _cache(family, spec, HV, K, V, backend, L=L, slots=2)
-    slots = torch.tensor([1, 0])
+    slots = torch.tensor([1, 0], device=DEV)
     c.load_state(slots, S0)
     o_ref, s_ref = oracle_sequence(family, S0.cpu(), *(None if x[n] is None else x[n].cpu()
                                                         for n in ("q", "k", "v", "g", "beta")))
@@ -416,6 +416,10 @@ def test_gpu_launch_config_heuristic(monkeypatch):
     assert cfg("fp32", 16, 1, per_key=True)[0] == 32                 # kda: V-blocks of >= 32 rows
     assert cfg("fp32", 1, 1, per_key=True)[0] == 8                   # (conventional: unchanged)
     assert cfg("fp32", 1, 256) == (64, 32, 8, False, None, False)    # conventional: unchanged 8192 tiles
+    # conventional 16- / 8-bit checkpoints: one sub-block per program; 16-bit with per-key decays or V <= 64: 4096
+    assert cfg("fp16", 1, 256) == (64, 64, 8, False, None, False) and cfg("fp8+sr", 1, 256)[:3] == (64, 64, 8)
+    assert cfg("fp16", 1, 256, per_key=True)[:3] == (32, 32, 4) and cfg("fp8", 1, 256, per_key=True)[:2] == (64, 64)
+    assert cfg("fp16", 1, 256, flush_block_v=16)[:2] == (64, 16) and cfg("bf16", 1, 1)[:2] == (8, 8)
     assert cfg("fp8+sr", 1, 256)[4] == 80 and cfg("fp8", 1, 256)[4] is None    # SR into 8 bits: 3 programs per SM
     assert cfg("fp8+sr", 1, 256, maxnreg=0)[4] is None and cfg("fp16+sr", 1, 256)[4] is None
     assert cfg("fp32", 16, 256, block_v=64) == (64, 32, 8, False, 128, True)
@@ -430,6 +434,8 @@ def test_gpu_launch_config_heuristic(monkeypatch):
     m2 = SimpleNamespace(head_v=64, head_k=128, num_heads=128, window=16, spec=parse_state_spec("fp32"),
                          device=torch.device("cuda"), family="mamba2")   # Nemotron-H: batch 1 is 512 programs
     assert decode.launch_config(m2, 1)[4:] == (128, False) and decode.launch_config(m2, 8)[5] is True
+    m2.window, m2.spec = 1, parse_state_spec("fp16")
+    assert decode.launch_config(m2, 256)[:3] == (32, 32, 4)   # conventional fp16, V = 64: 4096-element tiles
     assert cfg("fp32", 16, 16)[5] is True     # BV = 32: 16 * 32 * 4 = 2048 programs > 8 per SM
 
 
@@ -497,17 +503,30 @@ def test_flush_launch_config():
     from replayssm_quant.kernels import decode
     from replayssm_quant.quant import parse_state_spec
 
-    def cfg(spec, V=128, **knobs):
+    def cfg(spec, V=128, device="cpu", **knobs):
         c = SimpleNamespace(head_v=V, head_k=128, num_heads=32, window=16, spec=parse_state_spec(spec),
-                            device=torch.device("cpu"), family="gdn", **knobs)
+                            device=torch.device(device), family="gdn", **knobs)
         return decode.flush_config(c, 256)
 
-    assert cfg("fp32") == (128, 16, 4, None, False, False, decode.FLUSH_PROGRAMS_PER_SM)
+    assert cfg("fp32") == (128, 16, 4, None, False, False, decode.FLUSH_PROGRAMS_PER_SM, 1)
     assert cfg("fp32", V=64)[:6] == (64, 16, 4, None, False, False) and cfg("fp32", V=13)[0] == 16
-    assert cfg("fp32", flush_item_v=32, flush_prefetch=True, flush_programs=5) == (32, 16, 4, None, True, False, 5)
+    assert cfg("fp32", flush_item_v=32, flush_prefetch=True, flush_programs=5)[:7] == (32, 16, 4, None, True, False, 5)
     assert cfg("nvfp4/fp16")[4:6] == (False, True) and cfg("nvfp4+sr", flush_scratch=False)[5] is False
     assert cfg("nvfp4/fp16", V=16)[5] is False            # one sub-block holds the head: one pass, no scratch
     assert cfg("fp16", flush_block_v=32)[:3] == (128, 32, 4)
+    # no software pipeline of the sub-block loop unless a checkpoint is nvfp4 (Triton's default there); the knob
+    assert cfg("fp8+sr")[7] == 1 and cfg("nvfp4/fp16")[7] is None and cfg("nvfp4+sr", flush_stages=1)[7] == 1
+    assert cfg("fp32", flush_stages=3)[7] == 3
+    for bad in (0, 9, True, 1.0):
+        with pytest.raises(ValueError, match="flush_stages=.*: pipeline stages of the flush sub-block loops, 1 .none. to 8"):
+            cfg("fp32", flush_stages=bad)
+    # GPU: 32-row sub-blocks for a shared 16-bit checkpoint (not a dual spec's, not over the knob)
+    mp = pytest.MonkeyPatch.context()
+    with mp as m:
+        m.setattr(decode, "_num_sms", lambda device: 132)
+        assert cfg("fp16", device="cuda")[:2] == (128, 32) and cfg("bf16+sr", V=64, device="cuda")[:2] == (64, 32)
+        assert cfg("fp16", V=16, device="cuda")[:2] == (16, 16) and cfg("fp16", flush_block_v=16, device="cuda")[1] == 16
+        assert cfg("fp32", device="cuda")[1] == 16 and cfg("fp8/fp16", device="cuda")[1] == 16
     for bad in (24, 8):
         with pytest.raises(ValueError, match="power of two and a multiple of the flush sub-block 16"):
             cfg("fp32", flush_item_v=bad)
