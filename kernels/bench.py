@@ -244,7 +244,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
                prefetch=bool(split) and pf, nonflush_warps=nfw if split else None,
                nonflush_maxnreg=(nfmr or 0) if split else None, nonflush_stages=nfst if split else None,
                flush_item_v=bvi, flush_warps=nwf, flush_programs=fprog, flush_prefetch=fpre,
-               flush_scratch=fscr, flush_dot=flush_dot_precision(cache) if window > 1 else None,
+               flush_scratch=fscr, flush_dot=flush_dot_precision(cache, split) if window > 1 else None,
                flush_stream=flush_stream_mode(cache) if split else None, flush_stages=fst,
                finite=bool(torch.isfinite(out).all()))
     del cache, out
@@ -287,7 +287,8 @@ def bench_fla(batch, shape, window, timer, device):
 # ------------------------------------------------------------------------------- correctness
 def correctness(family, shape, window, device, steps=None, rows=3):
     """fp32 (replay, conventional) and nvfp4/fp32 (dual) on the device vs the float64 oracle; nvfp4+sr and
-    nvfp4/fp8+sr replay: the split step against the fused kernel."""
+    nvfp4/fp8+sr replay: the split step against the fused kernel; nvfp4/fp16: the split flush's 3xTF32 dots
+    against IEEE ones, the recurrence checkpoint vs the float64 oracle."""
     HV, K, V = shape["num_heads"], shape["head_k"], shape["head_v"]
     T = steps or 2 * window + 3
     x = random_decode_inputs(family, T, rows, HV, K, V, device=device,
@@ -321,11 +322,14 @@ def correctness(family, shape, window, device, steps=None, rows=3):
     # S_L can differ in the last bit: a head's nvfp4 scale s_enc then differs by an ulp (every element of the
     # head decodes ~1e-7 apart) and a stochastic rounding may land one quantum apart in rare elements. So the
     # share of decoded checkpoint elements more than 1e-5 (of the largest) apart is reported and bounded.
+    # (both launches with the split launch's flush-dot precision: 3xTF32 for nvfp4/fp8+sr, flush_dot_precision)
+    from .decode import flush_dot_precision
     for spec in ("nvfp4+sr", "nvfp4/fp8+sr"):
         cs = []
         for split in (False, True):
             c = SSMStateCache(family, spec, rows, HV, K, V, window=window, device=device, backend="triton", seed=3)
             c.split_flush = split
+            c.flush_dot = flush_dot_precision(c, split=True)
             c.load_state(torch.arange(rows, device=device), S0.to(device))
             cs.append(c)
         idx = torch.arange(rows, device=device)
@@ -339,6 +343,24 @@ def correctness(family, shape, window, device, steps=None, rows=3):
         res.append(dict(family=family, spec=spec, mode="replay", steps=window,
                         checked="split vs fused: outputs; ckpt column = share of checkpoint elements > 1e-5 apart",
                         max_rel_out_err=out_err, max_rel_ckpt_err=frac, ok=bool(out_err < 1e-5 and frac < 1e-4)))
+    # the split flush's 3xTF32 dots (the default of a dual nvfp4 spec, flush_dot_precision) against IEEE ones: the
+    # fp16 recurrence checkpoint's error against the float64 oracle after each flush (fp16 rounding dominates both)
+    errs = {}
+    for dot in ("ieee", "tf32x3"):
+        c = SSMStateCache(family, "nvfp4/fp16", rows, HV, K, V, window=window, device=device, backend="triton")
+        c.split_flush, c.flush_dot = True, dot
+        idx = torch.arange(rows, device=device)
+        c.load_state(idx, S0.to(device))
+        errs[dot] = 0.0
+        for t in range(T):
+            c.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t], None if x["beta"] is None else x["beta"][t])
+            if (t + 1) % window == 0:
+                ck = c.checkpoint(idx).double()
+                errs[dot] = max(errs[dot], ((ck - s_ref[t]).abs().max() / s_ref[t].abs().max()).item())
+    res.append(dict(family=family, spec="nvfp4/fp16", mode="replay", steps=T,
+                    checked="split flush, 3xTF32 dots: ckpt vs oracle; out column = the same with IEEE dots",
+                    max_rel_out_err=errs["ieee"], max_rel_ckpt_err=errs["tf32x3"],
+                    ok=bool(errs["tf32x3"] <= 1.1 * errs["ieee"] + 1e-6)))
     return res
 
 

@@ -937,7 +937,7 @@ def flush_config(cache, batch: int, launch=None) -> tuple[int, int, int, int | N
     :func:`flush_stages`): the flush launch's ``num_stages``, by default 1 (no software pipeline: each
     sub-block's recurrence tile and ring rows are loaded straight into registers instead of being copied
     ahead into shared memory, which the sub-block's dot already loads heavily) unless a checkpoint is nvfp4
-    (None: Triton's default). H200, B = 256, us per flush step / per step, default -> 1 stage
+    and the flush dots are IEEE (None: Triton's default; :func:`flush_dot_precision`). H200, B = 256, us per flush step / per step, default -> 1 stage
     (reports/bench/sweeps_2026-11-30f/fl_stages_b256.md): gdn fp32 474 -> 444 / 189.7 -> 188.0, kda fp32
     491 -> 462, mamba2 fp32 878 -> 864, gdn fp8+sr 624 -> 595, kda 618 -> 587; fp16 with 32-row sub-blocks
     (1 stage): gdn 485 -> 351 / 129.9 -> 121.5, kda 468 -> 356 / 137.5 -> 130.5, mamba2 711 -> 640 / 227.4 ->
@@ -970,7 +970,7 @@ def flush_config(cache, batch: int, launch=None) -> tuple[int, int, int, int | N
     if programs < 1:
         raise ValueError(f"flush_programs={programs}: at least 1 program per SM")
     stages = flush_stages(cache)
-    if stages is None and not nvfp4:
+    if stages is None and (not nvfp4 or flush_dot_precision(cache, split=True) == "tf32x3"):
         stages = 1
     return BVI, BVF, nw, maxnreg, prefetch, scratch, programs, stages
 
@@ -978,17 +978,24 @@ def flush_config(cache, batch: int, launch=None) -> tuple[int, int, int, int | N
 FLUSH_DOT_PRECISIONS = ("ieee", "tf32x3")
 
 
-def flush_dot_precision(cache) -> str:
+def flush_dot_precision(cache, split: bool = False) -> str:
     """Input precision of the replay flush's fp32 ``tl.dot`` products (knob ``flush_dot``): ``"ieee"`` (fp32 FMA
     products and sums) or ``"tf32x3"`` (each fp32 operand split into two TF32 parts, three tensor-core products:
     about fp32 accuracy, not IEEE rounding). An fp32 recurrence checkpoint is always flushed with ``"ieee"``
-    (the fp32 path computes in IEEE fp32). The interpreter computes every dot as a numpy fp32 matmul whatever
-    the setting."""
+    (the fp32 path computes in IEEE fp32). Default ``"ieee"``, except in the split step's flush launch
+    (``split``) of a separate spec with an nvfp4 read copy (its recurrence checkpoint 16- or 8-bit), whose three
+    dots per sub-block (Algorithm 3) run as ``"tf32x3"`` there, with no software pipeline (:func:`flush_config`).
+    H200, B = 256, per step, IEEE -> 3xTF32 without the pipeline (reports/bench/sweeps_2026-11-30f/
+    fl_dot_b256.md): nvfp4/fp16 gdn 229.1 -> 200.9 us, kda 262.2 -> 238.3, mamba2 292.2 -> 282.1; nvfp4/fp8+sr
+    gdn 229.4 -> 214.8, kda 265.3 -> 256.4, mamba2 302.9 -> 304.6 (with the pipeline 3xTF32 was slower: gdn
+    nvfp4/fp16 244.8). The interpreter computes every dot as a numpy fp32 matmul whatever the setting."""
     knob = getattr(cache, "flush_dot", None)
     if knob is not None and knob not in FLUSH_DOT_PRECISIONS:
         raise ValueError(f"flush_dot={knob!r}: allowed {', '.join(map(repr, FLUSH_DOT_PRECISIONS))}")
     if cache.spec.recur.name == "fp32":
         return "ieee"
+    if knob is None and split and not cache.spec.shared and cache.spec.read.name == "nvfp4":
+        return "tf32x3"
     return knob or "ieee"
 
 
@@ -1187,7 +1194,8 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         nprog = min(B * HV * NVB, per_sm * _num_sms(v.device))
         rows = torch.empty(B, dtype=torch.int32, device=v.device)
         nrows = torch.empty(1, dtype=torch.int32, device=v.device)
-        fconsts = dict(consts, BV=BVI, BVF=BVF, NVF=triton.cdiv(V, BVF))
+        fconsts = dict(consts, BV=BVI, BVF=BVF, NVF=triton.cdiv(V, BVF),
+                       DOTP=flush_dot_precision(cache, split=True))
         scr = torch.empty(nprog * fconsts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)
         # 1) the non-flush rows + the padded rows' zero output (one program per (row, head): ring read once,
         # h-masked; no flush code; its own warps and register cap)

@@ -515,7 +515,10 @@ def test_flush_launch_config():
     assert cfg("nvfp4/fp16", V=16)[5] is False            # one sub-block holds the head: one pass, no scratch
     assert cfg("fp16", flush_block_v=32)[:3] == (128, 32, 4)
     # no software pipeline of the sub-block loop unless a checkpoint is nvfp4 (Triton's default there); the knob
-    assert cfg("fp8+sr")[7] == 1 and cfg("nvfp4/fp16")[7] is None and cfg("nvfp4+sr", flush_stages=1)[7] == 1
+    assert cfg("fp8+sr")[7] == 1 and cfg("nvfp4+sr")[7] is None and cfg("nvfp4+sr", flush_stages=1)[7] == 1
+    # a dual nvfp4 spec's split flush: 3xTF32 dots (flush_dot_precision), no pipeline; with IEEE dots the default
+    assert cfg("nvfp4/fp16")[7] == 1 and cfg("nvfp4/fp16", flush_dot="ieee")[7] is None
+    assert cfg("nvfp4+sr", flush_dot="tf32x3")[7] == 1 and cfg("nvfp4/fp32")[7] is None
     assert cfg("fp32", flush_stages=3)[7] == 3
     for bad in (0, 9, True, 1.0):
         with pytest.raises(ValueError, match="flush_stages=.*: pipeline stages of the flush sub-block loops, 1 .none. to 8"):
@@ -536,20 +539,24 @@ def test_flush_launch_config():
 
 def test_flush_dot_precision():
     """fp32 recurrence checkpoints are always flushed with IEEE fp32 dots; the others take the ``flush_dot`` knob
-    (default ``ieee``); an unknown precision is refused with the allowed ones."""
+    (default ``ieee``, but 3xTF32 in the split flush launch of a dual spec with an nvfp4 read copy); an unknown
+    precision is refused with the allowed ones."""
     from types import SimpleNamespace
 
     from replayssm_quant.kernels import decode
     from replayssm_quant.quant import parse_state_spec
 
-    def prec(spec, **knobs):
-        return decode.flush_dot_precision(SimpleNamespace(spec=parse_state_spec(spec), **knobs))
+    def prec(spec, split=False, **knobs):
+        return decode.flush_dot_precision(SimpleNamespace(spec=parse_state_spec(spec), **knobs), split)
 
     assert prec("fp32") == "ieee" and prec("nvfp4/fp32", flush_dot="tf32x3") == "ieee"
     assert prec("nvfp4/fp16") == decode.flush_dot_precision(SimpleNamespace(spec=parse_state_spec("fp16")))
     assert prec("nvfp4/fp16", flush_dot="tf32x3") == "tf32x3" and prec("fp8+sr", flush_dot="ieee") == "ieee"
     with pytest.raises(ValueError, match="flush_dot='tf32': allowed 'ieee', 'tf32x3'"):
         prec("fp16", flush_dot="tf32")
+    assert prec("nvfp4/fp16", True) == "tf32x3" and prec("nvfp4/fp8+sr", True) == "tf32x3"
+    assert prec("nvfp4/fp16") == "ieee" and prec("nvfp4/fp16", True, flush_dot="ieee") == "ieee"
+    assert prec("nvfp4/fp32", True) == "ieee" and prec("nvfp4+sr", True) == "ieee" and prec("fp8/fp16", True) == "ieee"
 
 
 def test_flush_stream_knob():
