@@ -869,7 +869,8 @@ def launch_config(cache, batch: int):
     Conventional 16- and 8-bit checkpoints on the GPU: ``BVF = BV``, one sub-block per program (H200, B = 256,
     per step, 32-row sub-blocks -> one of 64 rows, reports/bench/sweeps_2026-11-30f/conv_cfg_b256.md: gdn fp16
     170.6 -> 163.5 us, fp8+sr 363.6 -> 352.2; kda fp8+sr 387.1 -> 366.4; mamba2 fp8+sr 695.6 -> 684.6; fp32 would
-    lose: gdn 272.1 -> 309.8). ``maxnreg`` caps the registers per thread (None: no cap). Conventional launches run uncapped except 8-warp
+    lose: gdn 272.1 -> 309.8).
+    ``maxnreg`` caps the registers per thread (None: no cap). Conventional launches run uncapped except 8-warp
     programs that round stochastically into an 8-bit checkpoint (:data:`CONVENTIONAL_SR8_MAXNREG`: the Philox
     bits and the 8-bit encode take gdn / kda to ~162 registers, one program per SM; H200, B = 256, per step
     uncapped / 128 / 80 registers, reports/bench/sweeps_2026-11-30e/conv_cap_b256.md: gdn fp8+sr 598 / 407 /
@@ -937,11 +938,12 @@ def flush_config(cache, batch: int, launch=None) -> tuple[int, int, int, int | N
     :func:`flush_stages`): the flush launch's ``num_stages``, by default 1 (no software pipeline: each
     sub-block's recurrence tile and ring rows are loaded straight into registers instead of being copied
     ahead into shared memory, which the sub-block's dot already loads heavily) unless a checkpoint is nvfp4
-    and the flush dots are IEEE (None: Triton's default; :func:`flush_dot_precision`). H200, B = 256, us per flush step / per step, default -> 1 stage
-    (reports/bench/sweeps_2026-11-30f/fl_stages_b256.md): gdn fp32 474 -> 444 / 189.7 -> 188.0, kda fp32
-    491 -> 462, mamba2 fp32 878 -> 864, gdn fp8+sr 624 -> 595, kda 618 -> 587; fp16 with 32-row sub-blocks
-    (1 stage): gdn 485 -> 351 / 129.9 -> 121.5, kda 468 -> 356 / 137.5 -> 130.5, mamba2 711 -> 640 / 227.4 ->
-    222.9; nvfp4 mixed (gdn nvfp4+sr 1011 -> 1069, mamba2 2024 -> 1758): not changed.
+    and the flush dots are IEEE (None: Triton's default; :func:`flush_dot_precision`). H200, B = 256, us per
+    flush step / per step, default -> 1 stage (reports/bench/sweeps_2026-11-30f/fl_stages_b256.md): gdn fp32
+    474 -> 444 / 189.7 -> 188.0, kda fp32 491 -> 462, mamba2 fp32 878 -> 864, gdn fp8+sr 624 -> 595, kda 618 ->
+    587; fp16 with 32-row sub-blocks (1 stage): gdn 485 -> 351 / 129.9 -> 121.5, kda 468 -> 356 / 137.5 ->
+    130.5, mamba2 711 -> 640 / 227.4 -> 222.9; nvfp4 with IEEE dots mixed (gdn nvfp4+sr 1011 -> 1069, mamba2
+    2024 -> 1758): not changed.
 
     ``BVI``: rows of V per work item (not nvfp4; nvfp4: the whole head): the ``flush_item_v`` knob, default the
     whole head (next power of two; the per-(row, head) flush terms are computed once); a power of two, a multiple
