@@ -134,11 +134,14 @@ def rotation(bytes_per_slot: int, batch: int, cap: int = 64) -> int:
     return int(min(cap, max(1, math.ceil(4 * L2_BYTES / max(1, bytes_per_slot * batch)))))
 
 
+ACT_DTYPE = torch.bfloat16   # the benchmark's activations, and the dtype the timed caches' rings keep k, v in
+
+
 def bench_inputs(family, batch, shape, window, device):
-    """``window`` steps of bf16 decode inputs for ``batch`` rows, drawn on the device."""
+    """``window`` steps of :data:`ACT_DTYPE` decode inputs for ``batch`` rows, drawn on the device."""
     gen = torch.Generator(device=device).manual_seed(batch)
     return random_decode_inputs(family, window, batch, shape["num_heads"], shape["head_k"], shape["head_v"],
-                                dtype=torch.bfloat16, device=device, generator=gen)
+                                dtype=ACT_DTYPE, device=device, generator=gen)
 
 
 # launcher knobs (cache attributes read by kernels.decode; None = the heuristic): block_v, flush_block_v and
@@ -195,7 +198,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
     ckpt_bytes = probe.hp.bytes_per_slot() + (0 if probe.spec.shared else probe.lp.bytes_per_slot())
     R = rotation(ckpt_bytes, batch) if device.type == "cuda" else 1
     cache = SSMStateCache(family, spec, batch * R, shape["num_heads"], shape["head_k"], shape["head_v"],
-                          window=window, mode=mode, device=device, backend="triton", seed=1234)
+                          window=window, mode=mode, device=device, backend="triton", seed=1234, ring_dtype=ACT_DTYPE)
     for name, value in knobs.items():
         setattr(cache, name, value)
     _fill_states(cache, 7)
@@ -370,7 +373,7 @@ def memory_table(specs, shapes, window):
     for fam, shape in shapes.items():
         for spec, mode in configs(specs):
             c = SSMStateCache(fam, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"],
-                              window=window, mode=mode, backend="torch")
+                              window=window, mode=mode, backend="torch", ring_dtype=ACT_DTYPE)
             ck = c.hp.bytes_per_slot() + (0 if c.spec.shared else c.lp.bytes_per_slot())
             rows.append(dict(family=fam, spec=c.spec.text, mode=mode, checkpoint_bytes=ck,
                              ring_bytes=c.bytes_per_slot() - ck, total_bytes=c.bytes_per_slot(),
@@ -492,7 +495,8 @@ def write_report(out, df, mem, corr, meta, notes):
              f"- versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}",
              f"- window L = {meta['window']}; per-step time = median of triton.testing.do_bench over CUDA-graph "
              f"replays of L rounds x R slot groups (R chosen so the groups' checkpoints exceed 4x the "
-             f"{L2_BYTES >> 20} MB L2), divided by L*R; activations bf16",
+             f"{L2_BYTES >> 20} MB L2), divided by L*R; activations bf16, which the replay rings keep as they are "
+             f"(`ring_dtype` bf16: k and v at 2 bytes; betas, cumulative log decays and corrections fp32)",
              f"- device copy bandwidth (read + write, 1 GiB buffers, do_bench median, no CUDA graph): "
              f"{meta['copy_GBps']:.0f} GB/s (copy_ {meta['copy_detail']['copy']:.0f}, elementwise "
              f"{meta['copy_detail']['elementwise']:.0f})",
@@ -513,7 +517,7 @@ def write_report(out, df, mem, corr, meta, notes):
                      "speedup_vs_conv_fp32", "speedup_vs_fla", "rotation", "block_v", "flush_block_v", "num_warps",
                      "maxnreg", "split_flush", "prefetch"]]), "",
               "## Memory per sequence slot per layer (checkpoints + ring, L = "
-              f"{meta['window']})", "", md(mdf, ".4g"), "", "![time per step](bench.png)", ""]
+              f"{meta['window']}; the ring's k and v in bf16)", "", md(mdf, ".4g"), "", "![time per step](bench.png)", ""]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines))
 

@@ -182,7 +182,8 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
     mring = offs_j < L - 1
     cur = offs_j == L - 1
     ej = ring0 + offs_j
-    Kr = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mring[:, None] & mk[None, :], other=0.0)
+    Kr = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mring[:, None] & mk[None, :],
+                 other=0.0).to(tl.float32)
     Kr = tl.where(cur[:, None], kt[None, :], Kr)
     if GK == 1:
         gtot = tl.load(rg_ptr + ring0 + L - 2) + gts                            # Gc_{L-1}
@@ -220,7 +221,7 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
             MT = tl.zeros([LP, LP], dtype=tl.float32)
             for i in tl.range(0, L, loop_unroll_factor=1):
                 inring = i < L - 1
-                ki = tl.load(rk_ptr + (ring0 + i) * K + offs_k, mask=mk & inring, other=0.0)
+                ki = tl.load(rk_ptr + (ring0 + i) * K + offs_k, mask=mk & inring, other=0.0).to(tl.float32)
                 ki = tl.where(inring, ki, kt)                                    # k_i [BK]
                 gci = tl.load(rg_ptr + (ring0 + i) * GK + offs_k, mask=mk & inring, other=0.0)
                 gci = tl.where(inring, gci, gtot)                                # Gc_i [BK]
@@ -280,7 +281,7 @@ def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, K
     else:
         vf = tl.load(v_ptr + bh * V + offs_f, mask=mf, other=0.0).to(tl.float32)
         Vr = tl.load(rv_ptr + (ring0 + offs_j)[None, :] * V + offs_f[:, None], mask=mf[:, None] & mring[None, :],
-                     other=0.0)
+                     other=0.0).to(tl.float32)
         Vr = tl.where(last, vf[:, None], Vr)                                     # [BVF, LP]
         S0 = S0p if PRE else _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
         if DELTA:
@@ -337,7 +338,8 @@ def _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K: tl.const
 def _load_ring_keys(rk_ptr, rg_ptr, ej, mrow, offs_k, mk, K: tl.constexpr, GK: tl.constexpr):
     """Ring entries ``ej`` [L1P] (rows where ``mrow`` is false read as 0): keys [L1P, BK] and log decays
     ([L1P], or [L1P, BK] when GK = K)."""
-    Kr = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mrow[:, None] & mk[None, :], other=0.0)
+    Kr = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mrow[:, None] & mk[None, :],
+                 other=0.0).to(tl.float32)
     if GK == 1:
         gr = tl.load(rg_ptr + ej, mask=mrow, other=0.0)
     else:
@@ -430,19 +432,21 @@ def _nonflush_rows(S, Ur, cq, ck, gam, q, kt, vt, beta, DELTA: tl.constexpr):
 def _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V: tl.constexpr, DELTA: tl.constexpr,
                  CACHED: tl.constexpr):
     """Append the V rows ``offs_v`` of the current input as ring entry ``eh``: the correction u_t (delta
-    rule) and, where the flush needs it (mamba2, separate delta-rule specs), the raw v_t."""
+    rule) and, where the flush needs it (mamba2, separate delta-rule specs), the raw v_t in the ring's input
+    dtype (``SSMStateCache.ring_dtype``)."""
     if DELTA:
         tl.store(ru_ptr + eh * V + offs_v, u, mask=mv)
     if not CACHED:
-        tl.store(rv_ptr + eh * V + offs_v, vt, mask=mv)
+        tl.store(rv_ptr + eh * V + offs_v, vt.to(rv_ptr.dtype.element_ty), mask=mv)   # (exact: an input)
 
 
 @triton.jit
 def _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, lead, K: tl.constexpr,
                  GK: tl.constexpr, DELTA: tl.constexpr, CACHED: tl.constexpr):
     """Append k_t, the cumulative log decay G_t ([BK]; GK = 1: its element 0) and (where the flush recomputes
-    the corrections) beta_t as ring entry ``eh``; only the ``lead`` program of a (row, head) writes them."""
-    tl.store(rk_ptr + eh * K + offs_k, kt, mask=mk & lead)
+    the corrections) beta_t as ring entry ``eh``; only the ``lead`` program of a (row, head) writes them. k_t goes
+    in the ring's input dtype (``SSMStateCache.ring_dtype``: the caller's activations, held exactly)."""
+    tl.store(rk_ptr + eh * K + offs_k, kt.to(rk_ptr.dtype.element_ty), mask=mk & lead)   # (exact: an input)
     if GK == 1:
         tl.store(rg_ptr + eh + offs_k, Gt, mask=(offs_k == 0) & lead)
     else:
@@ -578,7 +582,8 @@ def _step_program(
         if DELTA:
             Ur_nf = tl.load(ru_ptr + ej[:, None] * V + offs_v[None, :], mask=mr[:, None] & mv[None, :], other=0.0)
         else:
-            Ur_nf = tl.load(rv_ptr + ej[:, None] * V + offs_v[None, :], mask=mr[:, None] & mv[None, :], other=0.0)
+            Ur_nf = tl.load(rv_ptr + ej[:, None] * V + offs_v[None, :], mask=mr[:, None] & mv[None, :],
+                            other=0.0).to(tl.float32)
     at = tl.exp(gt)
     if slot < 0:
         if not FLUSH_ONLY:   # padded row: zero output (written by the fused or the non-flush launch)
@@ -685,7 +690,8 @@ def _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v, mv, V: tl.constex
     if DELTA:
         Ur = tl.load(ru_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :], other=0.0)
     else:
-        Ur = tl.load(rv_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :], other=0.0)
+        Ur = tl.load(rv_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :],
+                     other=0.0).to(tl.float32)
     vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
     return Ur, vt
 

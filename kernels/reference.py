@@ -139,11 +139,11 @@ def replay_ring(cache, S, slots, h: int):
         G = cache.ring_g[slots, :, j]
         a = exp32(G - G_prev)
         G_prev = G
-        kj = cache.ring_k[slots, :, j]
+        kj = cache.ring_k[slots, :, j].float()
         if cached_corrections(cache):
             S = S * a.unsqueeze(-2) + cache.ring_u[slots, :, j].unsqueeze(-1) * kj.unsqueeze(-2)
         else:
-            S, _ = seq_step(S, a, kj, cache.ring_v[slots, :, j], cache.ring_beta[slots, :, j], cache.delta)
+            S, _ = seq_step(S, a, kj, cache.ring_v[slots, :, j].float(), cache.ring_beta[slots, :, j], cache.delta)
     return S
 
 
@@ -169,7 +169,7 @@ def _np(x: torch.Tensor, bk: int) -> np.ndarray:
     K = x.shape[-1]
     if bk != K:
         x = F.pad(x, (0, bk - K))
-    return np.ascontiguousarray(x.detach().cpu().numpy().astype(np.float32))
+    return np.ascontiguousarray(x.detach().cpu().float().numpy())
 
 
 def _npsum(x: np.ndarray) -> np.ndarray:
@@ -244,7 +244,7 @@ def chunked_flush_state(cache, S0, slots, k, v, g, beta):
     cached = cached_corrections(cache)
     Vp = np.zeros((n, HV, nb * R, LP), np.float32)
     ring = cache.ring_u if cached else cache.ring_v
-    Vp[:, :, :V, :L - 1] = np.swapaxes(ring[slots].cpu().numpy(), -1, -2)
+    Vp[:, :, :V, :L - 1] = np.swapaxes(ring[slots].float().cpu().numpy(), -1, -2)
     if not cached:
         Vp[:, :, :V, L - 1] = v.cpu().numpy()
     Vr = Vp.reshape(n, HV, nb, R, LP)
@@ -323,7 +323,7 @@ def _non_flush(cache, slots, h, q, k, v, g, beta):
     Kr[:, :, :h] = _np(cache.ring_k[slots][:, :, :h], BK)
     ring_u = cache.ring_u if cache.delta else cache.ring_v
     Ur = np.zeros((n, HV, L1P, V), np.float32)
-    Ur[:, :, :h] = ring_u[slots][:, :, :h].cpu().numpy()
+    Ur[:, :, :h] = ring_u[slots][:, :, :h].float().cpu().numpy()
     # G_t = G_{h-1} + g_t (the new ring entry); the decay from entry j < h to now is exp(G_t - G_j)
     G_prev = cache.ring_g[slots][:, :, h - 1] if h > 0 else torch.zeros_like(g)
     Gt_entry = cumulative_log_decay(G_prev, g)                                  # [n, HV, GK]
@@ -354,9 +354,9 @@ def _non_flush(cache, slots, h, q, k, v, g, beta):
         u = vn
     o = acc_q + u * _npsum(kn * qn)[..., None]
     cache.ring_g[slots, :, h] = Gt_entry
-    cache.ring_k[slots, :, h] = k
+    cache.ring_k[slots, :, h] = k.to(cache.ring_k.dtype)   # (exact: ring_dtype is the activations' dtype)
     if not cached_corrections(cache):    # raw v, beta: only the recompute (separate specs) and mamba2 need them
-        cache.ring_v[slots, :, h] = v
+        cache.ring_v[slots, :, h] = v.to(cache.ring_v.dtype)
         if cache.delta:
             cache.ring_beta[slots, :, h] = beta
     return torch.from_numpy(np.ascontiguousarray(o)).to(v.device)

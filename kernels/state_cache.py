@@ -8,7 +8,8 @@ Holds, for ``num_slots`` slots and ``num_heads`` (= HV) heads of ``[V, K]`` stat
   (``ring_g float32 [S, HV, L-1, GK]`` cumulative log decays since the checkpoint, G_j = G_{j-1} + g_j
   (:func:`.reference.cumulative_log_decay`), GK = K for kda else 1;
   ``ring_k [S, HV, L-1, K]``; ``ring_v [S, HV, L-1, V]`` raw v (mamba2: v = u);
-  ``ring_beta [S, HV, L-1]``; ``ring_u [S, HV, L-1, V]`` the corrections
+  (these two inputs in ``ring_dtype``); ``ring_beta float32 [S, HV, L-1]``; ``ring_u float32 [S, HV, L-1, V]``
+  the corrections
   (gdn/kda): used for outputs, and for a shared spec also by the flush
   (Algorithm 1), whose ring then keeps no raw v / beta: ``ring_v`` is
   ``[S, HV, L-1, 0]`` and ``ring_beta`` ``[S, HV, 0]``; a separate spec's flush
@@ -58,16 +59,25 @@ class SSMStateCache:
         seed: Philox seed for stochastic rounding.
         device: where the tensors live.
         backend: ``"torch"`` | ``"triton"``.
+        ring_dtype: dtype of the input vectors the ring keeps (k, raw v): ``torch.float32`` (default) holds
+            activations of any dtype; ``torch.bfloat16`` / ``torch.float16`` hold activations of that dtype
+            exactly in half the bytes (:meth:`step` then refuses k, v of another dtype). The ring's betas,
+            cumulative log decays and corrections stay float32.
     """
 
     def __init__(self, family: str, spec, num_slots: int, num_heads: int, head_k: int, head_v: int,
-                 window: int = 16, mode: str = "replay", seed: int = 0, device="cpu", backend: str = "triton"):
+                 window: int = 16, mode: str = "replay", seed: int = 0, device="cpu", backend: str = "triton",
+                 ring_dtype: torch.dtype = torch.float32):
         self.family = check_family(family)
         self.spec: StateSpec = spec if isinstance(spec, StateSpec) else parse_state_spec(spec)
         self.mode = check_mode(mode)
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; valid backends: {', '.join(BACKENDS)}")
         self.backend = backend
+        if ring_dtype not in _ACT_DTYPES:
+            raise ValueError(f"ring_dtype {ring_dtype!r}: allowed torch.float32, torch.bfloat16, torch.float16 (the "
+                             "dtype of the activations k, v the ring keeps)")
+        self.ring_dtype = ring_dtype
         for name, x in (("num_slots", num_slots), ("num_heads", num_heads), ("head_k", head_k),
                         ("head_v", head_v), ("window", window)):
             _pos_int(name, x)
@@ -93,11 +103,12 @@ class SSMStateCache:
         GK = K if self.per_key else 1
         f32 = dict(dtype=torch.float32, device=dev)
         self.ring_g = torch.zeros(S, HV, L1, GK, **f32)
-        self.ring_k = torch.zeros(S, HV, L1, K, **f32)
+        act = dict(dtype=ring_dtype, device=dev)
+        self.ring_k = torch.zeros(S, HV, L1, K, **act)
         # shared delta-rule spec (Algorithm 1): the flush uses the cached corrections u_j, so the ring keeps no
         # raw v_j / beta_j (empty tensors); separate specs (Algorithm 3) recompute u_j from them
         raw = not cached_corrections(self)
-        self.ring_v = torch.zeros(S, HV, L1, V if raw else 0, **f32)
+        self.ring_v = torch.zeros(S, HV, L1, V if raw else 0, **act)
         self.ring_beta = torch.zeros(S, HV, L1 if raw else 0, **f32)
         self.ring_u = torch.zeros(S, HV, L1, V, **f32) if self.delta else self.ring_v
         self.ring_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
@@ -114,9 +125,10 @@ class SSMStateCache:
         return n + (self.ring_bytes_per_slot() if self.mode == "replay" else 8)
 
     def __repr__(self):
+        ring = "" if self.ring_dtype == torch.float32 else f", ring_dtype={self.ring_dtype}"
         return (f"SSMStateCache({self.family}, {self.spec.text}, {self.mode}, L={self.window}, "
                 f"slots={self.num_slots}, HV={self.num_heads}, K={self.head_k}, V={self.head_v}, "
-                f"backend={self.backend}, device={self.device})")
+                f"backend={self.backend}, device={self.device}{ring})")
 
     # ------------------------------------------------------------------ validation
     def _slots(self, slots, allow_negative: bool) -> torch.Tensor:
@@ -147,6 +159,10 @@ class SSMStateCache:
             raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {tuple(shape)}")
         if x.device.type != self.device.type:
             raise ValueError(f"{name} is on {x.device}, the cache on {self.device}")
+        if name in ("k", "v") and self.ring_dtype != torch.float32 and x.dtype != self.ring_dtype:
+            raise ValueError(f"{name} has dtype {x.dtype}, but this cache's ring keeps {self.ring_dtype} inputs "
+                             f"(ring_dtype): pass {self.ring_dtype} k and v or create the cache with "
+                             "ring_dtype=torch.float32")
         return x.contiguous()
 
     # ------------------------------------------------------------------ API
@@ -210,7 +226,8 @@ class SSMStateCache:
         Args:
             slot_idx: int32/int64 ``[B]``, row -> slot; negative = padded row (no slot touched, zero output).
             q, k: ``[B, HV, K]``; v: ``[B, HV, V]``; g: log decay ``[B, HV]`` (kda: ``[B, HV, K]``), <= 0;
-                beta: ``[B, HV]`` (gdn, kda) or ``None`` (mamba2). float32 / bfloat16 / float16.
+                beta: ``[B, HV]`` (gdn, kda) or ``None`` (mamba2). float32 / bfloat16 / float16; k and v in
+                ``ring_dtype`` unless that is float32.
             out: optional float32 ``[B, HV, V]`` to write into (triton backend).
             validate: check slot ranges and duplicates (host syncs; the benchmark turns it off).
 

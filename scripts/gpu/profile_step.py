@@ -24,7 +24,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
-from replayssm_quant.kernels.bench import SHAPES, _fill_states, bench_inputs, write_table  # noqa: E402
+from replayssm_quant.kernels.bench import ACT_DTYPE, SHAPES, _fill_states, bench_inputs, write_table  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
 
@@ -32,7 +32,7 @@ def profile_config(family, spec, mode, batch, window, rounds):
     shape = SHAPES[family]
     dev = torch.device("cuda")
     cache = SSMStateCache(family, spec, batch, shape["num_heads"], shape["head_k"], shape["head_v"], window=window,
-                          mode=mode, device=dev, backend="triton", seed=1)
+                          mode=mode, device=dev, backend="triton", seed=1, ring_dtype=ACT_DTYPE)
     _fill_states(cache, 7)
     x = bench_inputs(family, batch, shape, window, dev)
     idx = torch.arange(batch, device=dev, dtype=torch.int32)

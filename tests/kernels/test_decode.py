@@ -33,9 +33,9 @@ def _rel(a, b):
 
 
 def _cache(family, spec, HV, K, V, backend, mode="replay", L=4, slots=6, seed=0, block_v=None, flush_block_v=4,
-           split_flush=None, **knobs):
+           split_flush=None, ring_dtype=torch.float32, **knobs):
     c = SSMStateCache(family, spec, num_slots=slots, num_heads=HV, head_k=K, head_v=V, window=L, mode=mode,
-                      seed=seed, device=DEV, backend=backend)
+                      seed=seed, device=DEV, backend=backend, ring_dtype=ring_dtype)
     if block_v:
         c.block_v = block_v
     if split_flush is not None:
@@ -341,6 +341,37 @@ def test_bytes_per_slot():
     assert c.bytes_per_slot() == ckpt + ring
     conv = _cache("mamba2", "fp32", 4, 128, 64, "torch", mode="conventional", slots=1)
     assert conv.bytes_per_slot() == 4 * 64 * 128 * 4 + 8
+    half = SSMStateCache("gdn", "nvfp4/fp16", 1, 4, 128, 128, window=16, backend="torch", ring_dtype=torch.bfloat16)
+    assert half.bytes_per_slot() == ckpt + 4 * 15 * ((1 + 1 + 128) * 4 + (128 + 128) * 2) + 8
+
+
+@pytest.mark.parametrize("backend,split", [("torch", None), ("triton", False), ("triton", True)],
+                         ids=["torch", "fused", "split"])
+@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("kda", "fp8/fp32"), ("mamba2", "fp16+sr"),
+                                         ("gdn", "fp32")])
+def test_half_precision_ring_is_exact_for_half_precision_inputs(family, spec, backend, split):
+    """A ring that keeps k and v in bf16 (``ring_dtype``), fed bf16 activations, gives the same bits as the
+    float32 ring everywhere (outputs, checkpoints, corrections) in less memory; other input dtypes are refused."""
+    HV, K, V, L, T = 2, 32, 12, 4, 10
+    x = random_decode_inputs(family, T, 3, HV, K, V, generator=_gen(21), device=DEV, dtype=torch.bfloat16)
+    S0 = torch.randn(3, HV, V, K, generator=_gen(22)).to(DEV)
+    idx = torch.tensor([2, 0, 1], device=DEV)
+    caches = [_cache(family, spec, HV, K, V, backend, L=L, slots=3, split_flush=split, ring_dtype=dt)
+              for dt in (torch.float32, torch.bfloat16)]
+    for c in caches:
+        c.load_state(idx, S0)
+    for t in range(T):
+        o32, o16 = (_step(c, idx, x, t) for c in caches)
+        assert torch.equal(o32, o16), t
+    for a, b in zip(_all_tensors(caches[0]), _all_tensors(caches[1])):
+        assert torch.equal(a.float(), b.float())
+    # the corrections stay fp32 (mamba2 has none: its u ring is the raw v ring)
+    assert caches[1].ring_k.dtype == torch.bfloat16 and caches[1].ring_u.dtype == (torch.float32 if caches[1].delta
+                                                                                   else torch.bfloat16)
+    assert caches[1].ring_bytes_per_slot() < caches[0].ring_bytes_per_slot()
+    with pytest.raises(ValueError, match="k has dtype torch.float32, but this cache's ring keeps torch.bfloat16"):
+        caches[1].step(idx, x["q"][0], x["k"][0].float(), x["v"][0], x["g"][0],
+                       None if x["beta"] is None else x["beta"][0])
 
 
 @pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp8+sr"), ("mamba2", "nvfp4+sr"), ("gdn", "nvfp4+sr"),

@@ -30,6 +30,7 @@ def _x(B=2, HV=2, K=32, V=8):
     (dict(window=0), "window must be a positive int"),
     (dict(num_heads=2.0), "num_heads must be a positive int"),
     (dict(seed=-1), "seed"),
+    (dict(ring_dtype=torch.float64), "ring_dtype torch.float64: allowed torch.float32, torch.bfloat16"),
 ])
 def test_bad_construction(kw, msg):
     with pytest.raises(ValueError, match=msg):
