@@ -134,7 +134,8 @@ def rotation(bytes_per_slot: int, batch: int, cap: int = 64) -> int:
     return int(min(cap, max(1, math.ceil(4 * L2_BYTES / max(1, bytes_per_slot * batch)))))
 
 
-ACT_DTYPE = torch.bfloat16   # the benchmark's activations, and the dtype the timed caches' rings keep k, v in
+ACT_DTYPE = torch.bfloat16   # the benchmark's activations
+RING_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}   # --ring-dtype (SSMStateCache ring_dtype)
 
 
 def bench_inputs(family, batch, shape, window, device):
@@ -182,7 +183,7 @@ def parse_knobs(text: str) -> dict:
 
 
 def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, knobs=None,
-                 phases=("step", "nonflush", "flush")):
+                 phases=("step", "nonflush", "flush"), ring_dtype=torch.float32):
     """Time one decode configuration on inputs ``x`` (:func:`bench_inputs`); returns a dict row.
 
     ``knobs``: launcher knobs ``{name: value}`` (names in :data:`LAUNCH_KNOBS`; None values = heuristic).
@@ -198,7 +199,8 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
     ckpt_bytes = probe.hp.bytes_per_slot() + (0 if probe.spec.shared else probe.lp.bytes_per_slot())
     R = rotation(ckpt_bytes, batch) if device.type == "cuda" else 1
     cache = SSMStateCache(family, spec, batch * R, shape["num_heads"], shape["head_k"], shape["head_v"],
-                          window=window, mode=mode, device=device, backend="triton", seed=1234, ring_dtype=ACT_DTYPE)
+                          window=window, mode=mode, device=device, backend="triton", seed=1234,
+                          ring_dtype=ring_dtype)
     for name, value in knobs.items():
         setattr(cache, name, value)
     _fill_states(cache, 7)
@@ -249,6 +251,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
                flush_item_v=bvi, flush_warps=nwf, flush_programs=fprog, flush_prefetch=fpre,
                flush_scratch=fscr, flush_dot=flush_dot_precision(cache, split) if window > 1 else None,
                flush_stream=flush_stream_mode(cache) if split else None, flush_stages=fst,
+               ring_dtype=str(ring_dtype).replace("torch.", "") if mode == "replay" else None,
                finite=bool(torch.isfinite(out).all()))
     del cache, out
     if device.type == "cuda":
@@ -368,12 +371,12 @@ def correctness(family, shape, window, device, steps=None, rows=3):
 
 
 # ------------------------------------------------------------------------------- report
-def memory_table(specs, shapes, window):
+def memory_table(specs, shapes, window, ring_dtype=torch.float32):
     rows = []
     for fam, shape in shapes.items():
         for spec, mode in configs(specs):
             c = SSMStateCache(fam, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"],
-                              window=window, mode=mode, backend="torch", ring_dtype=ACT_DTYPE)
+                              window=window, mode=mode, backend="torch", ring_dtype=ring_dtype)
             ck = c.hp.bytes_per_slot() + (0 if c.spec.shared else c.lp.bytes_per_slot())
             rows.append(dict(family=fam, spec=c.spec.text, mode=mode, checkpoint_bytes=ck,
                              ring_bytes=c.bytes_per_slot() - ck, total_bytes=c.bytes_per_slot(),
@@ -495,8 +498,8 @@ def write_report(out, df, mem, corr, meta, notes):
              f"- versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}",
              f"- window L = {meta['window']}; per-step time = median of triton.testing.do_bench over CUDA-graph "
              f"replays of L rounds x R slot groups (R chosen so the groups' checkpoints exceed 4x the "
-             f"{L2_BYTES >> 20} MB L2), divided by L*R; activations bf16, which the replay rings keep as they are "
-             f"(`ring_dtype` bf16: k and v at 2 bytes; betas, cumulative log decays and corrections fp32)",
+             f"{L2_BYTES >> 20} MB L2), divided by L*R; activations bf16; the replay rings keep k and v in "
+             f"{meta['ring_dtype']} (`ring_dtype`; betas, cumulative log decays and corrections in float32)",
              f"- device copy bandwidth (read + write, 1 GiB buffers, do_bench median, no CUDA graph): "
              f"{meta['copy_GBps']:.0f} GB/s (copy_ {meta['copy_detail']['copy']:.0f}, elementwise "
              f"{meta['copy_detail']['elementwise']:.0f})",
@@ -517,7 +520,8 @@ def write_report(out, df, mem, corr, meta, notes):
                      "speedup_vs_conv_fp32", "speedup_vs_fla", "rotation", "block_v", "flush_block_v", "num_warps",
                      "maxnreg", "split_flush", "prefetch"]]), "",
               "## Memory per sequence slot per layer (checkpoints + ring, L = "
-              f"{meta['window']}; the ring's k and v in bf16)", "", md(mdf, ".4g"), "", "![time per step](bench.png)", ""]
+              f"{meta['window']}; the ring's k and v in {meta['ring_dtype']})", "", md(mdf, ".4g"), "",
+              "![time per step](bench.png)", ""]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines))
 
@@ -552,7 +556,7 @@ def tile_sweep(families, specs, batch, block_vs, shapes, window, timer, device, 
 def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40, cpu_smoke=False,
               command=None, block_v=None, flush_block_v=None, maxnreg=None, sweep_block_v=None,
               sweep_maxnreg=(128, 0), sweep_specs=("fp32", "nvfp4/fp16"), sweep_families=("gdn",),
-              split_flush=None, resume=False):
+              split_flush=None, resume=False, ring_dtype="float32"):
     """Run the whole benchmark and write the report; returns the results DataFrame.
     Measurements are appended to ``out/results.partial.csv`` as they finish; ``resume`` keeps the rows of
     that file (a run cut short) and times only the missing (family, spec, mode, batch) configurations.
@@ -561,7 +565,8 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
     (non-flush rows, flush rows) or one fused kernel, for the main table (column ``split_flush``).
     ``sweep_block_v`` (list of V-block sizes): also run :func:`tile_sweep` for ``sweep_families`` x
     ``sweep_specs`` x ``sweep_maxnreg`` register caps (0 = none) x split off/on at the largest batch; written
-    to ``sweep.csv``, appended to report.md and printed."""
+    to ``sweep.csv``, appended to report.md and printed. ``ring_dtype`` (:data:`RING_DTYPES`): the dtype in which
+    the timed caches' rings keep k and v (bfloat16: exact for the bf16 activations, half the ring bytes)."""
     import pandas as pd
     from tqdm import tqdm
 
@@ -571,6 +576,8 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
             raise ValueError(f"unknown family {f!r}; valid: {', '.join(SHAPES)}")
     specs = specs or SPECS
     configs(specs)                      # bad specs fail here, before any work
+    if ring_dtype not in RING_DTYPES:
+        raise ValueError(f"ring dtype {ring_dtype!r}: allowed {', '.join(RING_DTYPES)}")
     batches = batches or BATCHES
     if cpu_smoke:
         if os.environ.get("TRITON_INTERPRET") != "1":
@@ -628,7 +635,8 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
             x = bench_inputs(fam, b, shapes[fam], window, device)
         rows.append(dict(bench_kernel(fam, spec, mode, b, shapes[fam], window, timer, device, x,
                                       dict(block_v=block_v, flush_block_v=flush_block_v, maxnreg=maxnreg,
-                                           split_flush=split_flush)), copy_GBps=copy_bw))
+                                           split_flush=split_flush), ring_dtype=RING_DTYPES[ring_dtype]),
+                         copy_GBps=copy_bw))
         pd.DataFrame(rows).to_csv(partial, index=False)   # a run cut short keeps what it measured (--resume)
     del x
     if fla_ok:
@@ -653,8 +661,9 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
     meta = dict(command=command or " ".join(sys.argv), date=datetime.datetime.now(datetime.timezone.utc)
                 .strftime("%Y-%m-%d %H:%M UTC"),
                 device=torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (Triton interpreter)",
-                versions=_versions(), window=window, copy_GBps=copy_bw, copy_detail=bw, shapes=shapes)
-    write_report(out, df, memory_table(specs, shapes, window), corr, meta, notes)
+                versions=_versions(), window=window, copy_GBps=copy_bw, copy_detail=bw, shapes=shapes,
+                ring_dtype=ring_dtype)
+    write_report(out, df, memory_table(specs, shapes, window, RING_DTYPES[ring_dtype]), corr, meta, notes)
     os.remove(partial)
     if sweep_block_v:
         configs(list(sweep_specs))

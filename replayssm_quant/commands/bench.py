@@ -39,6 +39,9 @@ def configure(parser):
     parser.add_argument("--resume", action="store_true",
                         help="keep the measurements of a run into --out that was cut short (results.partial.csv) "
                              "and time only the missing configurations")
+    parser.add_argument("--ring-dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="dtype in which the replay rings keep k and v (SSMStateCache ring_dtype; bfloat16 holds "
+                             "the benchmark's bf16 activations exactly in half the ring bytes; default float32)")
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="tiny shapes in the Triton CPU interpreter (tests only; times are meaningless)")
 
@@ -79,7 +82,7 @@ def run(args):
                    flush_block_v=args.flush_block_v, maxnreg=args.maxnreg, sweep_block_v=sweep,
                    sweep_maxnreg=sweep_mr,
                    split_flush={"auto": None, "on": True, "off": False}[getattr(args, "split_flush", "auto")],
-                   resume=getattr(args, "resume", False),
+                   resume=getattr(args, "resume", False), ring_dtype=getattr(args, "ring_dtype", "float32"),
                    command="replayssm-quant bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"]
                    else " ".join(sys.argv))
     print(f"wrote {args.out}/results.csv, report.md, bench.png ({len(df)} measurements)")

@@ -24,15 +24,15 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
-from replayssm_quant.kernels.bench import ACT_DTYPE, SHAPES, _fill_states, bench_inputs, write_table  # noqa: E402
+from replayssm_quant.kernels.bench import RING_DTYPES, SHAPES, _fill_states, bench_inputs, write_table  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
 
-def profile_config(family, spec, mode, batch, window, rounds):
+def profile_config(family, spec, mode, batch, window, rounds, ring_dtype="float32"):
     shape = SHAPES[family]
     dev = torch.device("cuda")
     cache = SSMStateCache(family, spec, batch, shape["num_heads"], shape["head_k"], shape["head_v"], window=window,
-                          mode=mode, device=dev, backend="triton", seed=1, ring_dtype=ACT_DTYPE)
+                          mode=mode, device=dev, backend="triton", seed=1, ring_dtype=RING_DTYPES[ring_dtype])
     _fill_states(cache, 7)
     x = bench_inputs(family, batch, shape, window, dev)
     idx = torch.arange(batch, device=dev, dtype=torch.int32)
@@ -68,6 +68,8 @@ def main(argv=None):
     p.add_argument("--specs", default="fp32,nvfp4/fp16,nvfp4+sr")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--window", type=int, default=16)
+    p.add_argument("--ring-dtype", choices=tuple(RING_DTYPES), default="float32",
+                   help="dtype of the replay rings' k and v (as bench.py --ring-dtype; default float32)")
     p.add_argument("--rounds", type=int, default=4,
                    help="L-step rounds profiled (default 4); 0: only the 2 L warm-up steps, no torch.profiler, no "
                         "table (to run under ncu: the replay step t of a slot group flushes when t %% L == L - 1)")
@@ -80,11 +82,12 @@ def main(argv=None):
         if a.rounds:    # (--rounds 0: the replay launches only, for ncu)
             rows += profile_config(fam, "fp32", "conventional", a.batch, a.window, a.rounds)
         for spec in a.specs.split(","):
-            rows += profile_config(fam, spec, "replay", a.batch, a.window, a.rounds)
+            rows += profile_config(fam, spec, "replay", a.batch, a.window, a.rounds, a.ring_dtype)
     if a.rounds == 0:
         return
     print(write_table(a.out, "profile", f"Per-kernel CUDA time of a decode step (batch {a.batch}, L = {a.window}, "
-                      f"{a.rounds} x L steps, torch.profiler)", pd.DataFrame(rows), torch.device("cuda")))
+                      f"{a.rounds} x L steps, torch.profiler; ring k, v in {a.ring_dtype})", pd.DataFrame(rows),
+                      torch.device("cuda")))
 
 
 if __name__ == "__main__":

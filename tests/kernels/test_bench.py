@@ -37,7 +37,8 @@ def test_bench_cpu_smoke_writes_report(tmp_path):
 
     out = tmp_path / "bench"
     rc = cli.main(["bench", "--cpu-smoke", "--out", str(out), "--families", "gdn", "--specs", "fp32,nvfp4/fp16",
-                   "--batches", "1", "--window", "2", "--sweep-block-v", "16", "--sweep-maxnreg", "96,0"])
+                   "--batches", "1", "--window", "2", "--sweep-block-v", "16", "--sweep-maxnreg", "96,0",
+                   "--ring-dtype", "bfloat16"])
     assert rc == 0
     df = pd.read_csv(out / "results.csv")
     assert not (out / "results.partial.csv").exists()   # the incremental copy is gone once the report is written
@@ -51,6 +52,7 @@ def test_bench_cpu_smoke_writes_report(tmp_path):
     assert len(mem) == 3 and (mem.total_bytes > mem.checkpoint_bytes).all()
     report = (out / "report.md").read_text()
     assert "| fp32 | replay |" in report and "Memory per sequence slot" in report
+    assert "the ring's k and v in bfloat16" in report and set(df[df["mode"] == "replay"].ring_dtype) == {"bfloat16"}
     assert (out / "bench.png").stat().st_size > 10_000
     assert "split_flush" in df and not df.split_flush.any()     # auto: tiny CPU grids run the fused kernel
     # gdn x {fp32, nvfp4/fp16} x block_v 16 x register caps {96, none} x (fused, split: the launcher's non-flush
