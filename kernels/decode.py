@@ -369,8 +369,9 @@ def _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK: tl.constexpr):
     """Ring terms of a non-flush step. ``Kr`` [L1P, BK] ring keys and ``Gr`` their cumulative log decays
     ([L1P], or [L1P, BK] when GK = K), both zero at the entries j >= h; ``Gt`` [BK] (and for GK = 1 the scalar
     ``Gts``) the current input's, G_t = G_{h-1} + g_t. The decay from entry j to now is exp(G_t - G_j).
-    Returns ``cq``, ``ck`` [L1P] (the entries' decayed key products with q_t and k_t) and ``gam`` [BK] =
-    gamma_{1:t} = exp(G_t) (decay of the checkpoint)."""
+    Returns ``cq``, ``ck`` [L1P] (the entries' decayed key products with q_t and k_t); the checkpoint's decay
+    gamma_{1:t} = exp(G_t) is the caller's (a [BK] vector in the fused kernel, a scalar or per-chunk slices in the
+    split one)."""
     if GK == 1:
         dec = tl.exp(Gts - Gr)                                               # [L1P]
         cq = tl.sum(Kr * q[None, :], 1) * dec
@@ -379,8 +380,7 @@ def _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK: tl.constexpr):
         dec = tl.exp(Gt[None, :] - Gr)
         cq = tl.sum(Kr * dec * q[None, :], 1)
         ck = tl.sum(Kr * dec * kt[None, :], 1)
-    gam = tl.exp(Gt)
-    return cq, ck, gam
+    return cq, ck
 
 
 @triton.jit
@@ -675,8 +675,8 @@ def _step_program(
                 else:
                     Gr = tl.where(mj[:, None], g_nf, 0.0)                            # [L1P, BK]
                 Gt, Gts = _current_log_decay(Gr, offs_j, h, gt, gts, GK, BK)
-                cq, ck, gam = _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK)
-                o, u = _nonflush_rows(S_nf, Ur, cq, ck, gam, q, kt, vt, beta, DELTA)
+                cq, ck = _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK)
+                o, u = _nonflush_rows(S_nf, Ur, cq, ck, tl.exp(Gt), q, kt, vt, beta, DELTA)
                 tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
                 eh = ring0 + h
                 _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
@@ -780,9 +780,8 @@ def _nonflush_kernel(
         else:
             Gt = tl.load(gp_ptr + offs_k, mask=mk & (h > 0), other=0.0) + gt
             Gts = 0.0
-        cq, ck, gam = _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK)
-        if GK == 1:
-            gam = tl.exp(Gts)   # the scalar behind _ring_coeffs' [BK] vector
+        cq, ck = _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK)
+        gam = tl.exp(Gts)   # GK = 1: the checkpoint's decay, a scalar (kda: unused, its chunks compute their slices)
         # the chunks' row sums are added in chunk order (acc = ((p0 + p1) + p2) + p3, as _rowdot)
         acc_q = tl.zeros([BVA], dtype=tl.float32)
         acc_k = tl.zeros([BVA], dtype=tl.float32)
