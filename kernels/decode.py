@@ -818,6 +818,14 @@ def _nonflush_kernel(
         _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, True, K, GK, DELTA, CACHED)
 
 
+def _int_knob(name: str, value, ok, allowed: str) -> int:
+    """A launcher knob's ``value`` if it is an int (not a bool) for which ``ok(value)`` holds; else ValueError
+    naming the knob, the value and what is ``allowed``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not ok(value):
+        raise ValueError(f"{name}={value!r}: {allowed}")
+    return value
+
+
 def _num_sms(device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
@@ -879,8 +887,8 @@ def launch_config(cache, batch: int):
     programs that round stochastically into an 8-bit checkpoint (:data:`CONVENTIONAL_SR8_MAXNREG`: the Philox
     bits and the 8-bit encode take gdn / kda to ~162 registers, one program per SM; H200, B = 256, per step
     uncapped / 128 / 80 registers, reports/bench/sweeps_2026-11-30e/conv_cap_b256.md: gdn fp8+sr 598 / 407 /
-    364 us, kda 623 / 413 / 388, mamba2 695 / 726 / 696; fp32 and fp16 unchanged or slower capped). The replay kernel's register count is set by
-    its flush branch; uncapped, at BV = 32 / 4 warps (AOT for sm_90a with the launcher's 16-byte alignment)
+    364 us, kda 623 / 413 / 388, mamba2 695 / 726 / 696; fp32 and fp16 unchanged or slower capped).
+    The replay kernel's register count is set by its flush branch; uncapped, at BV = 32 / 4 warps (AOT for sm_90a with the launcher's 16-byte alignment)
     gdn fp32 needs 109 (4 programs per SM), nvfp4/fp16 146 and kda 155 (3 per SM). When the grid has more
     than 2 programs per SM, replay launches on the GPU get the cap :data:`REPLAY_MAXNREG` (4 programs of 4
     warps per SM; a few dozen bytes of spills in the flush branch) unless the ``maxnreg`` knob (bench
@@ -1028,8 +1036,8 @@ def nonflush_config(cache, batch: int) -> tuple[int, int, bool, int, int | None,
     without (reports/bench/full_39b0202/nonflush_sweep*.md): fp32 gdn 172 / 218, mamba2 330 / 343, kda 231 /
     235; fp8 113 / 120, 197 / 195, 198 / 225; fp16 137 / 140, 254 / 230, 260 / 252; nvfp4/fp16 146 / 146,
     247 / 207, 250 / 245. ``maxnreg`` (knob ``nonflush_maxnreg``; 0 = no cap): :data:`NONFLUSH_DELTA_MAXNREG` for the
-    delta rule (gdn, kda) except kda's 2-warp programs unless staged with a compressed read copy, else none. H200, B = 256, non-flush
-    step, kda with the cumulative-decay ring, staged, uncapped -> capped (reports/bench/sweeps_2026-11-30e/
+    delta rule (gdn, kda) except kda's 2-warp programs unless staged with a compressed read copy, else none.
+    H200, B = 256, non-flush step, kda with the cumulative-decay ring, staged, uncapped -> capped (reports/bench/sweeps_2026-11-30e/
     prefix_kda_cfg.md): fp32 173.4 -> 180.1 us, fp16 138.6 -> 115.8, fp8+sr 101.2 -> 91.4, nvfp4/fp16 166.9 ->
     145.2. Earlier (before that ring, uncapped -> capped),
     uncapped -> capped (reports/bench/sweeps_2026-11-30c/nf_cap_gdn.md, kda_cap_b256.md): kda fp32 (4 warps, 3 -> 4
@@ -1045,8 +1053,8 @@ def nonflush_config(cache, batch: int) -> tuple[int, int, bool, int, int | None,
     before-``h`` load of the first chunk then do not apply), with ``BVA * KC / 2048`` warps in 2..16 by default
     (2 for K = 128). Default :data:`NONFLUSH_STAGES` for nvfp4 read copies (kda: on large grids only) and, on
     grids of at least :data:`NONFLUSH_STAGED_PER_SM` programs per SM, fp32 and 16-bit ones and kda's 8-bit ones;
-    none for gdn's and mamba2's 8-bit read copies. kda with the cumulative-decay ring, B = 256, unstaged -> staged (capped; ``prefix_kda_cfg.md``):
-    fp8+sr 111.2 -> 91.4, nvfp4/fp16 202.6 -> 145.2 (uncapped unstaged: 95.2, 172.7). Before that ring, H200,
+    none for gdn's and mamba2's 8-bit read copies. kda with the cumulative-decay ring, B = 256, unstaged ->
+    staged (capped; ``prefix_kda_cfg.md``): fp8+sr 111.2 -> 91.4, nvfp4/fp16 202.6 -> 145.2 (uncapped unstaged: 95.2, 172.7). Before that ring, H200,
     B = 256, non-flush us per step, unstaged -> staged
     (reports/bench/sweeps_2026-11-30d/nf_stages*.md): fp32 gdn 172.8 -> 165.2, kda 203.6 -> 189.6, mamba2 327.5 ->
     314.6; fp16 gdn 108.9 -> 104.4, kda 156.5 -> 156.2, mamba2 214.7 -> 200.2; nvfp4/fp16 gdn 126.6 -> 108.4,
@@ -1068,8 +1076,7 @@ def nonflush_config(cache, batch: int) -> tuple[int, int, bool, int, int | None,
         else:
             staged = bits < 8 or (bits != 8 and large)
         stages = NONFLUSH_STAGES if staged else 0
-    if isinstance(stages, bool) or not isinstance(stages, int) or not 0 <= stages <= 8:
-        raise ValueError(f"nonflush_stages={stages!r}: pipeline stages of the key-chunk loop, 0 (none) to 8")
+    _int_knob("nonflush_stages", stages, lambda x: 0 <= x <= 8, "pipeline stages of the key-chunk loop, 0 (none) to 8")
     # compressed read copies and staged loops: 2 warps (a program is bound by its dependent loads and
     # reductions, not by the bytes: fewer, busier threads per program did better; nvfp4 only with 4096-element
     # chunks unless staged)
@@ -1085,8 +1092,8 @@ def nonflush_config(cache, batch: int) -> tuple[int, int, bool, int, int | None,
         per_key = getattr(cache, "per_key", False)
         capped = getattr(cache, "delta", False) and (not per_key or warps >= 4 or (stages > 0 and bits != 32))
         maxnreg = NONFLUSH_DELTA_MAXNREG if capped else 0
-    if isinstance(maxnreg, bool) or not isinstance(maxnreg, int) or not (maxnreg == 0 or 24 <= maxnreg <= 255):
-        raise ValueError(f"nonflush_maxnreg={maxnreg!r}: registers per thread, 24 to 255, or 0 for no cap")
+    _int_knob("nonflush_maxnreg", maxnreg, lambda x: x == 0 or 24 <= x <= 255,
+              "registers per thread, 24 to 255, or 0 for no cap")
     return BVA, KC, prefetch and not stages, warps, (maxnreg or None), stages
 
 
@@ -1128,8 +1135,9 @@ def flush_stages(cache) -> int | None:
     default (the next sub-block's recurrence tile and ring rows are copied ahead into shared memory) except in the
     split step's flush launch (:func:`flush_config`); 1: no pipeline (loads straight into registers)."""
     stages = getattr(cache, "flush_stages", None)
-    if stages is not None and (isinstance(stages, bool) or not isinstance(stages, int) or not 1 <= stages <= 8):
-        raise ValueError(f"flush_stages={stages!r}: pipeline stages of the flush sub-block loops, 1 (none) to 8")
+    if stages is not None:
+        _int_knob("flush_stages", stages, lambda x: 1 <= x <= 8,
+                  "pipeline stages of the flush sub-block loops, 1 (none) to 8")
     return stages
 
 

@@ -159,10 +159,6 @@ class SSMStateCache:
             raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {tuple(shape)}")
         if x.device.type != self.device.type:
             raise ValueError(f"{name} is on {x.device}, the cache on {self.device}")
-        if name in ("k", "v") and self.ring_dtype != torch.float32 and x.dtype != self.ring_dtype:
-            raise ValueError(f"{name} has dtype {x.dtype}, but this cache's ring keeps {self.ring_dtype} inputs "
-                             f"(ring_dtype): pass {self.ring_dtype} k and v or create the cache with "
-                             "ring_dtype=torch.float32")
         return x.contiguous()
 
     # ------------------------------------------------------------------ API
@@ -240,6 +236,11 @@ class SSMStateCache:
         q = self._act("q", q, (B, HV, K))
         k = self._act("k", k, (B, HV, K))
         v = self._act("v", v, (B, HV, V))
+        for name, x in (("k", k), ("v", v)):   # the ring keeps them: exact only in their own dtype
+            if self.ring_dtype != torch.float32 and x.dtype != self.ring_dtype:
+                raise ValueError(f"{name} has dtype {x.dtype}, but this cache's ring keeps {self.ring_dtype} inputs "
+                                 f"(ring_dtype): pass {self.ring_dtype} k and v or create the cache with "
+                                 "ring_dtype=torch.float32")
         g = self._act("g", g, (B, HV, K) if self.per_key else (B, HV))
         if self.delta:
             if beta is None:
