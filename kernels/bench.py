@@ -302,22 +302,30 @@ def correctness(family, shape, window, device, steps=None, rows=3):
     S0 = torch.randn(rows, HV, V, K, generator=torch.Generator().manual_seed(98)) * 0.3
     o_ref, s_ref = oracle_sequence(family, S0.to(device), *(None if x[n] is None else x[n]
                                                             for n in ("q", "k", "v", "g", "beta")))
-    res = []
-    for spec, mode in (("fp32", "replay"), ("fp32", "conventional"), ("nvfp4/fp32", "replay")):
-        c = SSMStateCache(family, spec, rows, HV, K, V, window=window, mode=mode, device=device,
-                          backend="triton")
+    def rel(a, ref):
+        return ((a - ref).abs().max() / ref.abs().max()).item()
+
+    def vs_oracle(c, all_outputs):
+        """T steps of cache ``c`` from S0: the largest relative errors against the oracle of the outputs (every
+        step, or the flush steps) and of the recurrence checkpoint after each flush."""
         idx = torch.arange(rows, device=device)
         c.load_state(idx, S0.to(device))
         out_err, ckpt_err = 0.0, 0.0
         for t in range(T):
             o = c.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t],
                        None if x["beta"] is None else x["beta"][t]).double()
-            flush = mode == "conventional" or (t + 1) % window == 0
-            if spec == "fp32" or flush:
-                out_err = max(out_err, ((o - o_ref[t]).abs().max() / o_ref[t].abs().max()).item())
+            flush = (t + 1) % c.window == 0          # (conventional: window 1, every step)
+            if all_outputs or flush:
+                out_err = max(out_err, rel(o, o_ref[t]))
             if flush:
-                ck = c.checkpoint(idx).double()
-                ckpt_err = max(ckpt_err, ((ck - s_ref[t]).abs().max() / s_ref[t].abs().max()).item())
+                ckpt_err = max(ckpt_err, rel(c.checkpoint(idx).double(), s_ref[t]))
+        return out_err, ckpt_err
+
+    res = []
+    for spec, mode in (("fp32", "replay"), ("fp32", "conventional"), ("nvfp4/fp32", "replay")):
+        c = SSMStateCache(family, spec, rows, HV, K, V, window=window, mode=mode, device=device,
+                          backend="triton")
+        out_err, ckpt_err = vs_oracle(c, spec == "fp32")
         what = "all outputs" if spec == "fp32" else "flush-step outputs"
         res.append(dict(family=family, spec=spec, mode=mode, steps=T, checked=what,
                         max_rel_out_err=out_err, max_rel_ckpt_err=ckpt_err,
@@ -343,7 +351,7 @@ def correctness(family, shape, window, device, steps=None, rows=3):
         for t in range(window):
             o = [c.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t],
                         None if x["beta"] is None else x["beta"][t]).double() for c in cs]
-            out_err = max(out_err, ((o[1] - o[0]).abs().max() / o[0].abs().max()).item())
+            out_err = max(out_err, rel(o[1], o[0]))
         ck = [c.checkpoint(idx).double() for c in cs]
         frac = ((ck[1] - ck[0]).abs() > 1e-5 * ck[0].abs().max()).double().mean().item()
         res.append(dict(family=family, spec=spec, mode="replay", steps=window,
@@ -355,14 +363,7 @@ def correctness(family, shape, window, device, steps=None, rows=3):
     for dot in ("ieee", "tf32x3"):
         c = SSMStateCache(family, "nvfp4/fp16", rows, HV, K, V, window=window, device=device, backend="triton")
         c.split_flush, c.flush_dot = True, dot
-        idx = torch.arange(rows, device=device)
-        c.load_state(idx, S0.to(device))
-        errs[dot] = 0.0
-        for t in range(T):
-            c.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t], None if x["beta"] is None else x["beta"][t])
-            if (t + 1) % window == 0:
-                ck = c.checkpoint(idx).double()
-                errs[dot] = max(errs[dot], ((ck - s_ref[t]).abs().max() / s_ref[t].abs().max()).item())
+        errs[dot] = vs_oracle(c, False)[1]
     res.append(dict(family=family, spec="nvfp4/fp16", mode="replay", steps=T,
                     checked="split flush, 3xTF32 dots: ckpt vs oracle; out column = the same with IEEE dots",
                     max_rel_out_err=errs["ieee"], max_rel_ckpt_err=errs["tf32x3"],
