@@ -124,14 +124,15 @@ def test_fp32_replay_window16_equals_oracle(family):
     x = random_decode_inputs(family, T, 1, HV, K, V, generator=_gen(3), device=DEV)
     S0 = torch.randn(1, HV, V, K, generator=_gen(4)).to(DEV)
     c = _cache(family, "fp32", HV, K, V, "triton", L=L, slots=2)
-    c.load_state(torch.tensor([1], device=DEV), S0)
+    slot = torch.tensor([1], device=DEV)
+    c.load_state(slot, S0)
     o_ref, s_ref = oracle_sequence(family, S0.cpu(), *(None if x[n] is None else x[n].cpu()
                                                         for n in ("q", "k", "v", "g", "beta")))
     for t in range(T):
-        o = _step(c, torch.tensor([1], device=DEV), x, t).cpu()
+        o = _step(c, slot, x, t).cpu()
         assert _rel(o, o_ref[t]) < 1e-5, t
-    assert _rel(c.checkpoint(torch.tensor([1], device=DEV)).cpu(), s_ref[31]) < 1e-5
-    assert _rel(c.state(torch.tensor([1], device=DEV)).cpu(), s_ref[T - 1]) < 1e-5
+    assert _rel(c.checkpoint(slot).cpu(), s_ref[31]) < 1e-5
+    assert _rel(c.state(slot).cpu(), s_ref[T - 1]) < 1e-5
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -140,13 +141,14 @@ def test_conventional_fp32_equals_oracle(family):
     x = random_decode_inputs(family, T, 2, HV, K, V, generator=_gen(5), device=DEV)
     S0 = torch.randn(2, HV, V, K, generator=_gen(6)).to(DEV)
     c = _cache(family, "fp32", HV, K, V, "triton", mode="conventional", slots=3)
-    c.load_state(torch.tensor([2, 0], device=DEV), S0)
+    slots = torch.tensor([2, 0], device=DEV)
+    c.load_state(slots, S0)
     o_ref, s_ref = oracle_sequence(family, S0.cpu(), *(None if x[n] is None else x[n].cpu()
                                                         for n in ("q", "k", "v", "g", "beta")))
     for t in range(T):
-        o = _step(c, torch.tensor([2, 0], device=DEV), x, t).cpu()
+        o = _step(c, slots, x, t).cpu()
         assert _rel(o, o_ref[t]) < 1e-5
-        assert _rel(c.checkpoint(torch.tensor([2, 0], device=DEV)).cpu(), s_ref[t]) < 1e-5
+        assert _rel(c.checkpoint(slots).cpu(), s_ref[t]) < 1e-5
 
 
 # --------------------------------------------------------------------------------------------
@@ -526,7 +528,7 @@ def test_nonflush_launch_config(monkeypatch):
             cfg("fp32", nonflush_stages=bad)
 
 
-def test_flush_launch_config():
+def test_flush_launch_config(monkeypatch):
     """The split step's flush launch: whole-head work items (flush terms once per (row, head)), no sub-block
     prefetch, S_L kept in scratch between the two passes of an nvfp4 flush; knobs override; bad items refused."""
     from types import SimpleNamespace
@@ -555,12 +557,10 @@ def test_flush_launch_config():
         with pytest.raises(ValueError, match="flush_stages=.*: pipeline stages of the flush sub-block loops, 1 .none. to 8"):
             cfg("fp32", flush_stages=bad)
     # GPU: 32-row sub-blocks for a shared 16-bit checkpoint (not a dual spec's, not over the knob)
-    mp = pytest.MonkeyPatch.context()
-    with mp as m:
-        m.setattr(decode, "_num_sms", lambda device: 132)
-        assert cfg("fp16", device="cuda")[:2] == (128, 32) and cfg("bf16+sr", V=64, device="cuda")[:2] == (64, 32)
-        assert cfg("fp16", V=16, device="cuda")[:2] == (16, 16) and cfg("fp16", flush_block_v=16, device="cuda")[1] == 16
-        assert cfg("fp32", device="cuda")[1] == 16 and cfg("fp8/fp16", device="cuda")[1] == 16
+    monkeypatch.setattr(decode, "_num_sms", lambda device: 132)
+    assert cfg("fp16", device="cuda")[:2] == (128, 32) and cfg("bf16+sr", V=64, device="cuda")[:2] == (64, 32)
+    assert cfg("fp16", V=16, device="cuda")[:2] == (16, 16) and cfg("fp16", flush_block_v=16, device="cuda")[1] == 16
+    assert cfg("fp32", device="cuda")[1] == 16 and cfg("fp8/fp16", device="cuda")[1] == 16
     for bad in (24, 8):
         with pytest.raises(ValueError, match="power of two and a multiple of the flush sub-block 16"):
             cfg("fp32", flush_item_v=bad)
