@@ -64,7 +64,9 @@ def _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, 
     A NaN's bits never reach a store (kernels only compute with the values), so fp16 / fp8 skip the NaN
     fix-up of :func:`.rounding.decode_bits`. ``VALUES`` (the read copy of a non-flush output): nvfp4 also
     skips its NaN select, which otherwise keeps each decoded value a rounded product (no fma contraction
-    with the caller's add), as the flush's bit-exact recurrence needs."""
+    with the caller's add), as the flush's bit-exact recurrence needs, and every format skips the select of
+    the masked elements: their zero bits (codes and block scales) decode to +0 (one select per element less
+    in the non-flush loop)."""
     m = mv[:, None] & mk[None, :]
     if FMT == 0:
         S = tl.load(p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :], mask=m, other=0.0)
@@ -78,10 +80,14 @@ def _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, 
         sb = tl.load(p1 + sh * V * K16 + offs_v[:, None] * K16 + o16[None, :],
                      mask=mv[:, None] & (o16 < K16)[None, :], other=0)
         s_enc = tl.load(p2 + sh)
-        S = tl.where(m, nvfp4_decode(codes, sb, s_enc, not VALUES), 0.0)
+        S = nvfp4_decode(codes, sb, s_enc, not VALUES)
+        if not VALUES:
+            S = tl.where(m, S, 0.0)
     else:
         bits = tl.load(p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :], mask=m, other=0)
-        S = tl.where(m, decode_bits(bits.to(tl.int32), FMT, False), 0.0)
+        S = decode_bits(bits.to(tl.int32), FMT, False)
+        if not VALUES:
+            S = tl.where(m, S, 0.0)
     return S
 
 
@@ -160,6 +166,32 @@ def _conventional_rows(hp0, hp1, hp2, v_ptr, sh, bh, at, kt, beta, offs_f, mf, o
 
 
 @triton.jit
+def _tf32_split(x):
+    """fp32 ``x`` -> ``(hi, lo)``: ``hi`` = x rounded to the nearest TF32 value (10 mantissa bits; +-inf and NaN
+    kept), ``lo = x - hi`` (exact), as Triton's own ``"tf32x3"`` splits its operands."""
+    hi = ((x.to(tl.int32, bitcast=True) + 0x1000) & -8192).to(tl.float32, bitcast=True)
+    hi = tl.where(tl.abs(x) < float("inf"), hi, x)
+    return hi, x - hi
+
+
+@triton.jit
+def _dot_tf32x3(a, b_hi, b_lo, A_EXACT: tl.constexpr):
+    """``a @ b`` to about fp32 accuracy from TF32 tensor-core products, ``b`` given split (:func:`_tf32_split`,
+    done once by the caller for all its sub-blocks): ``a_lo b_hi + a_hi b_lo + a_hi b_hi``, small terms first.
+    ``A_EXACT``: ``a`` holds TF32 values already (a tile decoded from a 16- or 8-bit checkpoint), so
+    ``a_lo = 0``: two products and no split of ``a``. Triton's ``input_precision="tf32x3"`` splits both operands
+    at every call. (The interpreter computes each product in fp32.)"""
+    if A_EXACT:
+        acc = tl.dot(a, b_lo, input_precision="tf32")
+        a_hi = a
+    else:
+        a_hi, a_lo = _tf32_split(a)
+        acc = tl.dot(a_lo, b_hi, input_precision="tf32")
+        acc = tl.dot(a_hi, b_lo, acc, input_precision="tf32")
+    return tl.dot(a_hi, b_hi, acc, input_precision="tf32")
+
+
+@triton.jit
 def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
                 K: tl.constexpr, L: tl.constexpr, LP: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
                 BK: tl.constexpr, LPLOG: tl.constexpr, CACHED: tl.constexpr, DOTP: tl.constexpr = "ieee"):
@@ -175,7 +207,7 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
     ``CACHED`` (delta rule, shared spec: Algorithm 1): no M, T, betas (the corrections u_0..u_{L-2} are the
     ring's cached ones); instead kdl [BK] = k_{L-1} d_{1:L} (= row L-1 of Kd) and cl [LP] = Kd2_j . k_{L-1}
     (j < L-1, else 0), so that the current correction is u_{L-1} = beta (v - S_hp kdl - U cl).
-    Returns (Kd, Kd2, dL, T, br, kdl, cl) (unused entries are placeholders). ``DOTP``: the input precision of
+    Returns (Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl) (unused entries are placeholders). ``DOTP``: the input precision of
     the fp32 dots (:func:`flush_dot_precision`).
     """
     offs_j = tl.arange(0, LP)
@@ -238,11 +270,17 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
         for s in tl.static_range(1, LPLOG):            # Np = N^(2^s); T <- T (I + Np)
             Np = tl.dot(Np, Np, input_precision=DOTP)
             T = tl.dot(T, eye + Np, input_precision=DOTP)
-    return Kd, Kd2, dL, T, br, kdl, cl
+    if DOTP == "tf32x3":   # the sub-blocks' key operands, split once per (row, head) (:func:`_dot_tf32x3`)
+        Kd, Kdl = _tf32_split(Kd)
+        Kd2, Kd2l = _tf32_split(Kd2)
+    else:
+        Kdl = Kd
+        Kd2l = Kd2
+    return Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl
 
 
 @triton.jit
-def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, kdl, cl, beta,
+def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, beta,
                  offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, LP: tl.constexpr,
                  DELTA: tl.constexpr, FMT_HP: tl.constexpr, BK: tl.constexpr, UMODE: tl.constexpr,
                  CACHED: tl.constexpr, S0p, PRE: tl.constexpr, DOTP: tl.constexpr):
@@ -285,20 +323,26 @@ def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, K
         Vr = tl.where(last, vf[:, None], Vr)                                     # [BVF, LP]
         S0 = S0p if PRE else _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
         if DELTA:
-            P = tl.dot(S0, tl.trans(Kd), input_precision=DOTP)                   # [BVF, LP]
+            if DOTP == "tf32x3":
+                P = _dot_tf32x3(S0, tl.trans(Kd), tl.trans(Kdl), FMT_HP >= 1 and FMT_HP <= 4)   # [BVF, LP]
+            else:
+                P = tl.dot(S0, tl.trans(Kd), input_precision=DOTP)               # [BVF, LP]
             U = tl.dot((Vr - P) * br[None, :], T, input_precision=DOTP)        # [BVF, LP]
             if UMODE == 1:
                 tl.store(uptr, U, mask=mf[:, None] & mring[None, :])
                 tl.store(out_ptr + bh * V + offs_f[:, None] + offs_j[None, :] * 0, U, mask=mf[:, None] & last)
         else:
             U = Vr
-    S = S0 * dL[None, :] + tl.dot(U, Kd2, input_precision=DOTP)
+    if DOTP == "tf32x3":
+        S = S0 * dL[None, :] + _dot_tf32x3(U, Kd2, Kd2l, False)
+    else:
+        S = S0 * dL[None, :] + tl.dot(U, Kd2, input_precision=DOTP)
     return S
 
 
 @triton.jit
 def _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta,
-             Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr,
+             Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr,
              L: tl.constexpr, LP: tl.constexpr, DELTA: tl.constexpr,
              FMT_HP: tl.constexpr, BK: tl.constexpr, CACHED: tl.constexpr, UMODE: tl.constexpr = 0, S0p=None,
              PRE: tl.constexpr = False, DOTP: tl.constexpr = "ieee"):
@@ -308,7 +352,7 @@ def _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, k
         S = _conventional_rows(hp0, hp1, hp2, v_ptr, sh, bh, at, kt, beta, offs_f, mf, offs_k, mk, K, V, DELTA,
                                FMT_HP, BK)
     else:
-        S = _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kd2, dL, T, br, kdl, cl,
+        S = _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl,
                          beta, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
                          UMODE if DELTA and L > 1 else 0, CACHED, S0p, PRE, DOTP)
     return S
@@ -598,12 +642,14 @@ def _step_program(
                 offs_n = pv * BV + tl.arange(0, BVF)
                 S0n = _load_tile(hp0, hp1, hp2, sh, offs_n, offs_k, offs_n < V, mk, K, V, FMT_HP, BK)
             if L > 1:   # per-(row, head) terms of the chunked flush, shared by the sub-blocks
-                Kd, Kd2, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k,
+                Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k,
                                                           mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED,
                                                           DOTP)
             else:
                 Kd = kt
+                Kdl = kt
                 Kd2 = kt
+                Kd2l = kt
                 T = kt
                 dL = at
                 br = at
@@ -616,7 +662,7 @@ def _step_program(
                     # the whole head fits one sub-block: one pass, S_L stays in registers
                     offs_f = tl.arange(0, BVF)
                     mf = offs_f < V
-                    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kd2,
+                    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kdl, Kd2, Kd2l,
                                  dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK, CACHED,
                                  DOTP=DOTP)
                     s_enc = nvfp4_encode_scale(nvfp4_amax(S))
@@ -629,7 +675,7 @@ def _step_program(
                         offs_f = r * BVF + tl.arange(0, BVF)
                         mf = offs_f < V
                         S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd,
-                                     Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
+                                     Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
                                      CACHED, 0 if SCRATCH else 1, DOTP=DOTP)
                         if SCRATCH:
                             tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S)
@@ -643,7 +689,7 @@ def _step_program(
                             S = tl.load(scr_ptr + offs_f[:, None] * BK + offs_k[None, :])
                         else:
                             S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta,
-                                         Kd, Kd2, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA,
+                                         Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA,
                                          FMT_HP, BK, CACHED, 2, DOTP=DOTP)
                         _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                            seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
@@ -659,7 +705,7 @@ def _step_program(
                                          K, V, FMT_HP, BK)
                     else:
                         S0 = dL   # (unused)
-                    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kd2,
+                    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kdl, Kd2, Kd2l,
                                  dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK, CACHED, 0,
                                  S0, FPRE, DOTP)
                     _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
@@ -997,19 +1043,23 @@ def flush_dot_precision(cache, split: bool = False) -> str:
     """Input precision of the replay flush's fp32 ``tl.dot`` products (knob ``flush_dot``): ``"ieee"`` (fp32 FMA
     products and sums) or ``"tf32x3"`` (each fp32 operand split into two TF32 parts, three tensor-core products:
     about fp32 accuracy, not IEEE rounding). An fp32 recurrence checkpoint is always flushed with ``"ieee"``
-    (the fp32 path computes in IEEE fp32). Default ``"ieee"``, except in the split step's flush launch
-    (``split``) of a separate spec with an nvfp4 read copy (its recurrence checkpoint 16- or 8-bit), whose three
+    (the fp32 path computes in IEEE fp32). Default ``"ieee"``, except on the GPU in the split step's flush
+    launch (``split``) of a separate spec with an nvfp4 read copy (its recurrence checkpoint 16- or 8-bit), whose three
     dots per sub-block (Algorithm 3) run as ``"tf32x3"`` there, with no software pipeline (:func:`flush_config`).
     H200, B = 256, per step, IEEE -> 3xTF32 without the pipeline (reports/bench/sweeps_2026-11-30f/
     fl_dot_b256.md): nvfp4/fp16 gdn 229.1 -> 200.9 us, kda 262.2 -> 238.3, mamba2 292.2 -> 282.1; nvfp4/fp8+sr
     gdn 229.4 -> 214.8, kda 265.3 -> 256.4, mamba2 302.9 -> 304.6 (with the pipeline 3xTF32 was slower: gdn
-    nvfp4/fp16 244.8). The interpreter computes every dot as a numpy fp32 matmul whatever the setting."""
+    nvfp4/fp16 244.8). ``"tf32x3"`` is :func:`_dot_tf32x3` for the sub-blocks' two large dots (their key
+    operands split once per (row, head); a 16- or 8-bit recurrence tile is TF32-exact and is not split) and
+    Triton's built-in ``"tf32x3"`` for the small ones. The default is IEEE off the GPU: the interpreter computes
+    each TF32 product in fp32, so the split sums round differently from one fp32 dot."""
     knob = getattr(cache, "flush_dot", None)
     if knob is not None and knob not in FLUSH_DOT_PRECISIONS:
         raise ValueError(f"flush_dot={knob!r}: allowed {', '.join(map(repr, FLUSH_DOT_PRECISIONS))}")
     if cache.spec.recur.name == "fp32":
         return "ieee"
-    if knob is None and split and not cache.spec.shared and cache.spec.read.name == "nvfp4":
+    on_gpu = getattr(getattr(cache, "device", None), "type", None) == "cuda"
+    if knob is None and split and on_gpu and not cache.spec.shared and cache.spec.read.name == "nvfp4":
         return "tf32x3"
     return knob or "ieee"
 

@@ -32,8 +32,8 @@ multiplies (by 2**126 and the block factor) and, unless ``NAN_BITS=False``, an i
 canonicalisation (GPU arithmetic returns NaN as 0x7FFFFFFF, x86 keeps the operand's NaN; the
 integer select also keeps ``q * d`` from being contracted into an fma with a caller's add).
 Encode (RNE): no per-element division either: seven per-block thresholds in the xs domain,
-rounded in the right direction, give E2M1(fp32(xs / s_b)) bit for bit by seven compares
-(:func:`_e2m1_rne_scaled`); SR still divides per element (it needs the discarded bits).
+rounded in the right direction, give E2M1(fp32(xs / s_b)) bit for bit by a binary search of three
+compares (:func:`_e2m1_rne_scaled`); SR still divides per element (it needs the discarded bits).
 
 ``FMT`` is a ``tl.constexpr`` from :data:`FORMAT_CODE`; ``rbits`` is a uint32
 (or int32) tensor shaped like ``x``, only read when ``SR`` is true (pass
@@ -267,23 +267,34 @@ def _xs_threshold(s_b, t, h, UP: tl.constexpr):
 
 
 @triton.jit
+def _nextup(t):
+    """The next fp32 above the positive finite ``t`` (one ulp up, on the bits)."""
+    return (t.to(tl.int32, bitcast=True) + 1).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _e2m1_rne_scaled(xs, s_b):
     """E2M1 bits of fp32(xs / s_b), RNE, without dividing: ``xs`` fp32 [NB, 8] (finite),
     ``s_b`` [NB, 1] E4M3 values > 0. fp32(xs / s_b) > t (t = 0.25, 1.25, 2.5, 5: ties round
-    down to the even code) iff |xs| / s_b > t + ulp(t)/2 iff |xs| > RD((t + ulp(t)/2) * s_b);
-    fp32(xs / s_b) >= t (t = 0.75, 1.75, 3.5: ties up) iff |xs| >= RU((t - ulp(t)/2) * s_b)
-    (the midpoints have at most 3 significant bits, so a tie at t +- ulp(t)/2 rounds to t).
-    Seven thresholds per block, seven compares per element; equal to
+    down to the even code) iff |xs| / s_b > t + ulp(t)/2 iff |xs| > RD((t + ulp(t)/2) * s_b),
+    i.e. |xs| >= the next fp32 above that; fp32(xs / s_b) >= t (t = 0.75, 1.75, 3.5: ties up) iff
+    |xs| >= RU((t - ulp(t)/2) * s_b) (the midpoints have at most 3 significant bits, so a tie at
+    t +- ulp(t)/2 rounds to t). The magnitude code is the number of these seven per-block
+    thresholds T0 <= ... <= T6 that |xs| reaches, found by a three-level binary search (three
+    compares and four selects per element instead of seven compares and adds); equal to
     ``encode_bits(div_rn(xs, s_b), 6, False, None)`` (magnitude bits) bit for bit."""
     a = tl.abs(xs)
-    n = (a > _xs_threshold(s_b, 0.25, 1.4901161193847656e-08, False)).to(tl.int32)
-    n += (a >= _xs_threshold(s_b, 0.75, 2.9802322387695312e-08, True)).to(tl.int32)
-    n += (a > _xs_threshold(s_b, 1.25, 5.960464477539063e-08, False)).to(tl.int32)
-    n += (a >= _xs_threshold(s_b, 1.75, 5.960464477539063e-08, True)).to(tl.int32)
-    n += (a > _xs_threshold(s_b, 2.5, 1.1920928955078125e-07, False)).to(tl.int32)
-    n += (a >= _xs_threshold(s_b, 3.5, 1.1920928955078125e-07, True)).to(tl.int32)
-    n += (a > _xs_threshold(s_b, 5.0, 2.384185791015625e-07, False)).to(tl.int32)
-    return n
+    t0 = _nextup(_xs_threshold(s_b, 0.25, 1.4901161193847656e-08, False))
+    t1 = _xs_threshold(s_b, 0.75, 2.9802322387695312e-08, True)
+    t2 = _nextup(_xs_threshold(s_b, 1.25, 5.960464477539063e-08, False))
+    t3 = _xs_threshold(s_b, 1.75, 5.960464477539063e-08, True)
+    t4 = _nextup(_xs_threshold(s_b, 2.5, 1.1920928955078125e-07, False))
+    t5 = _xs_threshold(s_b, 3.5, 1.1920928955078125e-07, True)
+    t6 = _nextup(_xs_threshold(s_b, 5.0, 2.384185791015625e-07, False))
+    c2 = a >= t3
+    c1 = a >= tl.where(c2, t5, t1)
+    c0 = a >= tl.where(c2, tl.where(c1, t6, t4), tl.where(c1, t2, t0))
+    return tl.where(c2, 4, 0) + tl.where(c1, 2, 0) + c0.to(tl.int32)
 
 
 @triton.jit

@@ -10,11 +10,14 @@ import os
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from replayssm_quant.kernels import SSMStateCache, oracle_sequence  # noqa: E402
+from replayssm_quant.kernels.decode import _tf32_split  # noqa: E402
 from replayssm_quant.kernels.inputs import random_decode_inputs  # noqa: E402
 from replayssm_quant.kernels.storage import sr_rbits  # noqa: E402
 from replayssm_quant.quant.reference import round_to_format  # noqa: E402
@@ -549,8 +552,10 @@ def test_flush_launch_config(monkeypatch):
     assert cfg("fp16", flush_block_v=32)[:3] == (128, 32, 4)
     # no software pipeline of the sub-block loop unless a checkpoint is nvfp4 (Triton's default there); the knob
     assert cfg("fp8+sr")[7] == 1 and cfg("nvfp4+sr")[7] is None and cfg("nvfp4+sr", flush_stages=1)[7] == 1
-    # a dual nvfp4 spec's split flush: 3xTF32 dots (flush_dot_precision), no pipeline; with IEEE dots the default
-    assert cfg("nvfp4/fp16")[7] == 1 and cfg("nvfp4/fp16", flush_dot="ieee")[7] is None
+    # a dual nvfp4 spec's split flush: on the GPU 3xTF32 dots (flush_dot_precision), no pipeline; with IEEE dots
+    # (the default off the GPU) the default pipeline
+    assert cfg("nvfp4/fp16", flush_dot="tf32x3")[7] == 1 and cfg("nvfp4/fp16", flush_dot="ieee")[7] is None
+    assert cfg("nvfp4/fp16")[7] is None
     assert cfg("nvfp4+sr", flush_dot="tf32x3")[7] == 1 and cfg("nvfp4/fp32")[7] is None
     assert cfg("fp32", flush_stages=3)[7] == 3
     for bad in (0, 9, True, 1.0):
@@ -561,6 +566,7 @@ def test_flush_launch_config(monkeypatch):
     assert cfg("fp16", device="cuda")[:2] == (128, 32) and cfg("bf16+sr", V=64, device="cuda")[:2] == (64, 32)
     assert cfg("fp16", V=16, device="cuda")[:2] == (16, 16) and cfg("fp16", flush_block_v=16, device="cuda")[1] == 16
     assert cfg("fp32", device="cuda")[1] == 16 and cfg("fp8/fp16", device="cuda")[1] == 16
+    assert cfg("nvfp4/fp16", device="cuda")[7] == 1
     for bad in (24, 8):
         with pytest.raises(ValueError, match="power of two and a multiple of the flush sub-block 16"):
             cfg("fp32", flush_item_v=bad)
@@ -570,15 +576,16 @@ def test_flush_launch_config(monkeypatch):
 
 def test_flush_dot_precision():
     """fp32 recurrence checkpoints are always flushed with IEEE fp32 dots; the others take the ``flush_dot`` knob
-    (default ``ieee``, but 3xTF32 in the split flush launch of a dual spec with an nvfp4 read copy); an unknown
-    precision is refused with the allowed ones."""
+    (default ``ieee``, but on the GPU 3xTF32 in the split flush launch of a dual spec with an nvfp4 read copy); an
+    unknown precision is refused with the allowed ones."""
     from types import SimpleNamespace
 
     from replayssm_quant.kernels import decode
     from replayssm_quant.quant import parse_state_spec
 
-    def prec(spec, split=False, **knobs):
-        return decode.flush_dot_precision(SimpleNamespace(spec=parse_state_spec(spec), **knobs), split)
+    def prec(spec, split=False, device="cuda", **knobs):
+        c = SimpleNamespace(spec=parse_state_spec(spec), device=torch.device(device), **knobs)
+        return decode.flush_dot_precision(c, split)
 
     assert prec("fp32") == "ieee" and prec("nvfp4/fp32", flush_dot="tf32x3") == "ieee"
     assert prec("nvfp4/fp16") == decode.flush_dot_precision(SimpleNamespace(spec=parse_state_spec("fp16")))
@@ -588,6 +595,66 @@ def test_flush_dot_precision():
     assert prec("nvfp4/fp16", True) == "tf32x3" and prec("nvfp4/fp8+sr", True) == "tf32x3"
     assert prec("nvfp4/fp16") == "ieee" and prec("nvfp4/fp16", True, flush_dot="ieee") == "ieee"
     assert prec("nvfp4/fp32", True) == "ieee" and prec("nvfp4+sr", True) == "ieee" and prec("fp8/fp16", True) == "ieee"
+    assert prec("nvfp4/fp16", True, device="cpu") == "ieee"   # the interpreter: IEEE unless asked
+    assert prec("nvfp4/fp16", True, device="cpu", flush_dot="tf32x3") == "tf32x3"
+
+
+@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("kda", "nvfp4/fp8+sr"), ("mamba2", "nvfp4/fp16")])
+def test_split_flush_tf32x3_dots_close_to_ieee(family, spec):
+    """The split flush with ``flush_dot="tf32x3"`` (the GPU default of dual nvfp4 specs: the key operands split into
+    TF32 hi + lo once per (row, head), the recurrence tile unsplit, :func:`kernels.decode._dot_tf32x3`) against
+    the same launch with IEEE dots. The interpreter computes each TF32 product in fp32, so the split sums differ from
+    one fp32 dot only by fp32 rounding: flush-step outputs (from the fp32 S_L) within 1e-5 relative and every
+    recurrence-checkpoint element within one step of its format. A dropped or misplaced lo part (TF32 is
+    accurate to ~5e-4) fails this."""
+    HV, K, V, L = 2, 48, 24, 3
+    x = random_decode_inputs(family, 7, 3, HV, K, V, generator=_gen(70), device=DEV)
+    S0 = torch.randn(3, HV, V, K, generator=_gen(71)).to(DEV)
+    cs = [_cache(family, spec, HV, K, V, "triton", L=L, slots=3, seed=6, block_v=16, flush_block_v=16,
+                 split_flush=True, flush_dot=d) for d in ("ieee", "tf32x3")]
+    idx = torch.tensor([2, 0, 1])
+    for c in cs:
+        c.load_state(idx, S0)
+    flushed = 0
+    for t in range(7):
+        fl = bool((cs[0].ring_count[idx] + 1 >= L).all())
+        outs = [_step(c, idx, x, t) for c in cs]
+        assert _rel(outs[1], outs[0]) <= 1e-5, t
+        flushed += fl
+        a, b = (c.checkpoint(idx).double() for c in cs)
+        # one step of fp16 / fp8 (E4M3): relative spacing, or the subnormal spacing below the normal range
+        rel, sub = (2.0 ** -10, 2.0 ** -24) if spec.endswith("fp16") else (2.0 ** -3, 2.0 ** -9)
+        bad = (a - b).abs() > torch.clamp_min(rel * torch.maximum(a.abs(), b.abs()), sub)
+        assert not bad.any(), (t, a[bad][:5].tolist(), b[bad][:5].tolist())
+    assert flushed >= 2
+
+
+@triton.jit
+def _tf32_split_kernel(x_ptr, hi_ptr, lo_ptr, N: tl.constexpr):
+    o = tl.arange(0, N)
+    hi, lo = _tf32_split(tl.load(x_ptr + o))
+    tl.store(hi_ptr + o, hi)
+    tl.store(lo_ptr + o, lo)
+
+
+def test_tf32_split_exact_parts():
+    """x = hi + lo exactly, hi a TF32 value (low 13 bits zero) rounded to nearest (|lo| <= half a TF32 ulp of x),
+    +-inf and NaN kept in hi; random magnitudes across the fp32 range, subnormals and signed zeros."""
+    g = _gen(72)
+    x = torch.randn(240, generator=g) * torch.exp2(torch.randint(-140, 120, (240,), generator=g).float())
+    x = torch.cat([x, torch.tensor([0.0, -0.0, 1e-45, -3e-39, 1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -12, float("inf"),
+                                    -float("inf"), float("nan"), 3.0e38, 1.5, -2.0 ** -126, 7.0, 1e-20, -1e20,
+                                    2.0 ** -11])])
+    hi, lo = torch.full((2, 256), 123.0, device=DEV)      # poisoned
+    _tf32_split_kernel[(1,)](x.to(DEV), hi, lo, N=256)
+    hi, lo = hi.cpu(), lo.cpu()
+    fin = torch.isfinite(x)
+    assert torch.equal(hi[~fin].isnan(), x[~fin].isnan()) and torch.equal(hi[x.isinf()], x[x.isinf()])
+    assert ((hi[fin].view(torch.int32) & 0x1FFF) == 0).all()
+    assert torch.equal((hi[fin].double() + lo[fin].double()), x[fin].double())
+    ulp = torch.exp2(torch.floor(torch.log2(x[fin].double().abs().clamp_min(2.0 ** -126))) - 10)
+    assert (lo[fin].double().abs() <= ulp / 2).all()
+    assert float(lo[x == 1.0 + 3 * 2.0 ** -12]) == -(2.0 ** -12)       # rounded up to 1 + 2^-10, not truncated
 
 
 def test_flush_stream_knob():
