@@ -827,6 +827,10 @@ def _nonflush_kernel(
             Gt = tl.load(gp_ptr + offs_k, mask=mk & (h > 0), other=0.0) + gt
             Gts = 0.0
         cq, ck = _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK)
+        # the ring terms now, added after the chunks (same order as _nonflush_rows): the ring tiles are dead in the loop
+        ring_q = tl.sum(Ur * cq[:, None], 0)
+        if DELTA:
+            ring_k = tl.sum(Ur * ck[:, None], 0)
         gam = tl.exp(Gts)   # GK = 1: the checkpoint's decay, a scalar (kda: unused, its chunks compute their slices)
         # the chunks' row sums are added in chunk order (acc = ((p0 + p1) + p2) + p3, as _rowdot)
         acc_q = tl.zeros([BVA], dtype=tl.float32)
@@ -851,9 +855,9 @@ def _nonflush_kernel(
                                         (c + 1) * KC)
                 acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam, kc,
                                                   mkc, K, GK, DELTA)
-        acc_q = tl.sum(Ur * cq[:, None], 0) + acc_q
+        acc_q = ring_q + acc_q
         if DELTA:
-            acc_k = tl.sum(Ur * ck[:, None], 0) + acc_k
+            acc_k = ring_k + acc_k
             u = beta * (vt - acc_k)
         else:
             u = vt
