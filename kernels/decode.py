@@ -827,9 +827,13 @@ def _nonflush_kernel(
             Gt = tl.load(gp_ptr + offs_k, mask=mk & (h > 0), other=0.0) + gt
             Gts = 0.0
         cq, ck = _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK)
-        # the ring terms now, added after the chunks (same order as _nonflush_rows): the ring tiles are dead in the loop
-        ring_q = tl.sum(Ur * cq[:, None], 0)
         if DELTA:
+            # the delta rule's ring terms now, added after the chunks (same order as _nonflush_rows): the ring tiles
+            # are dead in the loop, no spills under the 128-register cap (H200, B = 256, non-flush us per step,
+            # reports/bench/full_0468809/profile.md against full_c18137a/: gdn fp32 159.0 -> 147.4, kda 162.9 ->
+            # 156.9, nvfp4/fp16 gdn 98.8 -> 96.5, kda 123.4 -> 118.4; mamba2, which did not spill, lost: nvfp4/fp16
+            # 200.5 -> 215.1, so it keeps its ring tile for after the loop)
+            ring_q = tl.sum(Ur * cq[:, None], 0)
             ring_k = tl.sum(Ur * ck[:, None], 0)
         gam = tl.exp(Gts)   # GK = 1: the checkpoint's decay, a scalar (kda: unused, its chunks compute their slices)
         # the chunks' row sums are added in chunk order (acc = ((p0 + p1) + p2) + p3, as _rowdot)
@@ -855,11 +859,12 @@ def _nonflush_kernel(
                                         (c + 1) * KC)
                 acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam, kc,
                                                   mkc, K, GK, DELTA)
-        acc_q = ring_q + acc_q
         if DELTA:
+            acc_q = ring_q + acc_q
             acc_k = ring_k + acc_k
             u = beta * (vt - acc_k)
         else:
+            acc_q = tl.sum(Ur * cq[:, None], 0) + acc_q
             u = vt
         o = acc_q + u * tl.sum(kt * q, 0)
         tl.store(out_ptr + bh * V + offs_v, o, mask=mv)

@@ -613,7 +613,7 @@ def test_split_flush_tf32x3_dots_close_to_ieee(family, spec):
     S0 = torch.randn(2, 3, HV, V, K, generator=_gen(71)).to(DEV)
     cs = [_cache(family, spec, HV, K, V, "triton", L=L, slots=3, seed=6, block_v=16, flush_block_v=16,
                  split_flush=True, flush_dot=d) for d in ("ieee", "tf32x3")]
-    idx = torch.tensor([2, 0, 1])
+    idx = torch.tensor([2, 0, 1], device=DEV)
     # one fp16 / fp8 (E4M3) step: relative spacing, or the subnormal spacing below the normal range
     rel, sub = (2.0 ** -10, 2.0 ** -24) if spec.endswith("fp16") else (2.0 ** -3, 2.0 ** -9)
     for episode in range(2):
