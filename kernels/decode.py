@@ -1002,7 +1002,10 @@ def flush_config(cache, batch: int, launch=None) -> tuple[int, int, int, int | N
     the caller has it.
 
     ``BVF``: rows per flush sub-block, the launch's (:func:`launch_config`), but on the GPU 32 for a shared
-    16-bit checkpoint (fp16, bf16) unless the ``flush_block_v`` knob is set. ``stages`` (knob ``flush_stages``,
+    16-bit checkpoint (fp16, bf16) and for a 16-bit recurrence checkpoint under an nvfp4 read copy with V <= 64
+    (mamba2: two sub-blocks per head; H200, B = 256, mamba2 nvfp4/fp16 flush step 1552 -> 1363 us, step 292.4 ->
+    280.6, reports/bench/sweeps_2026-12-01/mamba2_fbv.md; not for an 8-bit one, nvfp4/fp8+sr 1843 -> 1905, nor
+    V = 128, gdn nvfp4/fp16 1274 -> 1340, nv_flush_b256.md) unless the ``flush_block_v`` knob is set. ``stages`` (knob ``flush_stages``,
     :func:`flush_stages`): the flush launch's ``num_stages``, by default 1 (no software pipeline: each
     sub-block's recurrence tile and ring rows are loaded straight into registers instead of being copied
     ahead into shared memory, which the sub-block's dot already loads heavily) unless a checkpoint is nvfp4
@@ -1026,8 +1029,9 @@ def flush_config(cache, batch: int, launch=None) -> tuple[int, int, int, int | N
     507 whole head (525 with the prefetch); gdn nvfp4/fp16 2273 -> 2070 with the scratch, nvfp4+sr 1360 -> 1053;
     mamba2 fp32 1039 -> 916, kda fp32 682 -> 512 (whole head; with the prefetch 905 / 562)."""
     BV, BVF, _, nvfp4, maxnreg, _ = launch or launch_config(cache, batch)
-    if (cache.device.type == "cuda" and not getattr(cache, "flush_block_v", None) and cache.spec.shared
-            and cache.spec.recur.bits_per_element == 16):
+    short_dual = not cache.spec.shared and cache.spec.read.name == "nvfp4" and cache.head_v <= 64
+    if (cache.device.type == "cuda" and not getattr(cache, "flush_block_v", None)
+            and cache.spec.recur.bits_per_element == 16 and (cache.spec.shared or short_dual)):
         BVF = max(BVF, min(32, triton.next_power_of_2(cache.head_v)))
     BVI = getattr(cache, "flush_item_v", None) or max(BVF, triton.next_power_of_2(cache.head_v))
     if not nvfp4 and (BVI % BVF or BVI & (BVI - 1)):

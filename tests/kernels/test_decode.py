@@ -567,6 +567,9 @@ def test_flush_launch_config(monkeypatch):
     assert cfg("fp16", V=16, device="cuda")[:2] == (16, 16) and cfg("fp16", flush_block_v=16, device="cuda")[1] == 16
     assert cfg("fp32", device="cuda")[1] == 16 and cfg("fp8/fp16", device="cuda")[1] == 16
     assert cfg("nvfp4/fp16", device="cuda")[7] == 1
+    # and for a dual nvfp4 spec's 16-bit recurrence checkpoint with short heads (mamba2: V = 64), not an 8-bit one
+    assert cfg("nvfp4/fp16", V=64, device="cuda")[1] == 32 and cfg("nvfp4/fp8+sr", V=64, device="cuda")[1] == 16
+    assert cfg("nvfp4/fp16", device="cuda")[1] == 16 and cfg("nvfp4/fp16", V=64)[1] == 16
     for bad in (24, 8):
         with pytest.raises(ValueError, match="power of two and a multiple of the flush sub-block 16"):
             cfg("fp32", flush_item_v=bad)
