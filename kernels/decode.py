@@ -207,8 +207,9 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
     ``CACHED`` (delta rule, shared spec: Algorithm 1): no M, T, betas (the corrections u_0..u_{L-2} are the
     ring's cached ones); instead kdl [BK] = k_{L-1} d_{1:L} (= row L-1 of Kd) and cl [LP] = Kd2_j . k_{L-1}
     (j < L-1, else 0), so that the current correction is u_{L-1} = beta (v - S_hp kdl - U cl).
-    Returns (Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl) (unused entries are placeholders). ``DOTP``: the input precision of
-    the fp32 dots (:func:`flush_dot_precision`).
+    Returns (Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl) (unused entries are placeholders; ``DOTP`` = ``"tf32x3"``: Kd
+    and Kd2 are their TF32 parts, Kdl and Kd2l the remainders, :func:`_tf32_split`). ``DOTP``: the input precision
+    of the fp32 dots (:func:`flush_dot_precision`).
     """
     offs_j = tl.arange(0, LP)
     mring = offs_j < L - 1
@@ -280,8 +281,8 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
 
 
 @triton.jit
-def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, beta,
-                 offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, LP: tl.constexpr,
+def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl,
+                 cl, beta, offs_f, mf, offs_k, mk, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, LP: tl.constexpr,
                  DELTA: tl.constexpr, FMT_HP: tl.constexpr, BK: tl.constexpr, UMODE: tl.constexpr,
                  CACHED: tl.constexpr, S0p, PRE: tl.constexpr, DOTP: tl.constexpr):
     """fp32 S_L of rows ``offs_f`` ([BVF, BK]) from the recurrence checkpoint, chunked form, one pass over
@@ -352,8 +353,8 @@ def _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, k
         S = _conventional_rows(hp0, hp1, hp2, v_ptr, sh, bh, at, kt, beta, offs_f, mf, offs_k, mk, K, V, DELTA,
                                FMT_HP, BK)
     else:
-        S = _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl,
-                         beta, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
+        S = _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kdl, Kd2, Kd2l, dL, T, br,
+                         kdl, cl, beta, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
                          UMODE if DELTA and L > 1 else 0, CACHED, S0p, PRE, DOTP)
     return S
 
@@ -642,9 +643,9 @@ def _step_program(
                 offs_n = pv * BV + tl.arange(0, BVF)
                 S0n = _load_tile(hp0, hp1, hp2, sh, offs_n, offs_k, offs_n < V, mk, K, V, FMT_HP, BK)
             if L > 1:   # per-(row, head) terms of the chunked flush, shared by the sub-blocks
-                Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k,
-                                                          mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED,
-                                                          DOTP)
+                Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta,
+                                                                     offs_k, mk, K, L, LP, GK, DELTA, BK, LPLOG,
+                                                                     CACHED, DOTP)
             else:
                 Kd = kt
                 Kdl = kt
@@ -662,9 +663,9 @@ def _step_program(
                     # the whole head fits one sub-block: one pass, S_L stays in registers
                     offs_f = tl.arange(0, BVF)
                     mf = offs_f < V
-                    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kdl, Kd2, Kd2l,
-                                 dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK, CACHED,
-                                 DOTP=DOTP)
+                    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kdl,
+                                 Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
+                                 CACHED, DOTP=DOTP)
                     s_enc = nvfp4_encode_scale(nvfp4_amax(S))
                     _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                        seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
@@ -675,8 +676,8 @@ def _step_program(
                         offs_f = r * BVF + tl.arange(0, BVF)
                         mf = offs_f < V
                         S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd,
-                                     Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
-                                     CACHED, 0 if SCRATCH else 1, DOTP=DOTP)
+                                     Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA,
+                                     FMT_HP, BK, CACHED, 0 if SCRATCH else 1, DOTP=DOTP)
                         if SCRATCH:
                             tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S)
                         amax = tl.maximum(amax, nvfp4_amax(S))
@@ -689,8 +690,8 @@ def _step_program(
                             S = tl.load(scr_ptr + offs_f[:, None] * BK + offs_k[None, :])
                         else:
                             S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta,
-                                         Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA,
-                                         FMT_HP, BK, CACHED, 2, DOTP=DOTP)
+                                         Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP,
+                                         DELTA, FMT_HP, BK, CACHED, 2, DOTP=DOTP)
                         _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                            seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
                     _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
@@ -705,9 +706,9 @@ def _step_program(
                                          K, V, FMT_HP, BK)
                     else:
                         S0 = dL   # (unused)
-                    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kdl, Kd2, Kd2l,
-                                 dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK, CACHED, 0,
-                                 S0, FPRE, DOTP)
+                    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kdl,
+                                 Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
+                                 CACHED, 0, S0, FPRE, DOTP)
                     _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                        seed, fc, 1.0, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
         elif L > 1:
@@ -1005,16 +1006,16 @@ def flush_config(cache, batch: int, launch=None) -> tuple[int, int, int, int | N
     16-bit checkpoint (fp16, bf16) and for a 16-bit recurrence checkpoint under an nvfp4 read copy with V <= 64
     (mamba2: two sub-blocks per head; H200, B = 256, mamba2 nvfp4/fp16 flush step 1552 -> 1363 us, step 292.4 ->
     280.6, reports/bench/sweeps_2026-12-01/mamba2_fbv.md; not for an 8-bit one, nvfp4/fp8+sr 1843 -> 1905, nor
-    V = 128, gdn nvfp4/fp16 1274 -> 1340, nv_flush_b256.md) unless the ``flush_block_v`` knob is set. ``stages`` (knob ``flush_stages``,
-    :func:`flush_stages`): the flush launch's ``num_stages``, by default 1 (no software pipeline: each
-    sub-block's recurrence tile and ring rows are loaded straight into registers instead of being copied
-    ahead into shared memory, which the sub-block's dot already loads heavily) unless a checkpoint is nvfp4
-    and the flush dots are IEEE (None: Triton's default; :func:`flush_dot_precision`). H200, B = 256, us per
-    flush step / per step, default -> 1 stage (reports/bench/sweeps_2026-11-30f/fl_stages_b256.md): gdn fp32
-    474 -> 444 / 189.7 -> 188.0, kda fp32 491 -> 462, mamba2 fp32 878 -> 864, gdn fp8+sr 624 -> 595, kda 618 ->
-    587; fp16 with 32-row sub-blocks (1 stage): gdn 485 -> 351 / 129.9 -> 121.5, kda 468 -> 356 / 137.5 ->
-    130.5, mamba2 711 -> 640 / 227.4 -> 222.9; nvfp4 with IEEE dots mixed (gdn nvfp4+sr 1011 -> 1069, mamba2
-    2024 -> 1758): not changed.
+    V = 128, gdn nvfp4/fp16 1274 -> 1340, nv_flush_b256.md) unless the ``flush_block_v`` knob is set.
+    ``stages`` (knob ``flush_stages``, :func:`flush_stages`): the flush launch's ``num_stages``, by default 1
+    (no software pipeline: each sub-block's recurrence tile and ring rows are loaded straight into registers instead
+    of being copied ahead into shared memory, which the sub-block's dot already loads heavily) unless a checkpoint
+    is nvfp4 and the flush dots are IEEE (None: Triton's default; :func:`flush_dot_precision`). H200, B = 256, us
+    per flush step / per step, default -> 1 stage (reports/bench/sweeps_2026-11-30f/fl_stages_b256.md): gdn fp32 474
+    -> 444 / 189.7 -> 188.0, kda fp32 491 -> 462, mamba2 fp32 878 -> 864, gdn fp8+sr 624 -> 595, kda 618 -> 587;
+    fp16 with 32-row sub-blocks (1 stage): gdn 485 -> 351 / 129.9 -> 121.5, kda 468 -> 356 / 137.5 -> 130.5, mamba2
+    711 -> 640 / 227.4 -> 222.9; nvfp4 with IEEE dots mixed (gdn nvfp4+sr 1011 -> 1069, mamba2 2024 -> 1758): not
+    changed.
 
     ``BVI``: rows of V per work item (not nvfp4; nvfp4: the whole head): the ``flush_item_v`` knob, default the
     whole head (next power of two; the per-(row, head) flush terms are computed once); a power of two, a multiple
@@ -1057,8 +1058,8 @@ def flush_dot_precision(cache, split: bool = False) -> str:
     products and sums) or ``"tf32x3"`` (each fp32 operand split into two TF32 parts, three tensor-core products:
     about fp32 accuracy, not IEEE rounding). An fp32 recurrence checkpoint is always flushed with ``"ieee"``
     (the fp32 path computes in IEEE fp32). Default ``"ieee"``, except on the GPU in the split step's flush
-    launch (``split``) of a separate spec with an nvfp4 read copy (its recurrence checkpoint 16- or 8-bit), whose three
-    dots per sub-block (Algorithm 3) run as ``"tf32x3"`` there, with no software pipeline (:func:`flush_config`).
+    launch (``split``) of a separate spec with an nvfp4 read copy (its recurrence checkpoint 16- or 8-bit), whose
+    three dots per sub-block (Algorithm 3) run as ``"tf32x3"`` there, with no software pipeline (:func:`flush_config`).
     H200, B = 256, per step, IEEE -> 3xTF32 without the pipeline (reports/bench/sweeps_2026-11-30f/
     fl_dot_b256.md): nvfp4/fp16 gdn 229.1 -> 200.9 us, kda 262.2 -> 238.3, mamba2 292.2 -> 282.1; nvfp4/fp8+sr
     gdn 229.4 -> 214.8, kda 265.3 -> 256.4, mamba2 302.9 -> 304.6 (with the pipeline 3xTF32 was slower: gdn
