@@ -56,16 +56,26 @@ def _step(c, idx, x, t, poison=True):
                   None if x["beta"] is None else x["beta"][t], out=out)
 
 
+RING_ENTRIES = ("ring_g", "ring_k", "ring_v", "ring_beta", "ring_u")   # SSMStateCache.stored_tensors' ring entries
+
+
+def _ring_tensors(c):
+    """The cache's ring entry tensors (mamba2: ``ring_u`` is ``ring_v``)."""
+    st = c.stored_tensors()
+    return [st[name] for name in RING_ENTRIES]
+
+
 def _all_tensors(c, with_u=True):
-    """Every stored tensor of the cache (checkpoints, ring, counters; padded-row scratch excluded). The cached
-    corrections ``ring_u`` only at the live entries (j < ring count): a two-pass nvfp4 flush of a separate spec
-    parks its recomputed corrections in the slots that the flush empties, which the reference does not; dead
-    entries are never read (the next appends overwrite them first)."""
-    ts = list(c.hp.tensors()) + list(c.lp.tensors())
-    ts += [c.ring_g, c.ring_k, c.ring_v, c.ring_beta, c.ring_count[:-1], c.flush_count[:-1]]
+    """Every stored tensor of the cache (:meth:`SSMStateCache.stored_tensors`: checkpoints, ring, counters;
+    padded-row scratch excluded), cloned. The cached corrections ``ring_u`` only at the live entries (j < ring
+    count): a two-pass nvfp4 flush of a separate spec parks its recomputed corrections in the slots that the flush
+    empties, which the reference does not; dead entries are never read (the next appends overwrite them first)."""
+    st = c.stored_tensors()
+    ts = [t for name, t in st.items() if name not in ("ring_u", "ring_count", "flush_count")]
+    ts += [st["ring_count"][:-1], st["flush_count"][:-1]]
     if with_u:
         live = torch.arange(c.ring_u.shape[2], device=c.ring_u.device) < c.ring_count[:-1, None]   # [S, L1]
-        ts.append(torch.where(live[:, None, :, None], c.ring_u, 0.0))
+        ts.append(torch.where(live[:, None, :, None], st["ring_u"], 0.0))
     return [t.clone() for t in ts]
 
 
@@ -419,7 +429,7 @@ def test_stale_ring_entries_never_leak(family, split):
                  split_flush=split if b == "triton" else None) for b in ("torch", "triton")]
     for c in cs:
         c.load_state(torch.arange(3), S0)
-        for t in (c.ring_g, c.ring_k, c.ring_v, c.ring_beta, c.ring_u):
+        for t in _ring_tensors(c):
             t.fill_(float("nan"))
         c.ring_k[:, :, -1] = 3e38                      # inf * 0 would be NaN too
     idx = torch.tensor([2, 0, 1])
@@ -748,7 +758,7 @@ def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
     for name, value in knobs.items():
         setattr(cs[1], name, value)
     for c in cs:
-        for r in (c.ring_g, c.ring_k, c.ring_v, c.ring_beta, c.ring_u):
+        for r in _ring_tensors(c):
             r.fill_(1e30)
     assert [decode.launch_config(c, 4)[5] for c in cs] == [False, True]
     for c in cs:
