@@ -325,6 +325,7 @@ def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, K
         S0 = S0p if PRE else _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
         if DELTA:
             if DOTP == "tf32x3":
+                # FMT_HP 1..4 (bf16, fp16, fp8, e5m2: FORMAT_CODE): the decoded tile holds TF32 values
                 P = _dot_tf32x3(S0, tl.trans(Kd), tl.trans(Kdl), FMT_HP >= 1 and FMT_HP <= 4)   # [BVF, LP]
             else:
                 P = tl.dot(S0, tl.trans(Kd), input_precision=DOTP)               # [BVF, LP]

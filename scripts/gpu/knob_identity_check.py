@@ -2,9 +2,9 @@
 
 For each family x spec: one cache per variant (``kernels.bench.parse_knobs`` syntax, the first is the
 baseline; ``--mode`` replay, the default, or conventional), the same slots, states and bf16 inputs; ``--steps``
-decode steps captured as one CUDA graph per variant (slot groups staggered so every step mixes flushing and non-flushing rows, as the benchmark's), then
-the outputs of every step and every stored tensor (checkpoints, ring, counters) compared with the baseline's.
-Prints one line per variant and exits 1 if any differs.
+decode steps captured as one CUDA graph per variant (slot groups staggered so every step mixes flushing and
+non-flushing rows, as the benchmark's), then the outputs of every step and every stored tensor (checkpoints,
+ring, counters) compared with the baseline's. Prints one line per variant and exits 1 if any differs.
 
     source scripts/gpu/setup.sh && python3 scripts/gpu/knob_identity_check.py --families gdn,kda \\
         --specs fp32,nvfp4/fp16 --variants "default;flush_stream=2"
