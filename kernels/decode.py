@@ -51,8 +51,8 @@ import triton
 import triton.language as tl
 
 from .reference import block_k, cached_corrections, flush_entries, nonflush_kc, replay_flush_rows
-from .rounding import (FORMAT_CODE, decode_bits, encode_bits, nvfp4_amax, nvfp4_decode, nvfp4_encode,
-                       nvfp4_encode_scale, sr_bits4)
+from .rounding import (FORMAT_CODE, decode_bits, encode_bits, nvfp4_amax, nvfp4_block_scale, nvfp4_decode,
+                       nvfp4_encode, nvfp4_encode_scale, nvfp4_raw, pow2_f32, sr_bits4)
 
 
 @triton.jit
@@ -71,14 +71,7 @@ def _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, 
     if FMT == 0:
         S = tl.load(p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :], mask=m, other=0.0)
     elif FMT == 5:
-        K2 = K // 2
-        K16 = K // 16
-        o2 = K0 // 2 + tl.arange(0, BK // 2)
-        o16 = K0 // 16 + tl.arange(0, BK // 16)
-        codes = tl.load(p0 + sh * V * K2 + offs_v[:, None] * K2 + o2[None, :],
-                        mask=mv[:, None] & (o2 < K2)[None, :], other=0)
-        sb = tl.load(p1 + sh * V * K16 + offs_v[:, None] * K16 + o16[None, :],
-                     mask=mv[:, None] & (o16 < K16)[None, :], other=0)
+        codes, sb = _load_nvfp4_parts(p0, p1, sh, offs_v, mv, K, V, BK, K0)
         s_enc = tl.load(p2 + sh)
         S = nvfp4_decode(codes, sb, s_enc, not VALUES)
         if not VALUES:
@@ -89,6 +82,69 @@ def _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, 
         if not VALUES:
             S = tl.where(m, S, 0.0)
     return S
+
+
+@triton.jit
+def _load_nvfp4_parts(p0, p1, sh, offs_v, mv, K, V, BK: tl.constexpr, K0=0):
+    """The raw nvfp4 parts of key columns ``K0 .. K0 + BK`` of rows ``offs_v``: element codes uint8
+    ``[BV, BK // 2]`` and block-scale bits uint8 ``[BV, BK // 16]`` (0 outside [V, K])."""
+    K2 = K // 2
+    K16 = K // 16
+    o2 = K0 // 2 + tl.arange(0, BK // 2)
+    o16 = K0 // 16 + tl.arange(0, BK // 16)
+    codes = tl.load(p0 + sh * V * K2 + offs_v[:, None] * K2 + o2[None, :],
+                    mask=mv[:, None] & (o2 < K2)[None, :], other=0)
+    sb = tl.load(p1 + sh * V * K16 + offs_v[:, None] * K16 + o16[None, :],
+                 mask=mv[:, None] & (o16 < K16)[None, :], other=0)
+    return codes, sb
+
+
+@triton.jit
+def _load_read(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, BK: tl.constexpr, K0=0):
+    """A non-flush step's read-copy tile ``[BV, BK]`` (key columns ``offs_k = K0 + arange(0, BK)``) as
+    :func:`_read_rowdot` takes it: ``(S, SB)``. nvfp4: ``S`` the E2M1 values times 2**-126
+    (:func:`.rounding.nvfp4_raw`), ``SB`` the block scales s_b fp32 ``[BV, BK // 16]``; other formats: the
+    decoded values (:func:`_load_tile`, ``VALUES``) and ``SB = S`` (unused)."""
+    if FMT == 5:
+        codes, sb = _load_nvfp4_parts(p0, p1, sh, offs_v, mv, K, V, BK, K0)
+        return nvfp4_raw(codes), nvfp4_block_scale(sb)
+    else:
+        S = _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT, BK, True, K0)
+        return S, S
+
+
+@triton.jit
+def _read_scale(x, gmax):
+    """Power-of-two scaling 2**s of an nvfp4 non-flush reduction's input ``x = gamma * v`` fp32 ``[BK]`` (v = q or
+    k, the whole key row; ``gmax`` = max gamma): int32 scalar ``s = min(252 - e, 253 - e_gamma, 127)``, ``e`` the
+    biased exponent of max |x|. The scaled input ``x' = (gamma 2**s) v`` then has max |.| < 2**126 and
+    ``gamma 2**s`` < 2**127 (no overflow), and for |x| >= 2**-2 its products with the E2M1 values times 2**-126 are
+    of order 1 (no subnormals; smaller x are not scaled up further). A NaN or inf gives s = -3 (it propagates)."""
+    e = (tl.max(tl.abs(x), 0).to(tl.int32, bitcast=True) >> 23) & 0xFF
+    eg = (gmax.to(tl.int32, bitcast=True) >> 23) & 0xFF
+    return tl.minimum(tl.minimum(252 - e, 253 - eg), 127)
+
+
+@triton.jit
+def _nvfp4_chunk_sums(raw, SB, xs, NKC: tl.constexpr):
+    """Per key chunk of ``NKC`` (``KC = C // NKC``, a multiple of 16): ``sum_b s_b sum_{k in b} raw_k xs_k``
+    over the chunk's 16-element blocks b -> fp32 ``[R, NKC]``. ``raw`` ``[R, C]`` (:func:`.rounding.nvfp4_raw`),
+    ``SB`` ``[R, C // 16]`` block scales, ``xs`` ``[C]`` the scaled input (:func:`_read_scale`)."""
+    R: tl.constexpr = raw.shape[0]
+    C: tl.constexpr = raw.shape[1]
+    NB: tl.constexpr = C // 16 // NKC
+    p = tl.sum(tl.reshape(raw * xs[None, :], (R, NKC, NB, 16)), 3)               # [R, NKC, NB] block sums
+    return tl.sum(p * tl.reshape(SB, (R, NKC, NB)), 2)
+
+
+@triton.jit
+def _nvfp4_unscale(acc, inv, s):
+    """The chunk sums' total ``acc`` back to the read copy's values: the products carried 2**-126 (the raw
+    E2M1 values) and 2**s (the scaled input), so ``((acc / s_enc) 2**c) 2**d`` with c + d = 126 - s
+    (``inv = 1 / s_enc``; two power-of-two steps in [-1, 65], each a normal fp32)."""
+    t = 126 - s
+    c = t >> 1
+    return ((acc * inv) * pow2_f32(c)) * pow2_f32(t - c)
 
 
 @triton.jit
@@ -430,15 +486,11 @@ def _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK: tl.constexpr):
 
 
 @triton.jit
-def _rowdot(S, x):
-    """``sum_k S[v, k] x[k]`` of a ``[R, BK]`` tile in the non-flush order: the sums of the ``BK // KC`` (<= 4)
-    K chunks of ``KC = max(16, BK // 4)`` (:func:`.reference.nonflush_kc`), added in chunk order starting from
-    zero (((0 + p0) + p1) + p2) + p3, as the split launch accumulates them chunk by chunk)."""
-    R: tl.constexpr = S.shape[0]
-    BK: tl.constexpr = S.shape[1]
-    KC: tl.constexpr = BK // 4 if BK >= 64 else 16
-    NKC: tl.constexpr = BK // KC
-    p = tl.sum(tl.reshape(S * x[None, :], (R, NKC, KC)), 2)                     # [R, NKC]
+def _chunks_in_order(p):
+    """``[R, NKC]`` per-key-chunk row sums (NKC in 1, 2, 4) -> ``[R]``, added in chunk order starting from zero:
+    (((0 + p0) + p1) + p2) + p3, as the split launch accumulates them chunk by chunk."""
+    R: tl.constexpr = p.shape[0]
+    NKC: tl.constexpr = p.shape[1]
     acc = tl.zeros([R], dtype=tl.float32)
     if NKC == 1:
         acc += tl.reshape(p, (R,))
@@ -447,7 +499,7 @@ def _rowdot(S, x):
         acc += p0
         acc += p1
     else:
-        tl.static_assert(NKC == 4, "_rowdot: 1, 2 or 4 chunks")
+        tl.static_assert(NKC == 4, "_chunks_in_order: 1, 2 or 4 chunks")
         e, o = tl.split(tl.reshape(p, (R, 2, 2)))          # e = (p0, p2), o = (p1, p3)
         p0, p2 = tl.split(e)
         p1, p3 = tl.split(o)
@@ -459,14 +511,36 @@ def _rowdot(S, x):
 
 
 @triton.jit
-def _nonflush_rows(S, Ur, cq, ck, gam, q, kt, vt, beta, DELTA: tl.constexpr):
-    """Output rows of a non-flush step from the read-copy tile ``S`` [BV, BK] and the ring's corrections
+def _read_rowdot(S, SB, inv, gam, v, NV4R: tl.constexpr):
+    """``sum_k S[r, k] gam[k] v[k]`` of a read-copy tile ``[R, BK]`` (:func:`_load_read`; ``gam``, ``v`` ``[BK]``) in
+    the non-flush order: the sums of the ``BK // KC`` (<= 4) K chunks of ``KC = max(16, BK // 4)``
+    (:func:`.reference.nonflush_kc`), added in chunk order (:func:`_chunks_in_order`). ``NV4R`` (an nvfp4 read
+    copy): ``S`` holds the E2M1 values times 2**-126 and ``SB`` the block scales; each chunk sums its blocks'
+    ``s_b sum raw x'`` with the input scaled by a power of two, ``x' = (gam 2**s) v`` (:func:`_read_scale`), and the
+    total is divided by ``s_enc`` (``inv = 1 / s_enc``) and unscaled (:func:`_nvfp4_unscale`): two multiplies per
+    element fewer than decoding the values first, and the exact values q s_b / s_enc enter the products."""
+    R: tl.constexpr = S.shape[0]
+    BK: tl.constexpr = S.shape[1]
+    KC: tl.constexpr = BK // 4 if BK >= 64 else 16
+    NKC: tl.constexpr = BK // KC
+    if NV4R:
+        s = _read_scale(gam * v, tl.max(gam, 0))
+        acc = _chunks_in_order(_nvfp4_chunk_sums(S, SB, (gam * pow2_f32(s)) * v, NKC))
+        return _nvfp4_unscale(acc, inv, s)
+    else:
+        return _chunks_in_order(tl.sum(tl.reshape(S * (gam * v)[None, :], (R, NKC, KC)), 2))
+
+
+@triton.jit
+def _nonflush_rows(S, SB, inv, Ur, cq, ck, gam, q, kt, vt, beta, DELTA: tl.constexpr, NV4R: tl.constexpr):
+    """Output rows of a non-flush step from the read-copy tile ``S``, ``SB`` [BV, BK] (:func:`_load_read`;
+    ``inv = 1 / s_enc`` for an nvfp4 one, ``NV4R``) and the ring's corrections
     (mamba2: raw inputs) ``Ur`` [L1P, BV] (zero at j >= h): o = S (gam q) + sum_j u_j cq_j + u_t (k_t . q_t)
     with u_t = beta (v_t - S (gam k_t) - sum_j u_j ck_j) (delta rule) or v_t. Returns (o, u_t), [BV] each."""
     acc_q = tl.sum(Ur * cq[:, None], 0)                                       # [BV]
-    acc_q = acc_q + _rowdot(S, gam * q)
+    acc_q = acc_q + _read_rowdot(S, SB, inv, gam, q, NV4R)
     if DELTA:
-        acc_k = tl.sum(Ur * ck[:, None], 0) + _rowdot(S, gam * kt)
+        acc_k = tl.sum(Ur * ck[:, None], 0) + _read_rowdot(S, SB, inv, gam, kt, NV4R)
         u = beta * (vt - acc_k)
     else:
         u = vt
@@ -620,7 +694,11 @@ def _step_program(
         # speculative non-flush loads (wasted on the 1-in-L flush step; L2 hits for its own re-reads):
         # the read-copy tile and ALL L-1 ring entries (allocated for every slot); validity j < h is
         # applied to the loaded values with tl.where (stale entries may hold anything, NaN included)
-        S_nf = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK, True)
+        S_nf, SB_nf = _load_read(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)
+        if FMT_LP == 5:
+            inv_nf = tl.math.div_rn(1.0, tl.load(lp2 + sh))
+        else:
+            inv_nf = 1.0
         offs_j = tl.arange(0, L1P)
         mr = offs_j < L1
         ej = ring0 + offs_j
@@ -724,7 +802,8 @@ def _step_program(
                     Gr = tl.where(mj[:, None], g_nf, 0.0)                            # [L1P, BK]
                 Gt, Gts = _current_log_decay(Gr, offs_j, h, gt, gts, GK, BK)
                 cq, ck = _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK)
-                o, u = _nonflush_rows(S_nf, Ur, cq, ck, tl.exp(Gt), q, kt, vt, beta, DELTA)
+                o, u = _nonflush_rows(S_nf, SB_nf, inv_nf, Ur, cq, ck, tl.exp(Gt), q, kt, vt, beta, DELTA,
+                                      FMT_LP == 5)
                 tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
                 eh = ring0 + h
                 _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
@@ -745,12 +824,13 @@ def _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v, mv, V: tl.constex
 
 
 @triton.jit
-def _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, K: tl.constexpr, GK: tl.constexpr,
-                   DELTA: tl.constexpr):
+def _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, pk, K: tl.constexpr, GK: tl.constexpr,
+                   DELTA: tl.constexpr, NV4R: tl.constexpr):
     """K chunk ``kc`` of gamma_{1:t} * q_t and (delta rule) gamma_{1:t} * k_t, fp32 ``[KC]``, from (cache-hit)
     reloads of the inputs in the chunk's layout. GK = 1: ``gam`` is the scalar decay; per-key decays (GK = K):
     the chunk of gamma_{1:t} = exp(G_{h-1} + g_t), G_{h-1} from the ring row at ``gp_ptr`` (0 unless
-    ``has_prev``): the fused kernel's whole-row arithmetic, element by element."""
+    ``has_prev``): the fused kernel's whole-row arithmetic, element by element. ``NV4R``: the scaled inputs of
+    :func:`_read_rowdot`, ``(gamma pq) q`` and ``(gamma pk) k`` (``pq = 2**s_q``, ``pk = 2**s_k``)."""
     q = tl.load(q_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
     k = tl.load(k_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
     if GK == 1:
@@ -758,21 +838,33 @@ def _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, K: t
     else:
         Gp = tl.load(gp_ptr + kc, mask=mkc & has_prev, other=0.0)
         gamc = tl.exp(Gp + tl.load(g_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32))
-    xq = gamc * q
-    xk = gamc * k if DELTA else xq
+    if NV4R:
+        xq = (gamc * pq) * q
+        xk = (gamc * pk) * k if DELTA else xq
+    else:
+        xq = gamc * q
+        xk = gamc * k if DELTA else xq
     return xq, xk
 
 
 @triton.jit
-def _add_chunk_rowsums(acc_q, acc_k, S, q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, K: tl.constexpr,
-                       GK: tl.constexpr, DELTA: tl.constexpr):
-    """Add key chunk ``kc`` of the read copy, ``S`` ``[BVA, KC]`` fp32, to the row sums: ``acc_q += S_c (gamma q)_c``
-    and (delta rule) ``acc_k += S_c (gamma k)_c`` (``[BVA]`` each; gamma chunks: :func:`_chunk_factors`). Returns
+def _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, pk,
+                       K: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, NV4R: tl.constexpr):
+    """Add key chunk ``kc`` of the read copy, ``S``, ``SB`` ``[BVA, KC]`` (:func:`_load_read`), to the row sums:
+    ``acc_q += S_c (gamma q)_c`` and (delta rule) ``acc_k += S_c (gamma k)_c`` (``[BVA]`` each; gamma chunks:
+    :func:`_chunk_factors`). ``NV4R`` (nvfp4 read copy): the chunk's block sums of :func:`_read_rowdot` with the
+    whole key row's scalings ``pq = 2**s_q``, ``pk = 2**s_k`` (the caller unscales the totals). Returns
     ``(acc_q, acc_k)``."""
-    xq, xk = _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, K, GK, DELTA)
-    acc_q += tl.sum(S * xq[None, :], 1)
-    if DELTA:
-        acc_k += tl.sum(S * xk[None, :], 1)
+    xq, xk = _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, pk, K, GK, DELTA, NV4R)
+    if NV4R:
+        R: tl.constexpr = S.shape[0]
+        acc_q += tl.reshape(_nvfp4_chunk_sums(S, SB, xq, 1), (R,))
+        if DELTA:
+            acc_k += tl.reshape(_nvfp4_chunk_sums(S, SB, xk, 1), (R,))
+    else:
+        acc_q += tl.sum(S * xq[None, :], 1)
+        if DELTA:
+            acc_k += tl.sum(S * xk[None, :], 1)
     return acc_q, acc_k
 
 
@@ -794,7 +886,7 @@ def _nonflush_kernel(
     is loaded before ``h`` is known and with ``PREFETCH`` each next chunk is loaded before the current one is
     reduced; ``STAGES`` > 0: a loop software-pipelined over that many stages (asynchronous copies of the next
     chunks into shared memory; :func:`nonflush_config`). Either way the chunks' row sums are added in chunk
-    order, as :func:`_rowdot` and :func:`.reference._chunked_npsum` add them.
+    order, as :func:`_read_rowdot` and :func:`.reference._chunked_npsum` add them.
     Per-key decays (kda): each chunk computes its own slice of gamma_{1:t} from the ring's last cumulative log
     decay (:func:`_chunk_factors`).
     Flush rows (``h + 1 >= L``) are left to the flush launches."""
@@ -811,8 +903,9 @@ def _nonflush_kernel(
     sh = tl.maximum(slot, 0) * HV + head
     ring0 = sh * L1
     h = tl.load(cnt_ptr + tl.maximum(slot, 0))
+    NV4R: tl.constexpr = FMT_LP == 5
     if STAGES == 0:   # the first chunk before h is known
-        S_next = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_c, mv, offs_c < K, K, V, FMT_LP, KC, True, 0)
+        S_next, SB_next = _load_read(lp0, lp1, lp2, sh, offs_v, offs_c, mv, offs_c < K, K, V, FMT_LP, KC, 0)
     q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
     if slot < 0:
         tl.store(out_ptr + bh * V + offs_v, tl.zeros([BVA], dtype=tl.float32), mask=mv)
@@ -838,29 +931,49 @@ def _nonflush_kernel(
             ring_q = tl.sum(Ur * cq[:, None], 0)
             ring_k = tl.sum(Ur * ck[:, None], 0)
         gam = tl.exp(Gts)   # GK = 1: the checkpoint's decay, a scalar (kda: unused, its chunks compute their slices)
-        # the chunks' row sums are added in chunk order (acc = ((p0 + p1) + p2) + p3, as _rowdot)
+        if NV4R:   # the power-of-two scalings of _read_rowdot, from the whole key row of gamma q and gamma k
+            if GK == 1:
+                gam_row = gam
+                gmax = gam
+            else:
+                gam_row = tl.exp(Gt)
+                gmax = tl.max(gam_row, 0)
+            sq = _read_scale(gam_row * q, gmax)
+            sk = _read_scale(gam_row * kt, gmax)
+            pq = pow2_f32(sq)
+            pk = pow2_f32(sk)
+            inv = tl.math.div_rn(1.0, tl.load(lp2 + sh))
+        else:
+            pq = 1.0
+            pk = 1.0
+        # the chunks' row sums are added in chunk order (acc = ((p0 + p1) + p2) + p3, as _read_rowdot)
         acc_q = tl.zeros([BVA], dtype=tl.float32)
         acc_k = tl.zeros([BVA], dtype=tl.float32)
         if STAGES > 0:   # software-pipelined: the next chunks' loads go to shared memory (cp.async), no registers
             for c in tl.range(0, NKC, num_stages=STAGES):
                 kc = c * KC + offs_c
                 mkc = kc < K
-                S = _load_tile(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, True, c * KC)
-                acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam, kc,
-                                                  mkc, K, GK, DELTA)
+                S, SB = _load_read(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, c * KC)
+                acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam,
+                                                  kc, mkc, pq, pk, K, GK, DELTA, NV4R)
         else:
             for c in tl.static_range(NKC):
                 kc = c * KC + offs_c
                 mkc = kc < K
                 if PREFETCH or c == 0:
                     S = S_next
+                    SB = SB_next
                 else:
-                    S = _load_tile(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, True, c * KC)
+                    S, SB = _load_read(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, c * KC)
                 if PREFETCH and c + 1 < NKC:    # the next chunk's loads before this chunk is reduced
-                    S_next = _load_tile(lp0, lp1, lp2, sh, offs_v, kc + KC, mv, kc + KC < K, K, V, FMT_LP, KC, True,
-                                        (c + 1) * KC)
-                acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam, kc,
-                                                  mkc, K, GK, DELTA)
+                    S_next, SB_next = _load_read(lp0, lp1, lp2, sh, offs_v, kc + KC, mv, kc + KC < K, K, V, FMT_LP,
+                                                 KC, (c + 1) * KC)
+                acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam,
+                                                  kc, mkc, pq, pk, K, GK, DELTA, NV4R)
+        if NV4R:
+            acc_q = _nvfp4_unscale(acc_q, inv, sq)
+            if DELTA:
+                acc_k = _nvfp4_unscale(acc_k, inv, sk)
         if DELTA:
             acc_q = ring_q + acc_q
             acc_k = ring_k + acc_k

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .storage import sr_rbits
+from .storage import nvfp4_parts, sr_rbits
 
 
 def block_k(K: int) -> int:
@@ -309,6 +309,49 @@ def _flush(cache, slots, h, q, k, v, g, beta):
     return o
 
 
+def _pow2(n: np.ndarray) -> np.ndarray:
+    """2**n as float32 from the exponent bits (int n in [-126, 127]), as ``rounding.pow2_f32``."""
+    return ((np.asarray(n, np.int32) + 127) << 23).astype(np.int32).view(np.float32)
+
+
+def _read_scale(x: np.ndarray, gmax: np.ndarray) -> np.ndarray:
+    """``decode._read_scale`` over the last dim of ``x [..., BK]`` (``gmax [...]`` the max decay): int32 ``[...]``,
+    ``min(252 - e, 253 - e_gamma, 127)`` with the biased exponents of max |x| and of ``gmax``."""
+    e = (np.max(np.abs(x), axis=-1).astype(np.float32).view(np.int32) >> 23) & 0xFF
+    eg = (np.asarray(gmax, np.float32).view(np.int32) >> 23) & 0xFF
+    return np.minimum(np.minimum(252 - e, 253 - eg), 127).astype(np.int32)
+
+
+def _read_dot(cache, slots, BK: int):
+    """The non-flush reduction ``(gam [n, HV, BK], v [n, HV, BK]) -> sum_k S_lp[..., r, k] gam_k v_k``
+    ``[n, HV, V]`` over the read copy of ``slots``, in the kernels' order (:func:`_chunked_npsum` chunks). nvfp4
+    read copies as ``decode._read_rowdot``: with ``x' = (gam 2**s) v``, per chunk ``sum_b s_b sum_{k in b}
+    (q_k 2**-126) x'_k``, the chunk sums added in order, then ``((acc / s_enc) 2**c) 2**d`` with c + d = 126 - s
+    (``1 / s_enc`` rounded once): the exact values ``q s_b / s_enc`` enter the products, not their fp32
+    roundings."""
+    lp = cache.lp
+    if lp.fmt.name != "nvfp4":
+        S = _np(lp.decode(slots), BK)                                           # [n, HV, V, BK]
+        return lambda gam, v: _chunked_npsum(S * (gam * v)[:, :, None, :])
+    q, s_b = nvfp4_parts(lp.data[slots], lp.scales[slots])
+    raw = _np(q, BK) * np.float32(2.0 ** -126)                                  # [n, HV, V, BK] exact
+    sbv = _np(s_b, BK // 16)                                                    # [n, HV, V, BK // 16]
+    inv = (np.float32(1.0) / lp.s_enc[slots].cpu().numpy().astype(np.float32))[..., None]
+    KC = nonflush_kc(BK)
+
+    def dot(gam, v):
+        s = _read_scale(gam * v, np.max(gam, axis=-1))
+        prod = raw * ((gam * _pow2(s)[..., None]) * v)[:, :, None, :]
+        acc = np.zeros(prod.shape[:-1], np.float32)
+        for c in range(BK // KC):
+            p = _npsum(prod[..., c * KC:(c + 1) * KC].reshape(*prod.shape[:-1], KC // 16, 16))
+            acc = acc + _npsum(p * sbv[..., c * KC // 16:(c + 1) * KC // 16])
+        t = 126 - s
+        c = t >> 1
+        return ((acc * inv) * _pow2(c)[..., None]) * _pow2(t - c)[..., None]
+    return dot
+
+
 def _non_flush(cache, slots, h, q, k, v, g, beta):
     """Non-flush step in the kernel's exact fp32 op order (numpy, ring as zero-padded ``[L1P, .]`` tiles,
     decays ``exp(G_t - G_j)`` from the ring's cumulative log decays), so that the cached corrections ``u_j`` are
@@ -343,11 +386,11 @@ def _non_flush(cache, slots, h, q, k, v, g, beta):
         cq = _npsum(Kr * qn[:, :, None, :]) * dec
         ck = _npsum(Kr * kn[:, :, None, :]) * dec
         gam = np.exp(Gts)[..., None] + np.zeros(BK, np.float32)
-    S = _np(cache.lp.decode(slots), BK)                                         # [n, HV, V, BK]
-    acc_q = np.sum(Ur * cq[..., None], axis=-2) + _chunked_npsum(S * (gam * qn)[:, :, None, :])
+    read_dot = _read_dot(cache, slots, BK)
+    acc_q = np.sum(Ur * cq[..., None], axis=-2) + read_dot(gam, qn)
     vn = v.cpu().numpy()
     if cache.delta:
-        acc_k = np.sum(Ur * ck[..., None], axis=-2) + _chunked_npsum(S * (gam * kn)[:, :, None, :])
+        acc_k = np.sum(Ur * ck[..., None], axis=-2) + read_dot(gam, kn)
         u = beta.cpu().numpy()[..., None] * (vn - acc_k)
         cache.ring_u[slots, :, h] = torch.from_numpy(np.ascontiguousarray(u)).to(v.device)
     else:

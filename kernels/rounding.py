@@ -23,6 +23,11 @@ Public (all ``@triton.jit``):
   (even and odd elements as two ``[NB, 8]`` tiles; no reshapes, cheaper to compile).
 * ``nvfp4_decode_blocks(codes [NB, 8], scale_bits [NB], s_enc)`` -> fp32 [NB, 16] (contiguous rows).
 * ``nvfp4_block_factor(scale_bits, s_enc)`` -> the per-block decode factor fp32(s_b / s_enc).
+* ``nvfp4_block_scale(scale_bits)`` -> s_b fp32 (the E4M3 block scale; NaN code -> NaN).
+* ``nvfp4_raw(codes [R, C//2])`` -> fp32 [R, C], the E2M1 values times 2**-126 (no block factor): for
+  kernels that only sum products with the read copy and apply the block scales per block
+  (:func:`.decode._nvfp4_rowdot`).
+* ``pow2_f32(n)`` -> 2**n (fp32, exact) for int32 n in [-126, 127].
 
 * ``sr_bits4(seed, g0, c1, c2, c3)`` -> uint32 Philox bits (10 rounds), four elements per call.
 
@@ -361,12 +366,35 @@ def _e2m1_value(n, SHIFT: tl.constexpr = 0):
 
 
 @triton.jit
+def nvfp4_block_scale(scale_bits):
+    """E4M3 block-scale bits (uint8/int32, any shape) -> s_b fp32 of the same shape (the NaN code -> NaN)."""
+    return _decode_ieee(scale_bits.to(tl.int32) & 0xFF, 8, 4, 3, 7, 0x7F, False, 0.001953125)
+
+
+@triton.jit
 def nvfp4_block_factor(scale_bits, s_enc):
     """Per-block decode factor d = fp32(s_b / s_enc) (IEEE division): ``scale_bits`` uint8/int32
     E4M3 bits (any shape), ``s_enc`` fp32 broadcastable to it -> fp32 of the broadcast shape.
     An element decodes to fp32(q * d)."""
-    s_b = _decode_ieee(scale_bits.to(tl.int32) & 0xFF, 8, 4, 3, 7, 0x7F, False, 0.001953125)
+    s_b = nvfp4_block_scale(scale_bits)
     return tl.math.div_rn(s_b, tl.broadcast_to(s_enc, s_b.shape))
+
+
+@triton.jit
+def nvfp4_raw(codes):
+    """NVFP4 element codes ``uint8 [R, C//2]`` (element 2i in the low nibble) -> fp32 ``[R, C]``: each
+    E2M1 value times 2**-126, exactly (:func:`_e2m1_raw`; no multiply). The block scales are left to the
+    caller (:func:`nvfp4_block_scale`)."""
+    R: tl.constexpr = codes.shape[0]
+    C2: tl.constexpr = codes.shape[1]
+    c = codes.to(tl.int32)
+    return tl.reshape(tl.join(_e2m1_raw(c, 0), _e2m1_raw(c, 4)), (R, 2 * C2))
+
+
+@triton.jit
+def pow2_f32(n):
+    """2**n as fp32 from the exponent bits, for int32 ``n`` (any shape) in [-126, 127]."""
+    return ((n + 127) << 23).to(tl.float32, bitcast=True)
 
 
 @triton.jit

@@ -127,6 +127,15 @@ def encode_state(fmt: FormatInfo, x: torch.Tensor, rbits: torch.Tensor | None = 
     return bits.to(_INT_DTYPE[fmt.name]), None, None
 
 
+def nvfp4_parts(codes: torch.Tensor, scale_bits: torch.Tensor):
+    """An nvfp4 checkpoint's parts as values (``quant.reference.nvfp4_parts``): uint8 codes ``[..., V, K//2]``,
+    scale bits ``[..., V, K//16]`` -> (E2M1 values float32 ``[..., V, K]``, block scales s_b float32
+    ``[..., V, K//16]``)."""
+    from replayssm_quant.quant import reference as ref
+
+    return ref.nvfp4_parts(codes, scale_bits)
+
+
 def decode_state(fmt: FormatInfo, data, scales=None, s_enc=None) -> torch.Tensor:
     """Inverse of :func:`encode_state`: float32 ``[..., V, K]``."""
     from replayssm_quant.quant import reference as ref

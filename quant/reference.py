@@ -280,6 +280,15 @@ def nvfp4_quantize(x: torch.Tensor, rounding: str = "rne", rbits: torch.Tensor |
     return codes, sbits.to(torch.uint8), s_enc
 
 
+def nvfp4_parts(codes: torch.Tensor, scale_bits: torch.Tensor):
+    """The values of NVFP4 parts without the second-level scale: uint8 codes ``[..., R, C//2]`` (element 2i in
+    the low nibble) and scale bits ``[..., R, C//16]`` -> (E2M1 values float32 ``[..., R, C]``, E4M3 block scales
+    s_b float32 ``[..., R, C//16]``)."""
+    c = codes.to(torch.int64)
+    q = decode_bits(torch.stack((c & 0xF, c >> 4), dim=-1).reshape(*codes.shape[:-1], 2 * codes.shape[-1]), "e2m1")
+    return q, decode_bits(scale_bits, "fp8")
+
+
 def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch.Tensor) -> torch.Tensor:
     """Inverse of :func:`nvfp4_quantize`: uint8 ``[..., R, C//2]``, uint8 ``[..., R, C//16]``,
     float32 ``[...]`` -> float32 ``[..., R, C]`` with value = fp32(q * fp32(s_b / s_enc)) (NaN: 0x7FC00000)."""
@@ -291,9 +300,8 @@ def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch
         raise ValueError(f"scale_bits shape {tuple(scale_bits.shape)} does not match codes {tuple(codes.shape)}")
     if tuple(s_enc.shape) != tuple(lead):
         raise ValueError(f"s_enc shape {tuple(s_enc.shape)} must be the leading dims {tuple(lead)}")
-    c = codes.to(torch.int64)
-    q = decode_bits(torch.stack((c & 0xF, c >> 4), dim=-1).reshape(*lead, R, C), "e2m1")
-    d = decode_bits(scale_bits, "fp8") / s_enc.to(torch.float32)[..., None, None]     # fp32(s_b / s_enc)
+    q, s_b = nvfp4_parts(codes, scale_bits)
+    d = s_b / s_enc.to(torch.float32)[..., None, None]                                 # fp32(s_b / s_enc)
     d = d[..., None].expand(*lead, R, C // NVFP4_BLOCK, NVFP4_BLOCK).reshape(*lead, R, C)
     return canonical_nan(q * d)
 

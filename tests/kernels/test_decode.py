@@ -909,3 +909,51 @@ def test_flush_rows_list_over_several_blocks():
     assert 0 < len(want) < B
     assert n_d.item() == len(want) and rows_d[:len(want)].tolist() == want
     assert (rows_d[len(want):] == -7).all()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("spec", ["nvfp4+sr", "nvfp4/fp16", "fp16"])
+@pytest.mark.parametrize("launch", ["fused", "split", "split-prefetch", "split-staged"])
+@pytest.mark.parametrize("scale", [1.0, 1e6, 1e-12])
+def test_nonflush_read_reduction_bit_exact(family, spec, launch, scale):
+    """The read-copy reduction of a non-flush step on its own: the first step after a load (empty ring) with
+    v = 0, so the output is S_lp (gamma q) (mamba2: exactly; delta rule: plus u (k . q)) and the correction
+    ``u = -beta S_lp (gamma k)`` lands in the ring. Both equal the torch reference bit for bit in the
+    interpreter (a stored
+    correction or an output that rounds one block sum in another order differs), and stay within 1e-6 of the
+    float64 sum over the decoded read copy, also for inputs scaled by 1e6 or 1e-12 (nvfp4: the power-of-two
+    scaling of the reduction, decode._read_scale; K = 48: a padded key chunk)."""
+    HV, K, V = 2, 48, 11
+    x = random_decode_inputs(family, 1, 3, HV, K, V, generator=_gen(31), device=DEV)
+    x["v"] = torch.zeros_like(x["v"])
+    x["q"] = x["q"] * scale
+    x["k"] = x["k"] * scale
+    S0 = torch.randn(3, HV, V, K, generator=_gen(32)).to(DEV) * torch.logspace(-3, 3, K).to(DEV)
+    knobs = dict(split_flush=launch != "fused")
+    if launch == "split-prefetch":
+        knobs.update(nonflush_stages=0, nonflush_prefetch=True)
+    elif launch == "split":
+        knobs.update(nonflush_stages=0, nonflush_prefetch=False)
+    elif launch == "split-staged":
+        knobs.update(nonflush_stages=2)
+    cs = [_cache(family, spec, HV, K, V, b, L=4, slots=4, seed=3, **knobs) for b in ("torch", "triton")]
+    idx = torch.tensor([2, 0, 1])
+    for c in cs:
+        c.load_state(idx, S0)
+    outs = [_step(c, idx, x, 0) for c in cs]
+    u = [c.ring_u[idx.to(DEV), :, 0].clone() for c in cs]
+    if DEV == "cpu":   # the interpreter computes in the reference's order (the GPU contracts products into fmas)
+        assert torch.equal(outs[1], outs[0])
+        assert torch.equal(u[1], u[0])
+    # against float64 over the decoded read copy (delta rule: o = r_q + u (k . q), u = -beta r_k)
+    S = cs[0].lp.decode(idx.to(DEV)).double()
+    gam = torch.exp(x["g"][0].double())
+    gam = gam if gam.dim() == 3 else gam[..., None]
+    r_q = (S * (gam * x["q"][0].double())[:, :, None, :]).sum(-1)
+    if family == "mamba2":
+        o64 = r_q
+    else:
+        u64 = -x["beta"][0].double()[..., None] * (S * (gam * x["k"][0].double())[:, :, None, :]).sum(-1)
+        o64 = r_q + u64 * (x["k"][0].double() * x["q"][0].double()).sum(-1, keepdim=True)
+        assert _rel(u[1], u64) < 1e-6
+    assert _rel(outs[1], o64) < 1e-6
