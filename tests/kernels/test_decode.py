@@ -374,7 +374,7 @@ def test_half_precision_ring_is_exact_for_half_precision_inputs(family, spec, ba
     caches = [_cache(family, spec, HV, K, V, backend, L=L, slots=3, split_flush=split, ring_dtype=dt)
               for dt in (torch.float32, torch.bfloat16)]
     for c in caches:
-        c.load_state(idx, S0)
+        c.load_state(idx.to(DEV), S0)
     for t in range(T):
         o32, o16 = (_step(c, idx, x, t) for c in caches)
         assert torch.equal(o32, o16), t
@@ -703,7 +703,7 @@ def test_flush_side_stream_bit_identical_gpu(family, spec):
           for m in (0, 1)]
     idx = torch.arange(B, device="cuda")
     for c in cs:
-        c.load_state(idx, S0)
+        c.load_state(idx.to(DEV), S0)
         c.ring_count[:B] = torch.arange(B, device="cuda", dtype=torch.int32) % L     # every step mixes flushes
     outs = [[_step(c, idx, x, t).clone() for t in range(L)] for c in cs]
     for c in cs:
@@ -939,7 +939,7 @@ def test_nonflush_read_reduction_bit_exact(family, spec, launch, scale):
     cs = [_cache(family, spec, HV, K, V, b, L=4, slots=4, seed=3, **knobs) for b in ("torch", "triton")]
     idx = torch.tensor([2, 0, 1])
     for c in cs:
-        c.load_state(idx, S0)
+        c.load_state(idx.to(DEV), S0)
     outs = [_step(c, idx, x, 0) for c in cs]
     u = [c.ring_u[idx.to(DEV), :, 0].clone() for c in cs]
     if DEV == "cpu":   # the interpreter computes in the reference's order (the GPU contracts products into fmas)
