@@ -39,6 +39,9 @@ integer select also keeps ``q * d`` from being contracted into an fma with a cal
 Encode (RNE): no per-element division either: seven per-block thresholds in the xs domain,
 rounded in the right direction, give E2M1(fp32(xs / s_b)) bit for bit by a binary search of three
 compares (:func:`_e2m1_rne_scaled`); SR still divides per element (it needs the discarded bits).
+A kernel that only sums products with the values (the non-flush read) can skip both decode multiplies:
+``nvfp4_raw`` gives the value times 2**-126 and the block scale ``nvfp4_block_scale`` multiplies per block
+(:func:`.decode._read_rowdot`).
 
 ``FMT`` is a ``tl.constexpr`` from :data:`FORMAT_CODE`; ``rbits`` is a uint32
 (or int32) tensor shaped like ``x``, only read when ``SR`` is true (pass
