@@ -151,10 +151,10 @@ def bench_inputs(family, batch, shape, window, device):
 # nonflush_maxnreg (the non-flush launch's register cap, 0 = none; nonflush_config), nonflush_stages (its
 # key-chunk pipeline stages, 0 = none; nonflush_config); flush_item_v,
 # flush_prefetch, flush_scratch, flush_programs (flush_config); flush_dot (flush_dot_precision); flush_stream
-# (decode.flush_stream_mode); flush_stages (decode.flush_stages)
+# (decode.flush_stream_mode); flush_stages (decode.flush_stages); nonflush_xscratch (decode.nonflush_input_scratch)
 LAUNCH_KNOBS = ("block_v", "flush_block_v", "maxnreg", "split_flush", "nonflush_prefetch", "flush_item_v",
                 "flush_prefetch", "flush_scratch", "flush_dot", "flush_programs", "nonflush_warps",
-                "nonflush_maxnreg", "flush_stream", "nonflush_stages", "flush_stages")
+                "nonflush_maxnreg", "flush_stream", "nonflush_stages", "flush_stages", "nonflush_xscratch")
 
 
 def parse_knobs(text: str) -> dict:

@@ -857,14 +857,24 @@ def _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, 
 
 
 @triton.jit
-def _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, pk,
-                       K: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, NV4R: tl.constexpr):
+def _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, pk, xs_ptr,
+                       K: tl.constexpr, BK: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
+                       NV4R: tl.constexpr, XSCR: tl.constexpr):
     """Add key chunk ``kc`` of the read copy, ``S``, ``SB`` ``[BVA, KC]`` (:func:`_load_read`), to the row sums:
     ``acc_q += S_c (gamma q)_c`` and (delta rule) ``acc_k += S_c (gamma k)_c`` (``[BVA]`` each; gamma chunks:
     :func:`_chunk_factors`). ``NV4R`` (nvfp4 read copy): the chunk's block sums of :func:`_read_rowdot` with the
-    whole key row's scalings ``pq = 2**s_q``, ``pk = 2**s_k`` (the caller unscales the totals). Returns
-    ``(acc_q, acc_k)``."""
-    xq, xk = _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, pk, K, GK, DELTA, NV4R)
+    whole key row's scalings ``pq = 2**s_q``, ``pk = 2**s_k`` (the caller unscales the totals). ``XSCR``: the
+    chunk's inputs are loaded from the program's scratch row ``xs_ptr`` (``[2, BK]``: the q and k inputs of the
+    whole row, the same values :func:`_chunk_factors` computes). Returns ``(acc_q, acc_k)``."""
+    if XSCR:   # the row's inputs were computed once and parked in the program's scratch row (see the kernel)
+        xq = tl.load(xs_ptr + kc)
+        if DELTA:
+            xk = tl.load(xs_ptr + BK + kc)
+        else:
+            xk = xq
+    else:
+        xq, xk = _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, pk, K, GK, DELTA,
+                                NV4R)
     if NV4R:
         R: tl.constexpr = S.shape[0]
         acc_q += tl.reshape(_nvfp4_chunk_sums(S, SB, xq, 1), (R,))
@@ -880,10 +890,10 @@ def _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, has_pre
 @triton.jit
 def _nonflush_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, lp0, lp1, lp2,
-    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, xs_ptr,
     HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr, BK: tl.constexpr,
     BVA: tl.constexpr, KC: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_LP: tl.constexpr,
-    CACHED: tl.constexpr, PREFETCH: tl.constexpr, STAGES: tl.constexpr,
+    CACHED: tl.constexpr, PREFETCH: tl.constexpr, STAGES: tl.constexpr, XSCR: tl.constexpr,
 ):
     """First launch of a split replay step: the non-flush rows (and the padded rows' zero output).
 
@@ -898,6 +908,10 @@ def _nonflush_kernel(
     order, as :func:`_read_rowdot` and :func:`.reference._chunked_npsum` add them.
     Per-key decays (kda): each chunk computes its own slice of gamma_{1:t} from the ring's last cumulative log
     decay (:func:`_chunk_factors`).
+    ``XSCR`` (:func:`nonflush_input_scratch`): the inputs of the chunks' products, ``gamma q`` and ``gamma k``
+    (nvfp4: scaled, :func:`_read_rowdot`), are computed once for the whole key row and stored in the program's
+    scratch row ``xs_ptr + (b * HV + head) * 2 * BK`` (fp32 ``[2, BK]``); after a barrier each chunk loads its
+    slice. Otherwise every thread recomputes the chunk's inputs for the columns it holds, in every chunk.
     Flush rows (``h + 1 >= L``) are left to the flush launches."""
     NKC: tl.constexpr = BK // KC
     head = tl.program_id(1)
@@ -955,6 +969,21 @@ def _nonflush_kernel(
         else:
             pq = 1.0
             pk = 1.0
+        xs = xs_ptr + bh * (2 * BK)
+        if XSCR:
+            if GK == 1:
+                gx = gam
+            else:
+                gx = tl.exp(Gt)
+            if NV4R:
+                tl.store(xs + offs_k, (gx * pq) * q)
+                if DELTA:
+                    tl.store(xs + BK + offs_k, (gx * pk) * kt)
+            else:
+                tl.store(xs + offs_k, gx * q)
+                if DELTA:
+                    tl.store(xs + BK + offs_k, gx * kt)
+            tl.debug_barrier()   # the row is visible to every thread of the program
         # the chunks' row sums are added in chunk order (acc = ((p0 + p1) + p2) + p3, as _read_rowdot)
         acc_q = tl.zeros([BVA], dtype=tl.float32)
         acc_k = tl.zeros([BVA], dtype=tl.float32)
@@ -964,7 +993,7 @@ def _nonflush_kernel(
                 mkc = kc < K
                 S, SB = _load_read(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, c * KC)
                 acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam,
-                                                  kc, mkc, pq, pk, K, GK, DELTA, NV4R)
+                                                  kc, mkc, pq, pk, xs, K, BK, GK, DELTA, NV4R, XSCR)
         else:
             for c in tl.static_range(NKC):
                 kc = c * KC + offs_c
@@ -978,7 +1007,7 @@ def _nonflush_kernel(
                     S_next, SB_next = _load_read(lp0, lp1, lp2, sh, offs_v, kc + KC, mv, kc + KC < K, K, V, FMT_LP,
                                                  KC, (c + 1) * KC)
                 acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam,
-                                                  kc, mkc, pq, pk, K, GK, DELTA, NV4R)
+                                                  kc, mkc, pq, pk, xs, K, BK, GK, DELTA, NV4R, XSCR)
         if NV4R:
             acc_q = _nvfp4_unscale(acc_q, inv, sq)
             if DELTA:
@@ -1284,6 +1313,15 @@ def nonflush_config(cache, batch: int) -> tuple[int, int, bool, int, int | None,
     return BVA, KC, prefetch and not stages, warps, (maxnreg or None), stages
 
 
+def nonflush_input_scratch(cache) -> bool:
+    """Knob ``nonflush_xscratch`` of the split non-flush launch (:func:`_nonflush_kernel`, ``XSCR``): compute the
+    key row's ``gamma q``, ``gamma k`` once per program and park them in a global scratch row (``[B, HV, 2, BK]``
+    fp32, L1 / L2 resident) that the key chunks read, instead of every thread recomputing its chunk columns in
+    every chunk. Default: for nvfp4 read copies (their loop is bound by instruction issue)."""
+    knob = getattr(cache, "nonflush_xscratch", None)
+    return cache.spec.read.name == "nvfp4" if knob is None else bool(knob)
+
+
 FLUSH_STREAM_MODES = (0, 1, 2)
 
 
@@ -1402,12 +1440,14 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         # 1) the non-flush rows + the padded rows' zero output (one program per (row, head): ring read once,
         # h-masked; no flush code; its own warps and register cap)
         nf_extra = _maxnreg_kwargs(nf_maxnreg, v.device)
+        xscr = nonflush_input_scratch(cache)
+        xs = torch.empty(B * HV * 2 * BK if xscr else 1, dtype=torch.float32, device=v.device)
         _nonflush_kernel[(1, HV, B)](
             q, k, v, g, beta, slot_idx, out, lp0, lp1, lp2,
-            cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count, HV,
+            cache.ring_g, cache.ring_k, rv, rb, cache.ring_u, cache.ring_count, xs, HV,
             K=K, V=V, L=cache.window, L1=consts["L1"], L1P=consts["L1P"], BK=BK, BVA=BVA, KC=KC,
             GK=consts["GK"], DELTA=cache.delta, FMT_LP=consts["FMT_LP"], CACHED=cached,
-            PREFETCH=prefetch, STAGES=stages, num_warps=nw, **nf_extra)
+            PREFETCH=prefetch, STAGES=stages, XSCR=xscr, num_warps=nw, **nf_extra)
         # 2) the flush rows, listed on the device, then a persistent grid over their (row, head, V-block) work
         # items (nvfp4: (row, head), the whole head per item); the fused kernel's flush config
         with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():

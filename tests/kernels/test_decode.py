@@ -913,7 +913,7 @@ def test_flush_rows_list_over_several_blocks():
 
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("spec", ["nvfp4+sr", "nvfp4/fp16", "fp16"])
-@pytest.mark.parametrize("launch", ["fused", "split", "split-prefetch", "split-staged"])
+@pytest.mark.parametrize("launch", ["fused", "split", "split-prefetch", "split-staged", "split-flipxs"])
 @pytest.mark.parametrize("scale", [1.0, 1e6, 1e-12])
 def test_nonflush_read_reduction_bit_exact(family, spec, launch, scale):
     """The read-copy reduction of a non-flush step on its own: the first step after a load (empty ring) with
@@ -922,7 +922,9 @@ def test_nonflush_read_reduction_bit_exact(family, spec, launch, scale):
     interpreter (a stored
     correction or an output that rounds one block sum in another order differs), and stay within 1e-6 of the
     float64 sum over the decoded read copy, also for inputs scaled by 1e6 or 1e-12 (nvfp4: the power-of-two
-    scaling of the reduction, decode._read_scale; K = 48: a padded key chunk)."""
+    scaling of the reduction, decode._read_scale; K = 48: a padded key chunk). ``split-flipxs``: the chunks'
+    inputs from the scratch row (decode.nonflush_input_scratch) where the default computes them per chunk and
+    the other way round."""
     HV, K, V = 2, 48, 11
     x = random_decode_inputs(family, 1, 3, HV, K, V, generator=_gen(31), device=DEV)
     x["v"] = torch.zeros_like(x["v"])
@@ -936,6 +938,8 @@ def test_nonflush_read_reduction_bit_exact(family, spec, launch, scale):
         knobs.update(nonflush_stages=0, nonflush_prefetch=False)
     elif launch == "split-staged":
         knobs.update(nonflush_stages=2)
+    elif launch == "split-flipxs":   # the scratch row of the chunks' inputs where it is not the default, and back
+        knobs.update(nonflush_stages=2, nonflush_xscratch=not spec.startswith("nvfp4"))
     cs = [_cache(family, spec, HV, K, V, b, L=4, slots=4, seed=3, **knobs) for b in ("torch", "triton")]
     idx = torch.tensor([2, 0, 1])
     for c in cs:
