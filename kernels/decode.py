@@ -954,12 +954,14 @@ def _nonflush_kernel(
             ring_q = tl.sum(Ur * cq[:, None], 0)
             ring_k = tl.sum(Ur * ck[:, None], 0)
         gam = tl.exp(Gts)   # GK = 1: the checkpoint's decay, a scalar (kda: unused, its chunks compute their slices)
+        if GK == 1:   # gamma over the key row (the scratch row's and the nvfp4 scalings' input)
+            gam_row = gam
+        else:
+            gam_row = tl.exp(Gt)
         if NV4R:   # the power-of-two scalings of _read_rowdot, from the whole key row of gamma q and gamma k
             if GK == 1:
-                gam_row = gam
                 gmax = gam
             else:
-                gam_row = tl.exp(Gt)
                 gmax = tl.max(gam_row, 0)
             sq = _read_scale(gam_row * q, gmax)
             sk = _read_scale(gam_row * kt, gmax)
@@ -970,19 +972,15 @@ def _nonflush_kernel(
             pq = 1.0
             pk = 1.0
         xs = xs_ptr + bh * (2 * BK)
-        if XSCR:
-            if GK == 1:
-                gx = gam
-            else:
-                gx = tl.exp(Gt)
+        if XSCR:   # the values _chunk_factors computes, for the whole row
             if NV4R:
-                tl.store(xs + offs_k, (gx * pq) * q)
+                tl.store(xs + offs_k, (gam_row * pq) * q)
                 if DELTA:
-                    tl.store(xs + BK + offs_k, (gx * pk) * kt)
+                    tl.store(xs + BK + offs_k, (gam_row * pk) * kt)
             else:
-                tl.store(xs + offs_k, gx * q)
+                tl.store(xs + offs_k, gam_row * q)
                 if DELTA:
-                    tl.store(xs + BK + offs_k, gx * kt)
+                    tl.store(xs + BK + offs_k, gam_row * kt)
             tl.debug_barrier()   # the row is visible to every thread of the program
         # the chunks' row sums are added in chunk order (acc = ((p0 + p1) + p2) + p3, as _read_rowdot)
         acc_q = tl.zeros([BVA], dtype=tl.float32)
