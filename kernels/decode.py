@@ -847,12 +847,20 @@ def _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, 
     else:
         Gp = tl.load(gp_ptr + kc, mask=mkc & has_prev, other=0.0)
         gamc = tl.exp(Gp + tl.load(g_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32))
+    return _product_inputs(gamc, q, k, pq, pk, DELTA, NV4R)
+
+
+@triton.jit
+def _product_inputs(gam, q, k, pq, pk, DELTA: tl.constexpr, NV4R: tl.constexpr):
+    """The inputs of the read-copy products from gamma (a scalar or like ``q``), q and k: ``gamma q`` and (delta
+    rule) ``gamma k``; ``NV4R``: scaled as :func:`_read_rowdot` does, ``(gamma pq) q`` and ``(gamma pk) k``.
+    Returns ``(xq, xk)`` (``xk = xq`` without the delta rule)."""
     if NV4R:
-        xq = (gamc * pq) * q
-        xk = (gamc * pk) * k if DELTA else xq
+        xq = (gam * pq) * q
+        xk = (gam * pk) * k if DELTA else xq
     else:
-        xq = gamc * q
-        xk = gamc * k if DELTA else xq
+        xq = gam * q
+        xk = gam * k if DELTA else xq
     return xq, xk
 
 
@@ -972,15 +980,11 @@ def _nonflush_kernel(
             pq = 1.0
             pk = 1.0
         xs = xs_ptr + bh * (2 * BK)
-        if XSCR:   # the values _chunk_factors computes, for the whole row
-            if NV4R:
-                tl.store(xs + offs_k, (gam_row * pq) * q)
-                if DELTA:
-                    tl.store(xs + BK + offs_k, (gam_row * pk) * kt)
-            else:
-                tl.store(xs + offs_k, gam_row * q)
-                if DELTA:
-                    tl.store(xs + BK + offs_k, gam_row * kt)
+        if XSCR:   # the chunks' inputs, computed once for the whole key row
+            xq_row, xk_row = _product_inputs(gam_row, q, kt, pq, pk, DELTA, NV4R)
+            tl.store(xs + offs_k, xq_row)
+            if DELTA:
+                tl.store(xs + BK + offs_k, xk_row)
             tl.debug_barrier()   # the row is visible to every thread of the program
         # the chunks' row sums are added in chunk order (acc = ((p0 + p1) + p2) + p3, as _read_rowdot)
         acc_q = tl.zeros([BVA], dtype=tl.float32)

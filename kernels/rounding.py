@@ -26,7 +26,7 @@ Public (all ``@triton.jit``):
 * ``nvfp4_block_scale(scale_bits)`` -> s_b fp32 (the E4M3 block scale; NaN code -> NaN).
 * ``nvfp4_raw(codes [R, C//2])`` -> fp32 [R, C], the E2M1 values times 2**-126 (no block factor): for
   kernels that only sum products with the read copy and apply the block scales per block
-  (:func:`.decode._nvfp4_rowdot`).
+  (:func:`.decode._read_rowdot`).
 * ``pow2_f32(n)`` -> 2**n (fp32, exact) for int32 n in [-126, 127].
 
 * ``sr_bits4(seed, g0, c1, c2, c3)`` -> uint32 Philox bits (10 rounds), four elements per call.
