@@ -14,7 +14,11 @@ ring and activation bytes are extra and not counted. The device copy bandwidth
 importable. Correctness on the device: fp32 replay/conventional outputs and
 checkpoints against the float64 oracle (the only tl.dot, in the replay flush, is fp32
 with input_precision="ieee": no TF32). Replay rows also report the time of a non-flush step alone
-(``nonflush_us``) and the flush step alone (``flush_us``: every slot's ring count set to L - 1 first).
+(``nonflush_us``) and the flush step alone (``flush_us``: every slot's ring count set to L - 1 first). The
+main replay time (``time_us``) starts every slot of a group at the same ring position, so a group's flushes
+all fall on one of the L steps; ``staggered_us`` spreads the positions (:func:`stagger_slots`: B / L rows
+flush on every step, as in serving, where sequences join at different steps). Both carry one flush per slot
+per L steps, and both are reported with their ratios.
 
 Writes ``results.csv``, ``memory.csv``, ``correctness.csv``, ``report.md`` and
 ``bench.png`` under ``--out`` (plus ``sweep.csv`` with ``--sweep-block-v``: replay times over V-block
@@ -182,14 +186,38 @@ def parse_knobs(text: str) -> dict:
     return knobs
 
 
+PHASES = ("step", "staggered", "nonflush", "flush")   # what bench_kernel can time (its docstring)
+
+
+def stagger_slots(cache, groups, x, window: int) -> None:
+    """Spread the ring positions of every slot group: row i of a group (slot ``groups[r][i]``) is stepped
+    ``i mod L`` times from its loaded state (inputs ``x[t]`` of the rows concerned), so on every later step
+    about ``B / L`` rows of a group flush and the rest do not, as in serving, where sequences join at different
+    steps. Slots must sit at ring position 0 (freshly loaded, or after whole rounds of L steps)."""
+    for idx in groups:
+        pos = torch.arange(idx.numel(), device=idx.device) % window
+        for t in range(window - 1):
+            rows = (pos > t).nonzero().squeeze(1)
+            if rows.numel() == 0:
+                break
+            cache.step(idx[rows], x["q"][t][rows], x["k"][t][rows], x["v"][t][rows], x["g"][t][rows],
+                       None if x["beta"] is None else x["beta"][t][rows], validate=False)
+
+
 def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, knobs=None,
-                 phases=("step", "nonflush", "flush"), ring_dtype=torch.float32):
+                 phases=("step", "staggered", "nonflush", "flush"), ring_dtype=torch.float32):
     """Time one decode configuration on inputs ``x`` (:func:`bench_inputs`); returns a dict row.
 
     ``knobs``: launcher knobs ``{name: value}`` (names in :data:`LAUNCH_KNOBS`; None values = heuristic).
-    ``phases``: what to time: ``step`` (time per step over L steps, ``time_us``), ``nonflush`` (the L - 1
-    non-flush steps, replay), ``flush`` (the flush step, replay); the others are NaN.
+    ``phases`` (:data:`PHASES`): what to time: ``step`` (time per step over L steps, all slots of a group at
+    the same ring position, so the whole group flushes on one of the L steps: ``time_us``), ``staggered``
+    (time per step over L steps with the slots' ring positions spread by :func:`stagger_slots`, so B / L rows
+    flush on every step: ``staggered_us``, replay; conventional rows copy ``time_us``, they have no phase),
+    ``nonflush`` (the L - 1 non-flush steps, replay), ``flush`` (the flush step, replay); the others are NaN.
     """
+    bad = set(phases) - set(PHASES)
+    if bad:
+        raise ValueError(f"unknown phase(s) {sorted(bad)}; allowed: {', '.join(PHASES)}")
     knobs = {k: v for k, v in (knobs or {}).items() if v is not None}
     bad = set(knobs) - set(LAUNCH_KNOBS)
     if bad:
@@ -214,9 +242,16 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
                 cache.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t],
                            None if x["beta"] is None else x["beta"][t], out=out, validate=False)
 
-    t_us = nf_us = fl_us = float("nan")
+    t_us = st_us = nf_us = fl_us = float("nan")
     if "step" in phases:
         t_us = timer(lambda: rounds(range(window))) * 1e3 / (window * R)
+    if "staggered" in phases:
+        if mode == "replay" and window > 1:
+            cache.ring_count.zero_()   # (whole rounds of L steps end where they began)
+            stagger_slots(cache, groups, x, window)
+            st_us = timer(lambda: rounds(range(window))) * 1e3 / (window * R)
+        else:
+            st_us = t_us
     if mode == "replay" and window > 1 and "nonflush" in phases:
         # the L - 1 non-flush steps alone (ring counters reset first, so every replay sees h = 0 .. L-2)
         def nonflush():
@@ -242,7 +277,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
         bvi, bvf, nwf, _, fpre, fscr, fprog, fst = flush_config(cache, batch, launch)
     else:
         bvi, nwf, fpre, fscr, fprog, fst = None, None, False, False, None, flush_stages(cache)
-    row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us,
+    row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us, staggered_us=st_us,
                nonflush_us=nf_us, flush_us=fl_us, min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9,
                rotation=R,
                block_v=bv, flush_block_v=bvf, num_warps=nw, maxnreg=mr or 0, split_flush=bool(split),
@@ -285,7 +320,7 @@ def bench_fla(batch, shape, window, timer, device):
     t_us = ms * 1e3 / (window * R)
     min_bytes = 8.0 * batch * HV * K * V
     return dict(family="gdn", spec="fla fp32", mode="fla fused_recurrent", batch=batch, time_us=t_us,
-                nonflush_us=float("nan"), flush_us=float("nan"), min_bytes=min_bytes,
+                staggered_us=t_us, nonflush_us=float("nan"), flush_us=float("nan"), min_bytes=min_bytes,
                 GBps=min_bytes / (t_us * 1e-6) / 1e9, rotation=R, block_v=None,
                 flush_block_v=None, finite=True)
 
@@ -419,31 +454,39 @@ def write_table(out, stem, title, frame, device, columns=None, floatfmt=".1f") -
 
 
 def _targets(df):
-    """Lines checking the issue's H200 targets against the measured table."""
+    """Lines checking the issue's H200 targets against the measured table, for the replay times with the
+    slots' flushes on one step (``time_us``) and spread over the L steps (``staggered_us``)."""
     lines = []
-    big = df[(df.batch >= 256) & (df["mode"] != "fla fused_recurrent")]
+    phases = (("aligned flushes", "time_us", "frac_copy_bw"),
+              ("staggered flushes", "staggered_us", "staggered_frac_copy_bw"))
     for fam in sorted(df.family.unique()):
         d = df[df.family == fam]
 
-        def t(spec, mode, b):
+        def t(spec, mode, b, col="time_us"):
             r = d[(d.spec == spec) & (d["mode"] == mode) & (d.batch == b)]
-            return float(r.time_us.iloc[0]) if len(r) else float("nan")
+            return float(r[col].iloc[0]) if len(r) else float("nan")
 
         for b in sorted(d.batch.unique()):
             if b < 256:
                 continue
-            lines.append(f"- {fam} B={b}: replay fp32 speedup over conventional fp32 = "
-                         f"{t('fp32', 'conventional', b) / t('fp32', 'replay', b):.2f}x (target >= 1.7x); "
-                         f"nvfp4/fp16 = {t('fp32', 'conventional', b) / t('nvfp4/fp16', 'replay', b):.2f}x "
-                         f"(target >= 6x)")
+            conv = t("fp32", "conventional", b)
+            for name, col, _ in phases:
+                lines.append(f"- {fam} B={b}, {name}: replay fp32 speedup over conventional fp32 = "
+                             f"{conv / t('fp32', 'replay', b, col):.2f}x (target >= 1.7x); "
+                             f"nvfp4/fp16 = {conv / t('nvfp4/fp16', 'replay', b, col):.2f}x (target >= 6x)"
+                             + (f"; replay fp32 over fla = {t('fla fp32', 'fla fused_recurrent', b) / t('fp32', 'replay', b, col):.2f}x "
+                                "(target >= 1.6x)" if fam == "gdn" else ""))
         if 1 in set(d.batch):
             lines.append(f"- {fam} B=1: replay fp32 / conventional fp32 time = "
                          f"{t('fp32', 'replay', 1) / t('fp32', 'conventional', 1):.2f} (target <= 1.1)")
-    for _, r in big[big.family.isin(df.family.unique())].iterrows():
+    big = df[(df.batch >= 256) & (df["mode"] != "fla fused_recurrent")]
+    for _, r in big.iterrows():
         need = 0.90 if r.spec == "fp32" else 0.75
-        if r.frac_copy_bw < need:
-            lines.append(f"- below bandwidth target: {r.family} {r.spec} {r['mode']} B={r.batch}: "
-                         f"{100 * r.frac_copy_bw:.0f}% of copy bandwidth (target {100 * need:.0f}%)")
+        for name, _, col in phases if r["mode"] == "replay" else phases[:1]:
+            if r[col] < need:
+                lines.append(f"- below bandwidth target: {r.family} {r.spec} {r['mode']} B={r.batch}"
+                             f"{', ' + name if r['mode'] == 'replay' else ''}: {100 * r[col]:.0f}% of copy "
+                             f"bandwidth (target {100 * need:.0f}%)")
     return lines
 
 
@@ -458,6 +501,24 @@ def markdown_table(frame, floatfmt: str = ".3g") -> str:
     for row in frame.itertuples(index=False):
         out.append("| " + " | ".join(cell(x) for x in row) + " |")
     return "\n".join(out)
+
+
+def add_ratios(df) -> None:
+    """Add to a results frame (in place): ``frac_copy_bw`` (GBps / copy_GBps), ``speedup_vs_conv_fp32`` and
+    ``speedup_vs_fla`` (gdn) from ``time_us``, and from ``staggered_us`` (rings at spread positions,
+    :func:`stagger_slots`): ``staggered_frac_copy_bw``, ``staggered_speedup_vs_conv_fp32``,
+    ``staggered_speedup_vs_fla``. The references (conventional fp32, fla) have no ring phase: their own time."""
+    if "staggered_us" not in df:       # (a resumed partial file of an older bench)
+        df["staggered_us"] = float("nan")
+    df["frac_copy_bw"] = df.GBps / df.copy_GBps
+    df["staggered_frac_copy_bw"] = df.min_bytes / (df.staggered_us * 1e-6) / 1e9 / df.copy_GBps
+    conv = df[(df.spec == "fp32") & (df["mode"] == "conventional")].set_index(["family", "batch"]).time_us
+    flat = df[df["mode"] == "fla fused_recurrent"].set_index("batch").time_us
+    for pre, col in (("", "time_us"), ("staggered_", "staggered_us")):
+        df[f"{pre}speedup_vs_conv_fp32"] = [conv.get((f, b), float("nan")) / t for f, b, t in
+                                            zip(df.family, df.batch, df[col])]
+        df[f"{pre}speedup_vs_fla"] = [flat.get(b, float("nan")) / t if f == "gdn" else float("nan")
+                                      for f, b, t in zip(df.family, df.batch, df[col])]
 
 
 def write_report(out, df, mem, corr, meta, notes):
@@ -511,14 +572,22 @@ def write_report(out, df, mem, corr, meta, notes):
     lines += ["", "## Targets", ""] + (_targets(df) or ["- (no batch >= 256 rows)"])
     lines += ["", "## Correctness on the device (float64 oracle)", "", md(cdf, ".2e"), ""]
     lines += ["## Time per step (us)", ""]
+    lines += ["Replay rows: aligned flushes (every slot of a group at the same ring position, so the group "
+              "flushes on one of the L steps; the plot), then staggered flushes (ring positions spread, B / L rows "
+              "flush on every step, as in serving). Conventional and fla rows have no ring.", ""]
     for fam in fams:
         d = df[df.family == fam]
         piv = d.pivot_table(index=["spec", "mode"], columns="batch", values="time_us", sort=False)
         lines += [f"### {fam} ({meta['shapes'][fam]['note']})", "", md(piv.reset_index(), ".1f"), ""]
+        r = d[d["mode"] == "replay"]
+        if r.staggered_us.notna().any():
+            piv = r.pivot_table(index=["spec", "mode"], columns="batch", values="staggered_us", sort=False)
+            lines += [f"staggered flushes, {fam} replay:", "", md(piv.reset_index(), ".1f"), ""]
     lines += ["## All measurements", "",
-              md(df[["family", "spec", "mode", "batch", "time_us", "nonflush_us", "flush_us", "min_bytes", "GBps",
-                     "frac_copy_bw",
-                     "speedup_vs_conv_fp32", "speedup_vs_fla", "rotation", "block_v", "flush_block_v", "num_warps",
+              md(df[["family", "spec", "mode", "batch", "time_us", "staggered_us", "nonflush_us", "flush_us",
+                     "min_bytes", "GBps", "frac_copy_bw", "staggered_frac_copy_bw",
+                     "speedup_vs_conv_fp32", "staggered_speedup_vs_conv_fp32", "speedup_vs_fla",
+                     "staggered_speedup_vs_fla", "rotation", "block_v", "flush_block_v", "num_warps",
                      "maxnreg", "split_flush", "prefetch"]]), "",
               "## Memory per sequence slot per layer (checkpoints + ring, L = "
               f"{meta['window']}; the ring's k and v in {meta['ring_dtype']})", "", md(mdf, ".4g"), "",
@@ -648,13 +717,7 @@ def run_bench(out, families=None, specs=None, batches=None, window=16, rep_ms=40
                 notes.append(f"fla run failed at B={b}: {type(e).__name__}: {e}")
                 break
     df = pd.DataFrame(rows)
-    df["frac_copy_bw"] = df.GBps / df.copy_GBps
-    conv = df[(df.spec == "fp32") & (df["mode"] == "conventional")].set_index(["family", "batch"]).time_us
-    df["speedup_vs_conv_fp32"] = [conv.get((f, b), float("nan")) / t for f, b, t in
-                                  zip(df.family, df.batch, df.time_us)]
-    flat = df[df["mode"] == "fla fused_recurrent"].set_index("batch").time_us
-    df["speedup_vs_fla"] = [flat.get(b, float("nan")) / t if f == "gdn" else float("nan")
-                            for f, b, t in zip(df.family, df.batch, df.time_us)]
+    add_ratios(df)
     if not df.finite.all():
         notes.append("non-finite outputs in: " + ", ".join(
             f"{r.family} {r.spec} {r['mode']} B={r.batch}" for _, r in df[~df.finite].iterrows()))

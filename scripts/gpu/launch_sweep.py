@@ -5,7 +5,8 @@ Each variant is a set of launcher knobs (``kernels.bench.LAUNCH_KNOBS``: cache a
 ``kernels.decode``), written ``name=value,name=value`` (``kernels.bench.parse_knobs``); ``default`` is the
 heuristic. Columns as
 ``replayssm-quant bench`` (``nonflush_us`` = one of the L - 1 non-flush steps, ``flush_us`` = the flush step,
-``time_us`` = per step over L steps; phases not asked for are empty). Prints one table and writes
+``time_us`` = per step over L steps with every slot flushing on the same step, ``staggered_us`` = per step over
+L steps with the slots' flushes spread over the L steps; phases not asked for are empty). Prints one table and writes
 ``OUT/<stem>.csv`` / ``.md`` after every measurement (a run cut short keeps what it measured).
 
     source scripts/gpu/setup.sh && python3 scripts/gpu/launch_sweep.py --out "$OUT/sweep" --families gdn \\
@@ -24,10 +25,8 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
-from replayssm_quant.kernels.bench import (SHAPES, Timer, bench_inputs, bench_kernel, parse_knobs,  # noqa: E402
-                                           write_table)
-
-PHASES = ("step", "nonflush", "flush")
+from replayssm_quant.kernels.bench import (PHASES, SHAPES, Timer, bench_inputs, bench_kernel,  # noqa: E402
+                                           parse_knobs, write_table)
 
 
 def parse_variant(text: str) -> dict:
@@ -68,7 +67,7 @@ def main(argv=None):
         r = bench_kernel(fam, spec, a.mode, a.batch, SHAPES[fam], 16, timer, dev, x, knobs, phases)
         rows.append(dict(variant=name, **r))
         pd.DataFrame(rows).to_csv(os.path.join(a.out, f"{a.stem}.csv"), index=False)
-    cols = ["family", "spec", "variant", "time_us", "nonflush_us", "flush_us", "block_v", "flush_block_v",
+    cols = ["family", "spec", "variant", "time_us", "staggered_us", "nonflush_us", "flush_us", "block_v", "flush_block_v",
             "nonflush_warps", "nonflush_maxnreg", "nonflush_stages", "flush_item_v", "flush_warps", "flush_programs",
             "maxnreg", "prefetch", "flush_prefetch", "flush_scratch", "flush_dot", "flush_stream", "flush_stages"]
     print(write_table(a.out, a.stem, f"Launcher knob sweep ({a.mode}, batch {a.batch}, L = 16, phases "

@@ -44,6 +44,9 @@ def test_bench_cpu_smoke_writes_report(tmp_path):
     assert not (out / "results.partial.csv").exists()   # the incremental copy is gone once the report is written
     assert set(zip(df.spec, df["mode"])) == {("fp32", "conventional"), ("fp32", "replay"), ("nvfp4/fp16", "replay")}
     assert (df.time_us > 0).all() and df.finite.all()
+    assert (df.staggered_us > 0).all()                  # (batch 1: the one slot's phase is the only one)
+    conv = df[df["mode"] == "conventional"]
+    assert (conv.staggered_us == conv.time_us).all() and df.staggered_speedup_vs_conv_fp32.notna().all()
     assert (df.min_bytes == [8 * 2 * 32 * 16, 4 * 1.5 * 2 * 32 * 16, (0.5625 + 2 * 2 / 2) * 2 * 32 * 16]).all()
     corr = pd.read_csv(out / "correctness.csv")
     assert corr.ok.all() and len(corr) == 6 and corr.checked.str.startswith("split vs fused").sum() == 2
@@ -70,6 +73,34 @@ def test_bench_cpu_smoke_writes_report(tmp_path):
     assert sorted(split.nonflush_stages) == [0] * 10 + [3] * 2
     assert set(sw.groupby(["spec", "maxnreg"]).split_flush.nunique()) == {2}
     assert "## Tile sweep" in report
+    assert "staggered flushes, gdn replay:" in report and "B=1: replay fp32 / conventional fp32" in report
+
+
+@pytest.mark.parametrize("family", ["gdn", "mamba2"])
+def test_stagger_slots_spreads_ring_positions(family):
+    """Row i of a group ends at ring position i mod L, its slot in the state of i mod L steps of its own inputs
+    (against a cache stepped one row at a time); slots outside the groups are untouched."""
+    from replayssm_quant.kernels.bench import bench_inputs, stagger_slots
+    from replayssm_quant.kernels.state_cache import SSMStateCache
+
+    L, shape = 3, dict(num_heads=2, head_k=8, head_v=4)
+    groups = [torch.tensor([4, 1, 6, 0, 3], dtype=torch.int32), torch.tensor([2, 5], dtype=torch.int32)]
+    x = bench_inputs(family, 5, shape, L, torch.device("cpu"))
+    init = torch.randn(8, 2, 4, 8, generator=torch.Generator().manual_seed(3))
+    caches = [SSMStateCache(family, "fp16", 8, 2, 8, 4, window=L, backend="torch") for _ in range(2)]
+    for c in caches:
+        c.load_state(torch.arange(8), init)
+    stagger_slots(caches[0], groups, x, L)
+    for idx in groups:
+        for i, slot in enumerate(idx.tolist()):
+            for t in range(i % L):
+                caches[1].step(torch.tensor([slot]), *(x[n][t][i:i + 1] for n in ("q", "k", "v", "g")),
+                               None if x["beta"] is None else x["beta"][t][i:i + 1])
+    counts = caches[0].ring_count[:8].tolist()
+    assert counts == caches[1].ring_count[:8].tolist() and counts[7] == 0
+    assert [counts[s] for s in (4, 1, 6, 0, 3)] == [0, 1, 2, 0, 1] and [counts[2], counts[5]] == [0, 1]
+    assert torch.equal(caches[0].state(torch.arange(8)), caches[1].state(torch.arange(8)))
+    assert torch.equal(caches[0].state(torch.tensor([7])), init[7:8].half().float())   # (as loaded)
 
 
 @pytest.mark.skipif(torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") != "1",
@@ -115,7 +146,9 @@ def test_bench_kernel_knobs_and_phases():
                      dict(split_flush=True, flush_item_v=64, flush_prefetch=True, block_v=16), phases=("flush",))
     assert r["split_flush"] and r["flush_item_v"] == 64 and r["flush_prefetch"] and not r["flush_scratch"]
     assert r["flush_us"] > 0 and r["time_us"] != r["time_us"] and r["nonflush_us"] != r["nonflush_us"]  # NaN
-    assert r["finite"]
+    assert r["finite"] and r["staggered_us"] != r["staggered_us"]
+    with pytest.raises(ValueError, match="unknown phase.*allowed: step, staggered, nonflush, flush"):
+        bench_kernel("gdn", "fp32", "replay", 1, shape, 2, Timer(dev, 1), dev, x, phases=("stagger",))
     with pytest.raises(ValueError, match="unknown launcher knob.*allowed: " + ", ".join(LAUNCH_KNOBS[:2])):
         bench_kernel("gdn", "fp32", "replay", 1, shape, 2, Timer(dev, 1), dev, x, dict(blockv=16))
 
@@ -134,3 +167,35 @@ def test_launch_sweep_variants():
                      ("flush_item_v=big", "not an integer")):
         with pytest.raises(SystemExit, match=msg):
             mod.parse_variant(bad)
+
+
+def test_targets_report_both_flush_phases():
+    """The targets section states every ratio for aligned and staggered flushes, from the measured times."""
+    import pandas as pd
+
+    from replayssm_quant.kernels.bench import _targets, add_ratios
+
+    rows = [("fp32", "conventional", 256, 300.0, 300.0, 8), ("fp32", "replay", 256, 200.0, 150.0, 4.25),
+            ("nvfp4/fp16", "replay", 256, 100.0, 60.0, 0.8125), ("fla fp32", "fla fused_recurrent", 256, 240, 240, 8),
+            ("fp32", "conventional", 1, 5.0, 5.0, 8), ("fp32", "replay", 1, 6.0, 6.0, 4.25)]
+    df = pd.DataFrame([dict(family="gdn", spec=s, mode=m, batch=b, time_us=t, staggered_us=st,
+                            min_bytes=e * b * 1e6, GBps=e * b * 1e6 / (t * 1e-6) / 1e9, copy_GBps=4000.0)
+                       for s, m, b, t, st, e in rows])
+    add_ratios(df)
+    assert df.staggered_speedup_vs_conv_fp32.tolist()[:3] == [1.0, 2.0, 5.0]
+    assert df.speedup_vs_fla.tolist()[1] == 1.2 and df.staggered_speedup_vs_fla.tolist()[1] == 1.6
+    text = "\n".join(_targets(df))
+    assert ("gdn B=256, aligned flushes: replay fp32 speedup over conventional fp32 = 1.50x (target >= 1.7x); "
+            "nvfp4/fp16 = 3.00x (target >= 6x); replay fp32 over fla = 1.20x") in text
+    assert "gdn B=256, staggered flushes: replay fp32 speedup over conventional fp32 = 2.00x" in text
+    assert "replay fp32 over fla = 1.60x" in text and "B=1: replay fp32 / conventional fp32 time = 1.20" in text
+    # nvfp4/fp16: 0.8125 B/elem * 256e6 / 100 us = 2080 GB/s (52%), staggered 87%; replay fp32 136% / 181%,
+    # conventional fp32 171%: one line
+    lines = [x for x in text.split("\n") if "below bandwidth target" in x]
+    assert lines == ["- below bandwidth target: gdn nvfp4/fp16 replay B=256, aligned flushes: 52% of copy bandwidth "
+                     "(target 75%)"]
+    df.loc[1, "copy_GBps"] = 1e5
+    add_ratios(df)
+    text = "\n".join(_targets(df))
+    assert "below bandwidth target: gdn fp32 replay B=256, aligned flushes: 5% of copy bandwidth (target 90%)" in text
+    assert "gdn fp32 replay B=256, staggered flushes: 7% of copy bandwidth" in text
