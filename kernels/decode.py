@@ -624,6 +624,27 @@ def _flush_rows_kernel(idx_ptr, cnt_ptr, rows_ptr, nrows_ptr, B, L: tl.constexpr
 
 
 @triton.jit
+def _flush_item(
+    w, IPH: tl.constexpr, BVI: tl.constexpr, rows_ptr,
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
+    hp0, hp1, hp2, lp0, lp1, lp2,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr,
+    seed, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr,
+    LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
+    NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
+    FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
+    CACHED: tl.constexpr, scr, FPRE: tl.constexpr, SCRATCH: tl.constexpr, DOTP: tl.constexpr,
+):
+    """Work item ``w`` of the flush launch, ``IPH`` items of ``BVI`` rows of V per (flush row, head): the
+    ``w % IPH``-th V-block of head ``(w / IPH) % HV`` of the ``w / (HV IPH)``-th listed flush row."""
+    b = tl.load(rows_ptr + w // (HV * IPH))
+    _step_program(w % IPH, (w // IPH) % HV, b, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
+                  lp0, lp1, lp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P,
+                  LP, LPLOG, BK, BVI, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, True, scr,
+                  FPRE, SCRATCH, DOTP)
+
+
+@triton.jit
 def _flush_kernel(
     rows_ptr, nrows_ptr,
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
@@ -643,19 +664,38 @@ def _flush_kernel(
     of L steps where a slot group does not flush the list is empty and the launch is a few microseconds (a
     full grid of programs that each read their row's slot and ring count and exit cost ~60 us per step at
     batch 256 on the H200). ``FPRE``, ``SCRATCH``: :func:`_step_program` (``scr_ptr``: ``[programs, NVF * BVF,
-    BK]`` fp32)."""
+    BK]`` fp32).
+
+    Few flush rows (slots whose ring positions are spread, as in serving: about B / L rows flush per step) would
+    leave most of the grid idle while each item's program walks its ``BV // BVF`` sub-blocks one after another.
+    So (not nvfp4) when the items would fill at most half of the programs, every sub-block of ``BVF`` rows is a
+    work item of its own: each recomputes the per-(row, head) flush terms (the same values, so the same
+    results), which pays only when programs would otherwise idle. (Two instances of the item code: with a
+    runtime sub-block range the address arithmetic of the sub-block loop is not folded, +7% instructions per
+    sub-block in gdn's AOT SASS.) With every row flushing at batch >= 16 the items fill the grid."""
     n = tl.load(nrows_ptr) * (HV * NVB)
+    fine = 2 * n <= tl.num_programs(0)
+    if not NV4:
+        if fine:
+            n *= BV // BVF
     w = tl.program_id(0)
     scr = scr_ptr + w.to(tl.int64) * (NVF * BVF * BK)
     while w < n:   # (a range() with a loaded bound fails in the Triton 3.6 interpreter)
-        i = w // (HV * NVB)
-        head = (w // NVB) % HV
-        pv = w % NVB
-        b = tl.load(rows_ptr + i)
-        _step_program(pv, head, b, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2,
-                  rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P, LP,
-                  LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, True, scr, FPRE,
-                  SCRATCH, DOTP)
+        if NV4:
+            _flush_item(w, NVB, BV, rows_ptr, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
+                        lp0, lp1, lp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1,
+                        L1P, LP, LPLOG, BK, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, scr,
+                        FPRE, SCRATCH, DOTP)
+        elif fine:
+            _flush_item(w, NVB * (BV // BVF), BVF, rows_ptr, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
+                        hp0, hp1, hp2, lp0, lp1, lp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed,
+                        HV, K, V, L, L1, L1P, LP, LPLOG, BK, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR,
+                        TAG, CACHED, scr, FPRE, SCRATCH, DOTP)
+        else:
+            _flush_item(w, NVB, BV, rows_ptr, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
+                        lp0, lp1, lp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1,
+                        L1P, LP, LPLOG, BK, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, scr,
+                        FPRE, SCRATCH, DOTP)
         w += tl.num_programs(0)
 
 

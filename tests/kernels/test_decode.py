@@ -416,6 +416,38 @@ def test_nvfp4_two_pass_flush_bit_exact(family, spec, split):
     assert cs[1].flush_count[:-1].max() >= 3
 
 
+@pytest.mark.parametrize("family,spec", [("gdn", "fp32"), ("kda", "fp16+sr"), ("mamba2", "fp8/fp32"),
+                                         ("gdn", "fp8/bf16+sr")])
+def test_split_flush_sub_block_items_bit_exact(family, spec):
+    """The split flush launch with few flush rows makes every 16-row sub-block a work item of its own
+    (decode._flush_kernel; in the interpreter 4 programs: one flush row of HV = 2 heads is 2 items, half the
+    grid), else one item per (row, head) walks the head's 4 sub-blocks (V = 40: 16 + 16 + 8 + a fully masked
+    one). Ring positions staggered so most steps flush one row, a reload puts two slots in phase (two flush
+    rows: whole-head items). Bit for bit the torch reference either way, stochastic rounding included."""
+    HV, K, V, L = 2, 24, 40, 4
+    x = random_decode_inputs(family, 14, 4, HV, K, V, generator=_gen(31), device=DEV)
+    S0 = torch.randn(5, HV, V, K, generator=_gen(32)).to(DEV)
+    cs = [_cache(family, spec, HV, K, V, b, L=L, slots=5, seed=9, block_v=16, flush_block_v=16, split_flush=True)
+          for b in ("torch", "triton")]
+    for c in cs:
+        c.load_state(torch.arange(4), S0[:4])
+    idx = torch.tensor([3, 0, 2, 1])
+    one, two = 0, 0
+    for t in range(14):
+        if t == 6:   # slot 1 (at ring position 1) back to 0, in phase with slot 2
+            for c in cs:
+                c.load_state(torch.tensor([1]), S0[4:])
+        sel = idx < t + 1   # staggered start: slot s joins at step s
+        flushing = int((cs[0].ring_count[idx[sel]] + 1 >= L).sum())
+        one, two = one + (flushing == 1), two + (flushing == 2)
+        xt = {n: None if a is None else a[:, sel] for n, a in x.items()}
+        outs = [_step(c, idx[sel], xt, t) for c in cs]
+        assert _rel(outs[1], outs[0]) <= 1e-5, t
+        for a, b in zip(_all_tensors(cs[0]), _all_tensors(cs[1])):
+            assert torch.equal(a, b), t
+    assert one >= 6 and two >= 2, (one, two)
+
+
 @pytest.mark.parametrize("family", ["gdn", "kda"])
 @pytest.mark.parametrize("split", [False, True])
 def test_stale_ring_entries_never_leak(family, split):
