@@ -668,35 +668,35 @@ def _flush_kernel(
 
     Few flush rows (slots whose ring positions are spread, as in serving: about B / L rows flush per step) would
     leave most of the grid idle while each item's program walks its ``BV // BVF`` sub-blocks one after another.
-    So (not nvfp4) when the items would fill at most half of the programs, every sub-block of ``BVF`` rows is a
-    work item of its own: each recomputes the per-(row, head) flush terms (the same values, so the same
-    results), which pays only when programs would otherwise idle. (Two instances of the item code: with a
-    runtime sub-block range the address arithmetic of the sub-block loop is not folded, +7% instructions per
-    sub-block in gdn's AOT SASS.) With every row flushing at batch >= 16 the items fill the grid."""
+    So (not nvfp4, ``BV > 2 BVF``) when the whole-head items would fill at most half of the programs, the items
+    are pairs of ``BVF``-row sub-blocks: each recomputes the per-(row, head) flush terms (the same values, so the
+    same results), which pays only when programs would otherwise idle. With every row flushing at batch >= 16
+    the whole-head items fill the grid. Pairs, not single sub-blocks: with a constant single iteration the
+    compiler interleaves the per-(row, head) terms with the sub-block's loads, and at the 128-register cap the
+    kernel spilled 204 bytes (gdn fp32, AOT sm_90a; with pairs 0, as without the small items)."""
+    FBV: tl.constexpr = 2 * BVF          # rows of a small item: two sub-blocks (see above)
+    SMALL: tl.constexpr = (not NV4) and BV > FBV
     n = tl.load(nrows_ptr) * (HV * NVB)
-    fine = 2 * n <= tl.num_programs(0)
-    if not NV4:
-        if fine:
-            n *= BV // BVF
+    small = 2 * n <= tl.num_programs(0)
+    if SMALL:
+        if small:
+            n *= BV // FBV
     w = tl.program_id(0)
     scr = scr_ptr + w.to(tl.int64) * (NVF * BVF * BK)
-    while w < n:   # (a range() with a loaded bound fails in the Triton 3.6 interpreter)
-        if NV4:
+    if (not SMALL) or (not small):
+        while w < n:   # (a range() with a loaded bound fails in the Triton 3.6 interpreter)
             _flush_item(w, NVB, BV, rows_ptr, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
                         lp0, lp1, lp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1,
                         L1P, LP, LPLOG, BK, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, scr,
                         FPRE, SCRATCH, DOTP)
-        elif fine:
-            _flush_item(w, NVB * (BV // BVF), BVF, rows_ptr, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
+            w += tl.num_programs(0)
+    else:
+        while w < n:
+            _flush_item(w, NVB * (BV // FBV), FBV, rows_ptr, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
                         hp0, hp1, hp2, lp0, lp1, lp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed,
                         HV, K, V, L, L1, L1P, LP, LPLOG, BK, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR,
                         TAG, CACHED, scr, FPRE, SCRATCH, DOTP)
-        else:
-            _flush_item(w, NVB, BV, rows_ptr, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
-                        lp0, lp1, lp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1,
-                        L1P, LP, LPLOG, BK, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, scr,
-                        FPRE, SCRATCH, DOTP)
-        w += tl.num_programs(0)
+            w += tl.num_programs(0)
 
 
 @triton.jit
