@@ -668,13 +668,16 @@ def _flush_kernel(
 
     Few flush rows (slots whose ring positions are spread, as in serving: about B / L rows flush per step) would
     leave most of the grid idle while each item's program walks its ``BV // BVF`` sub-blocks one after another.
-    So (not nvfp4, ``BV > 2 BVF``) when the whole-head items would fill at most half of the programs, the items
-    are pairs of ``BVF``-row sub-blocks: each recomputes the per-(row, head) flush terms (the same values, so the
-    same results), which pays only when programs would otherwise idle. With every row flushing at batch >= 16
-    the whole-head items fill the grid. Pairs, not single sub-blocks: with a constant single iteration the
-    compiler interleaves the per-(row, head) terms with the sub-block's loads, and at the 128-register cap the
-    kernel spilled 204 bytes (gdn fp32, AOT sm_90a; with pairs 0, as without the small items)."""
-    FBV: tl.constexpr = 2 * BVF          # rows of a small item: two sub-blocks (see above)
+    So (not nvfp4) when the whole-head items would fill at most half of the programs, the items are ``FBV`` rows:
+    single ``BVF``-row sub-blocks of 32 rows or more, pairs of 16-row ones. Each recomputes the per-(row, head)
+    flush terms (the same values, so the same results), which pays only when programs would otherwise idle. With
+    every row flushing at batch >= 16 the whole-head items fill the grid. Pairs of 16-row sub-blocks: with a
+    constant single iteration the compiler interleaves the per-(row, head) terms with the sub-block's loads, and
+    at the 128-register cap the kernel spilled 204 bytes (gdn fp32, AOT sm_90a; with pairs 0, as without the
+    small items); single 32-row sub-blocks (fp16 checkpoints on the GPU) do not spill. H200, staggered flushes,
+    reports/bench/sweeps_2026-12-01c/item32_b*.md: gdn fp16 at B = 16 23.1 us per step with 64-row items, 18.5
+    with 32-row ones; mamba2 fp16 (V = 64: no small items before) 26.6 -> 22.9."""
+    FBV: tl.constexpr = BVF if BVF >= 32 else 2 * BVF   # rows of a small item (above)
     SMALL: tl.constexpr = (not NV4) and BV > FBV
     n = tl.load(nrows_ptr) * (HV * NVB)
     small = 2 * n <= tl.num_programs(0)

@@ -416,19 +416,19 @@ def test_nvfp4_two_pass_flush_bit_exact(family, spec, split):
     assert cs[1].flush_count[:-1].max() >= 3
 
 
-@pytest.mark.parametrize("family,spec", [("gdn", "fp32"), ("kda", "fp16+sr"), ("mamba2", "fp8/fp32"),
-                                         ("gdn", "fp8/bf16+sr")])
-def test_split_flush_sub_block_items_bit_exact(family, spec):
-    """The split flush launch with few flush rows makes every pair of 16-row sub-blocks a work item of its own
-    (decode._flush_kernel; in the interpreter 4 programs: one flush row of HV = 2 heads is 2 items, half the
-    grid; V = 40: rows 0-31 and 32-63, the second pair partly / wholly masked), else one item per (row, head)
-    walks the head's 4 sub-blocks. Ring positions staggered so most steps flush one row, a reload puts two
-    slots in phase (two flush rows: whole-head items). Bit for bit the torch reference either way, stochastic
-    rounding included."""
+@pytest.mark.parametrize("family,spec,fbv", [("gdn", "fp32", 16), ("kda", "fp16+sr", 32), ("mamba2", "fp8/fp32", 16),
+                                             ("gdn", "fp8/bf16+sr", 32)])
+def test_split_flush_sub_block_items_bit_exact(family, spec, fbv):
+    """The split flush launch with few flush rows makes every pair of 16-row sub-blocks (every 32-row sub-block)
+    a work item of its own (decode._flush_kernel; in the interpreter 4 programs: one flush row of HV = 2 heads
+    is 2 items, half the grid; V = 40: rows 0-31 and 32-63, the second item partly / wholly masked), else one
+    item per (row, head) walks the head's 4 (2) sub-blocks. Ring positions staggered so most steps flush one
+    row, a reload puts two slots in phase (two flush rows: whole-head items). Bit for bit the torch reference
+    either way, stochastic rounding included."""
     HV, K, V, L = 2, 24, 40, 4
     x = random_decode_inputs(family, 14, 4, HV, K, V, generator=_gen(31), device=DEV)
     S0 = torch.randn(5, HV, V, K, generator=_gen(32)).to(DEV)
-    cs = [_cache(family, spec, HV, K, V, b, L=L, slots=5, seed=9, block_v=16, flush_block_v=16, split_flush=True)
+    cs = [_cache(family, spec, HV, K, V, b, L=L, slots=5, seed=9, block_v=fbv, flush_block_v=fbv, split_flush=True)
           for b in ("torch", "triton")]
     for c in cs:
         c.load_state(torch.arange(4), S0[:4])
