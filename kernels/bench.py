@@ -544,20 +544,25 @@ def write_report(out, df, mem, corr, meta, notes):
     cdf.to_csv(os.path.join(out, "correctness.csv"), index=False)
 
     fams = list(dict.fromkeys(df.family))
-    fig, axes = plt.subplots(1, len(fams), figsize=(6 * len(fams), 4.5), squeeze=False)
-    for ax, fam in zip(axes[0], fams):
-        d = df[df.family == fam]
-        for (spec, mode), g in d.groupby(["spec", "mode"], sort=False):
-            g = g.sort_values("batch")
-            ax.plot(g.batch, g.time_us, marker="o", ls="--" if mode == "conventional" else "-",
-                    label=f"{spec} {mode}")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("batch (sequences)")
-        ax.set_ylabel("time per decode step (us)")
-        ax.set_title(f"{fam}: {meta['shapes'][fam]['note']}", fontsize=9)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+    # row 0: replay with aligned flushes (time_us); row 1: staggered flushes (staggered_us; conventional and
+    # fla rows have no ring phase: the same times in both rows)
+    fig, axes = plt.subplots(2, len(fams), figsize=(6 * len(fams), 9.5), squeeze=False)
+    colors = plt.get_cmap("tab20").colors
+    for row, (col, phase) in enumerate((("time_us", "aligned flushes"),
+                                        ("staggered_us", "staggered flushes (B / L rows flush per step)"))):
+        for ax, fam in zip(axes[row], fams):
+            d = df[df.family == fam]
+            for i, ((spec, mode), g) in enumerate(d.groupby(["spec", "mode"], sort=False)):
+                g = g.sort_values("batch")
+                ax.plot(g.batch, g[col], marker="o", ls="--" if mode == "conventional" else "-",
+                        color=colors[i % len(colors)], label=f"{spec} {mode}")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("batch (sequences)")
+            ax.set_ylabel("time per decode step (us)")
+            ax.set_title(f"{fam}: {meta['shapes'][fam]['note']}\nreplay with {phase}", fontsize=8)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "bench.png"), dpi=120)
     plt.close(fig)
@@ -582,8 +587,9 @@ def write_report(out, df, mem, corr, meta, notes):
     lines += ["", "## Correctness on the device (float64 oracle)", "", md(cdf, ".2e"), ""]
     lines += ["## Time per step (us)", ""]
     lines += ["Replay rows: aligned flushes (every slot of a group at the same ring position, so the group "
-              "flushes on one of the L steps; the plot), then staggered flushes (ring positions spread, B / L rows "
-              "flush on every step, as in serving). Conventional and fla rows have no ring.", ""]
+              "flushes on one of the L steps; the plot's top row), then staggered flushes (ring positions spread, "
+              "B / L rows flush on every step, as in serving; the bottom row). Conventional and fla rows have no "
+              "ring.", ""]
     for fam in fams:
         d = df[df.family == fam]
         piv = d.pivot_table(index=["spec", "mode"], columns="batch", values="time_us", sort=False)
