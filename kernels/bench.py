@@ -513,17 +513,17 @@ def markdown_table(frame, floatfmt: str = ".3g") -> str:
 
 
 def add_ratios(df) -> None:
-    """Add to a results frame (in place): ``frac_copy_bw`` (GBps / copy_GBps), ``speedup_vs_conv_fp32`` and
-    ``speedup_vs_fla`` (gdn) from ``time_us``, and from ``staggered_us`` (rings at spread positions,
-    :func:`stagger_slots`): ``staggered_frac_copy_bw``, ``staggered_speedup_vs_conv_fp32``,
-    ``staggered_speedup_vs_fla``. The references (conventional fp32, fla) have no ring phase: their own time."""
+    """Add to a results frame (in place): ``frac_copy_bw`` (min_bytes per ``time_us``, over copy_GBps),
+    ``speedup_vs_conv_fp32`` and ``speedup_vs_fla`` (gdn) from ``time_us``, and the same from ``staggered_us``
+    (rings at spread positions, :func:`stagger_slots`): ``staggered_frac_copy_bw``,
+    ``staggered_speedup_vs_conv_fp32``, ``staggered_speedup_vs_fla``. The references (conventional fp32, fla)
+    have no ring phase: their own time."""
     if "staggered_us" not in df:       # (a resumed partial file of an older bench)
         df["staggered_us"] = float("nan")
-    df["frac_copy_bw"] = df.GBps / df.copy_GBps
-    df["staggered_frac_copy_bw"] = df.min_bytes / (df.staggered_us * 1e-6) / 1e9 / df.copy_GBps
     conv = df[(df.spec == "fp32") & (df["mode"] == "conventional")].set_index(["family", "batch"]).time_us
     flat = df[df["mode"] == "fla fused_recurrent"].set_index("batch").time_us
     for pre, col in (("", "time_us"), ("staggered_", "staggered_us")):
+        df[f"{pre}frac_copy_bw"] = df.min_bytes / (df[col] * 1e-6) / 1e9 / df.copy_GBps
         df[f"{pre}speedup_vs_conv_fp32"] = [conv.get((f, b), float("nan")) / t for f, b, t in
                                             zip(df.family, df.batch, df[col])]
         df[f"{pre}speedup_vs_fla"] = [flat.get(b, float("nan")) / t if f == "gdn" else float("nan")
