@@ -155,10 +155,13 @@ def bench_inputs(family, batch, shape, window, device):
 # nonflush_maxnreg (the non-flush launch's register cap, 0 = none; nonflush_config), nonflush_stages (its
 # key-chunk pipeline stages, 0 = none; nonflush_config); flush_item_v,
 # flush_prefetch, flush_scratch, flush_programs (flush_config); flush_dot (flush_dot_precision); flush_stream
-# (decode.flush_stream_mode); flush_stages (decode.flush_stages); nonflush_xscratch (decode.nonflush_input_scratch)
+# (decode.flush_stream_mode); flush_stages (decode.flush_stages); nonflush_xscratch (decode.nonflush_input_scratch);
+# flush_nvfp4_items (decode.nvfp4_flush_parts), nvfp4_parts_maxnreg (decode.nvfp4_parts_maxnreg); num_warps (the
+# fused and conventional launches' warps, launch_config)
 LAUNCH_KNOBS = ("block_v", "flush_block_v", "maxnreg", "split_flush", "nonflush_prefetch", "flush_item_v",
                 "flush_prefetch", "flush_scratch", "flush_dot", "flush_programs", "nonflush_warps",
-                "nonflush_maxnreg", "flush_stream", "nonflush_stages", "flush_stages", "nonflush_xscratch")
+                "nonflush_maxnreg", "flush_stream", "nonflush_stages", "flush_stages", "nonflush_xscratch",
+                "flush_nvfp4_items", "nvfp4_parts_maxnreg", "num_warps")
 
 
 def parse_knobs(text: str) -> dict:
@@ -269,7 +272,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
     elems = batch * cache.num_heads * cache.head_k * cache.head_v
     min_bytes = cache.spec.step_bytes_per_element(mode, window) * elems
     from .decode import (flush_config, flush_dot_precision, flush_stages, flush_stream_mode, launch_config,
-                         nonflush_config)
+                         nonflush_config, nvfp4_flush_parts)
     launch = launch_config(cache, batch)
     bv, bvf, nw, _, mr, split = launch
     _, _, pf, nfw, nfmr, nfst = nonflush_config(cache, batch)
@@ -284,7 +287,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
                prefetch=bool(split) and pf, nonflush_warps=nfw if split else None,
                nonflush_maxnreg=(nfmr or 0) if split else None, nonflush_stages=nfst if split else None,
                flush_item_v=bvi, flush_warps=nwf, flush_programs=fprog, flush_prefetch=fpre,
-               flush_scratch=fscr, flush_dot=flush_dot_precision(cache, split) if window > 1 else None,
+               flush_scratch=fscr, flush_nvfp4_items=bool(split) and nvfp4_flush_parts(cache, fscr), flush_dot=flush_dot_precision(cache, split) if window > 1 else None,
                flush_stream=flush_stream_mode(cache) if split else None, flush_stages=fst,
                ring_dtype=str(ring_dtype).replace("torch.", "") if mode == "replay" else None,
                finite=bool(torch.isfinite(out).all()))
@@ -327,8 +330,8 @@ def bench_fla(batch, shape, window, timer, device):
 
 # ------------------------------------------------------------------------------- correctness
 def correctness(family, shape, window, device, steps=None, rows=3):
-    """fp32 (replay, also with staggered rows; conventional) and nvfp4/fp32 (dual) on the device vs the float64
-    oracle; nvfp4+sr and
+    """fp32 (replay, also with staggered rows; conventional) and nvfp4/fp32 (dual, also with staggered rows) on the
+    device vs the float64 oracle; nvfp4+sr and
     nvfp4/fp8+sr replay: the split step against the fused kernel; nvfp4/fp16: the split flush's 3xTF32 dots
     against IEEE ones, the recurrence checkpoint vs the float64 oracle."""
     HV, K, V = shape["num_heads"], shape["head_k"], shape["head_v"]
@@ -365,12 +368,13 @@ def correctness(family, shape, window, device, steps=None, rows=3):
 
     res = []
     for spec, mode, stagger in (("fp32", "replay", False), ("fp32", "replay", True), ("fp32", "conventional", False),
-                                ("nvfp4/fp32", "replay", False)):
+                                ("nvfp4/fp32", "replay", False), ("nvfp4/fp32", "replay", True)):
         c = SSMStateCache(family, spec, rows, HV, K, V, window=window, mode=mode, device=device,
                           backend="triton")
         out_err, ckpt_err = vs_oracle(c, spec == "fp32", stagger)
         what = ("all outputs" if spec == "fp32" else "flush-step outputs") + (
-            "; rows staggered (split flush launch with one or two flush rows: sub-block items)" if stagger else "")
+            "; rows staggered (split flush launch with one or two flush rows: sub-block items"
+            + (", nvfp4: decode._nvfp4_part_kernel)" if "nvfp4" in spec else ")") if stagger else "")
         res.append(dict(family=family, spec=spec, mode=mode, steps=T, checked=what,
                         max_rel_out_err=out_err, max_rel_ckpt_err=ckpt_err,
                         ok=bool(out_err < 1e-5 and ckpt_err < 1e-5)))

@@ -655,7 +655,7 @@ def _flush_kernel(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, NVB: tl.constexpr, scr_ptr, FPRE: tl.constexpr, SCRATCH: tl.constexpr,
-    DOTP: tl.constexpr,
+    DOTP: tl.constexpr, NV4PARTS: tl.constexpr = False,
 ):
     """Split step, flush launch (FLUSH_ONLY): a persistent grid of a few programs per SM loops over the work
     items (flush row, head, V-block) of the rows listed by :func:`_flush_rows_kernel`, each handled like the
@@ -676,11 +676,17 @@ def _flush_kernel(
     at the 128-register cap the kernel spilled 204 bytes (gdn fp32, AOT sm_90a; with pairs 0, as without the
     small items); single 32-row sub-blocks (fp16 checkpoints on the GPU) do not spill. H200, staggered flushes,
     reports/bench/sweeps_2026-12-01c/item32_b*.md: gdn fp16 at B = 16 23.1 us per step with 64-row items, 18.5
-    with 32-row ones; mamba2 fp16 (V = 64: no small items before) 26.6 -> 22.9."""
+    with 32-row ones; mamba2 fp16 (V = 64: no small items before) 26.6 -> 22.9.
+
+    ``NV4PARTS`` (two-pass nvfp4 flush with the S_L scratch): with few flush rows (the same test) this launch does
+    nothing; :func:`_nvfp4_part_kernel` and :func:`_nvfp4_commit_kernel` flush the heads one sub-block per item."""
     FBV: tl.constexpr = BVF if BVF >= 32 else 2 * BVF   # rows of a small item (above)
     SMALL: tl.constexpr = (not NV4) and BV > FBV
     n = tl.load(nrows_ptr) * (HV * NVB)
     small = 2 * n <= tl.num_programs(0)
+    if NV4PARTS:
+        if small:
+            n = 0
     if SMALL:
         if small:
             n *= BV // FBV
@@ -700,6 +706,92 @@ def _flush_kernel(
                         HV, K, V, L, L1, L1P, LP, LPLOG, BK, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR,
                         TAG, CACHED, scr, FPRE, SCRATCH, DOTP)
             w += tl.num_programs(0)
+
+
+@triton.jit
+def _nvfp4_part_items(nrows_ptr, HV, NVF: tl.constexpr):
+    """Work items of the nvfp4 sub-block launches (:func:`_nvfp4_part_kernel`, :func:`_nvfp4_commit_kernel`):
+    ``NVF`` per (listed flush row, head) when the (row, head) pairs would fill at most half of the grid (the test
+    of :func:`_flush_kernel`, which then leaves them to these two launches), else 0."""
+    nh = tl.load(nrows_ptr) * HV
+    return tl.where(2 * nh <= tl.num_programs(0), nh * NVF, 0)
+
+
+@triton.jit
+def _nvfp4_part_kernel(
+    rows_ptr, nrows_ptr,
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
+    hp0, hp1, hp2, lp0, lp1, lp2,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr,
+    seed, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr,
+    LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
+    NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
+    FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
+    CACHED: tl.constexpr, scr_ptr, amx_ptr, DOTP: tl.constexpr,
+):
+    """Split step with few flush rows, nvfp4 checkpoint, pass 1 of the two-pass flush spread over the grid: item
+    ``w`` (:func:`_nvfp4_part_items`) is the ``w % NVF``-th ``BVF``-row sub-block of (listed flush row, head)
+    ``rh = w / NVF``. It builds the per-(row, head) flush terms (the same values in every item of a head), S_L of its
+    rows (as the whole-head pass 1, :func:`_step_program`), stores them in the (row, head)'s scratch
+    ``scr_ptr[rh]`` (``[NVF * BVF, BK]`` fp32) and their amax in ``amx_ptr[w]``; :func:`_nvfp4_commit_kernel`
+    encodes them. With whole-head items only (row, head) pairs would work, each walking its ``NVF`` sub-blocks in
+    series twice (H200, gdn nvfp4/fp16, one flush row per step at B = 16: 86.8 us per step)."""
+    n = _nvfp4_part_items(nrows_ptr, HV, NVF)
+    offs_k = tl.arange(0, BK)
+    mk = offs_k < K
+    w = tl.program_id(0)
+    while w < n:   # (a range() with a loaded bound fails in the Triton 3.6 interpreter)
+        rh = w // NVF
+        head = rh % HV
+        b = tl.load(rows_ptr + rh // HV)
+        bh = b.to(tl.int64) * HV + head
+        sh = tl.load(idx_ptr + b).to(tl.int64) * HV + head     # (listed rows have a slot)
+        ring0 = sh * L1
+        q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
+        Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta,
+                                                             offs_k, mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED, DOTP)
+        offs_f = (w % NVF) * BVF + tl.arange(0, BVF)
+        S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, tl.exp(gt), kt, beta, Kd, Kdl,
+                     Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
+                     CACHED, 0, DOTP=DOTP)
+        tl.store(scr_ptr + rh.to(tl.int64) * (NVF * BVF * BK) + offs_f[:, None] * BK + offs_k[None, :], S)
+        tl.store(amx_ptr + w, nvfp4_amax(S))
+        w += tl.num_programs(0)
+
+
+@triton.jit
+def _nvfp4_commit_kernel(
+    rows_ptr, nrows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr, scr_ptr, amx_ptr,
+    seed, HV, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
+    FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
+):
+    """Pass 2 of :func:`_nvfp4_part_kernel`'s flush, the same items: the head's encode scale from its ``NVF``
+    sub-block amaxes (maxima in sub-block order, as the whole-head pass), then the item's S_L rows from the
+    scratch -> outputs and both casts (:func:`_commit_flush_rows`); sub-block 0 stores the head's scale."""
+    n = _nvfp4_part_items(nrows_ptr, HV, NVF)
+    offs_k = tl.arange(0, BK)
+    mk = offs_k < K
+    w = tl.program_id(0)
+    while w < n:
+        rh = w // NVF
+        r = w % NVF
+        head = rh % HV
+        b = tl.load(rows_ptr + rh // HV)
+        bh = b.to(tl.int64) * HV + head
+        slot = tl.load(idx_ptr + b).to(tl.int64)
+        sh = slot * HV + head
+        amax = 0.0
+        for i in tl.static_range(NVF):
+            amax = tl.maximum(amax, tl.load(amx_ptr + rh * NVF + i))
+        s_enc = nvfp4_encode_scale(amax)
+        offs_f = r * BVF + tl.arange(0, BVF)
+        S = tl.load(scr_ptr + rh.to(tl.int64) * (NVF * BVF * BK) + offs_f[:, None] * BK + offs_k[None, :])
+        q = tl.load(q_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+        _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, offs_f < V, mk, K, V,
+                           seed, tl.load(fcnt_ptr + slot), s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
+        if r == 0:
+            _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
+        w += tl.num_programs(0)
 
 
 @triton.jit
@@ -1131,7 +1223,7 @@ def launch_config(cache, batch: int):
     ``BV`` rows of V per program (:func:`choose_block_v`); ``BVF`` rows per flush sub-block
     (conventional: 32, nvfp4 the whole head in one pass; replay: :func:`.reference.replay_flush_rows`,
     default 16, on the GPU 32 for tiles of >= 8192 elements (8+ warps); at most BV, >= 16 for the flush's
-    tl.dot); ``num_warps = max(BV, BVF) * BK / 1024`` in 4..16.
+    tl.dot); ``num_warps = max(BV, BVF) * BK / 1024`` in 4..16 (knob ``num_warps``).
     Conventional 16- and 8-bit checkpoints on the GPU: ``BVF = BV``, one sub-block per program (H200, B = 256,
     per step, 32-row sub-blocks -> one of 64 rows, reports/bench/sweeps_2026-11-30f/conv_cfg_b256.md: gdn fp16
     170.6 -> 163.5 us, fp8+sr 363.6 -> 352.2; kda fp8+sr 387.1 -> 366.4; mamba2 fp8+sr 695.6 -> 684.6; fp32 would
@@ -1177,6 +1269,9 @@ def launch_config(cache, batch: int):
     if not nvfp4 and BV % BVF:
         raise ValueError(f"flush_block_v={BVF} must divide block_v={BV}")
     num_warps = max(4, min(16, max(BV, BVF) * BK // 1024))   # <= 32 state elements per thread
+    if getattr(cache, "num_warps", None):   # knob (the fused and conventional launches)
+        num_warps = _int_knob("num_warps", cache.num_warps, lambda x: x in (1, 2, 4, 8, 16, 32),
+                              "a power of two from 1 to 32")
     maxnreg = getattr(cache, "maxnreg", None)
     large = cache.window > 1 and cache.device.type == "cuda" \
         and batch * cache.num_heads * triton.cdiv(V, BV) > 2 * _num_sms(cache.device)
@@ -1245,6 +1340,27 @@ def flush_config(cache, batch: int, launch=None) -> tuple[int, int, int, int | N
     if stages is None and (not nvfp4 or flush_dot_precision(cache, split=True) == "tf32x3"):
         stages = 1
     return BVI, BVF, nw, maxnreg, prefetch, scratch, programs, stages
+
+
+def nvfp4_flush_parts(cache, scratch: bool) -> bool:
+    """Knob ``flush_nvfp4_items`` of a split step whose nvfp4 flush runs in two passes with the S_L scratch
+    (``scratch``, :func:`flush_config`): when few rows flush (the (row, head) pairs would fill at most half of the
+    persistent grid, decided on the device), the head's sub-blocks are work items of their own, pass 1 in
+    :func:`_nvfp4_part_kernel` and pass 2 in :func:`_nvfp4_commit_kernel` (two more launches, which exit at once
+    otherwise) instead of whole-head items of :func:`_flush_kernel`. Default on; bit-identical either way."""
+    knob = getattr(cache, "flush_nvfp4_items", None)
+    return bool(scratch) and (knob is None or bool(knob))
+
+
+def nvfp4_parts_maxnreg(cache, flush_maxnreg):
+    """Register cap of :func:`_nvfp4_part_kernel` (knob ``nvfp4_parts_maxnreg``, 0 = none; default the flush
+    launch's ``flush_maxnreg``). AOT sm_90a, gdn nvfp4/fp16 with 3xTF32 dots: 220 registers uncapped, 128 with
+    212 bytes of spills."""
+    knob = getattr(cache, "nvfp4_parts_maxnreg", None)
+    if knob is None:
+        return flush_maxnreg
+    return _int_knob("nvfp4_parts_maxnreg", knob, lambda x: x == 0 or 24 <= x <= 255,
+                     "registers per thread, 24 to 255, or 0 for no cap") or None
 
 
 FLUSH_DOT_PRECISIONS = ("ieee", "tf32x3")
@@ -1482,6 +1598,8 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         fconsts = dict(consts, BV=BVI, BVF=BVF, NVF=triton.cdiv(V, BVF),
                        DOTP=flush_dot_precision(cache, split=True))
         scr = torch.empty(nprog * fconsts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)
+        parts = nvfp4_flush_parts(cache, scratch)
+        amx = torch.empty(nprog * fconsts["NVF"] if parts else 1, dtype=torch.float32, device=v.device)
         # 1) the non-flush rows + the padded rows' zero output (one program per (row, head): ring read once,
         # h-masked; no flush code; its own warps and register cap)
         nf_extra = _maxnreg_kwargs(nf_maxnreg, v.device)
@@ -1499,9 +1617,18 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
             _flush_rows_kernel[(1,)](slot_idx, cache.ring_count, rows, nrows, B, L=cache.window,
                                      BLOCK=min(1024, triton.next_power_of_2(B)))
             _flush_kernel[(nprog,)](rows, nrows, *args, **fconsts, NVB=NVB, scr_ptr=scr, FPRE=fpre, SCRATCH=scratch,
-                                    num_warps=nwf, **extra, **_stages_kwargs(fstages))
+                                    NV4PARTS=parts, num_warps=nwf, **extra, **_stages_kwargs(fstages))
+            if parts:   # few flush rows: the nvfp4 heads' sub-blocks as items (same grid: the same decision)
+                _nvfp4_part_kernel[(nprog,)](rows, nrows, *args, **fconsts, scr_ptr=scr, amx_ptr=amx, num_warps=nwf,
+                                             **_maxnreg_kwargs(nvfp4_parts_maxnreg(cache, maxnreg), v.device),
+                                             **_stages_kwargs(fstages))
+                _nvfp4_commit_kernel[(nprog,)](rows, nrows, q, slot_idx, out, hp0, hp1, hp2, lp0, lp1, lp2,
+                                               cache.flush_count, scr, amx, cache.seed, HV, K=K, V=V, BK=BK, BVF=BVF,
+                                               NVF=fconsts["NVF"], FMT_HP=consts["FMT_HP"], FMT_LP=consts["FMT_LP"],
+                                               SHARED=consts["SHARED"], SR=consts["SR"], TAG=consts["TAG"],
+                                               num_warps=nwf, **extra)
         if side is not None:
-            for t in (rows, nrows, scr):   # allocated on the caller's stream, used on the side stream
+            for t in (rows, nrows, scr, amx):   # allocated on the caller's stream, used on the side stream
                 t.record_stream(side)
             main.wait_stream(side)
     else:

@@ -49,8 +49,8 @@ def test_bench_cpu_smoke_writes_report(tmp_path):
     assert (conv.staggered_us == conv.time_us).all() and df.staggered_speedup_vs_conv_fp32.notna().all()
     assert (df.min_bytes == [8 * 2 * 32 * 16, 4 * 1.5 * 2 * 32 * 16, (0.5625 + 2 * 2 / 2) * 2 * 32 * 16]).all()
     corr = pd.read_csv(out / "correctness.csv")
-    assert corr.ok.all() and len(corr) == 7 and corr.checked.str.startswith("split vs fused").sum() == 2
-    assert corr.checked.str.contains("rows staggered").sum() == 1
+    assert corr.ok.all() and len(corr) == 8 and corr.checked.str.startswith("split vs fused").sum() == 2
+    assert corr.checked.str.contains("rows staggered").sum() == 2
     assert corr.checked.str.startswith("split flush, 3xTF32").sum() == 1   # (the interpreter ignores the precision)
     mem = pd.read_csv(out / "memory.csv")
     assert len(mem) == 3 and (mem.total_bytes > mem.checkpoint_bytes).all()

@@ -425,10 +425,26 @@ def test_split_flush_sub_block_items_bit_exact(family, spec, fbv):
     item per (row, head) walks the head's 4 (2) sub-blocks. Ring positions staggered so most steps flush one
     row, a reload puts two slots in phase (two flush rows: whole-head items). Bit for bit the torch reference
     either way, stochastic rounding included."""
-    HV, K, V, L = 2, 24, 40, 4
+    _staggered_split_flush_bit_exact(family, spec, 24, dict(block_v=fbv, flush_block_v=fbv))
+
+
+@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("mamba2", "nvfp4+sr"), ("kda", "nvfp4/fp8+sr")])
+def test_split_nvfp4_flush_sub_block_items_bit_exact(family, spec):
+    """nvfp4 checkpoints with few flush rows: every 16-row sub-block of a flushing head is an item of its own, S_L
+    and its amax in decode._nvfp4_part_kernel, the encode in decode._nvfp4_commit_kernel (V = 40: three sub-blocks,
+    the last partly masked; one flush row of HV = 2 heads fills half of the interpreter's 4 programs), else the
+    whole-head two-pass items of decode._flush_kernel (two flush rows). Bit for bit the torch reference either way
+    (the head's encode scale from the sub-blocks' amaxes; SR included)."""
+    _staggered_split_flush_bit_exact(family, spec, 32, dict(block_v=16, flush_block_v=16))
+
+
+def _staggered_split_flush_bit_exact(family, spec, K, knobs):
+    """Split steps over staggered ring positions, so most steps flush one row and (after a reload puts two slots in
+    phase) some flush two; every stored tensor bit for bit the torch reference, outputs within 1e-5."""
+    HV, V, L = 2, 40, 4
     x = random_decode_inputs(family, 14, 4, HV, K, V, generator=_gen(31), device=DEV)
     S0 = torch.randn(5, HV, V, K, generator=_gen(32)).to(DEV)
-    cs = [_cache(family, spec, HV, K, V, b, L=L, slots=5, seed=9, block_v=fbv, flush_block_v=fbv, split_flush=True)
+    cs = [_cache(family, spec, HV, K, V, b, L=L, slots=5, seed=9, split_flush=True, **knobs)
           for b in ("torch", "triton")]
     for c in cs:
         c.load_state(torch.arange(4), S0[:4])
