@@ -655,7 +655,7 @@ def _flush_kernel(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, NVB: tl.constexpr, scr_ptr, FPRE: tl.constexpr, SCRATCH: tl.constexpr,
-    DOTP: tl.constexpr, NV4PARTS: tl.constexpr = False,
+    DOTP: tl.constexpr, NV4PARTS: tl.constexpr = 0, amx_ptr=None, NPI: tl.constexpr = 1,
 ):
     """Split step, flush launch (FLUSH_ONLY): a persistent grid of a few programs per SM loops over the work
     items (flush row, head, V-block) of the rows listed by :func:`_flush_rows_kernel`, each handled like the
@@ -678,15 +678,25 @@ def _flush_kernel(
     reports/bench/sweeps_2026-12-01c/item32_b*.md: gdn fp16 at B = 16 23.1 us per step with 64-row items, 18.5
     with 32-row ones; mamba2 fp16 (V = 64: no small items before) 26.6 -> 22.9.
 
-    ``NV4PARTS`` (two-pass nvfp4 flush with the S_L scratch): with few flush rows (the same test) this launch does
-    nothing; :func:`_nvfp4_part_kernel` and :func:`_nvfp4_commit_kernel` flush the heads one sub-block per item."""
+    ``NV4PARTS`` (two-pass nvfp4 flush with the S_L scratch, :func:`nvfp4_flush_parts`): with few flush rows (the
+    same test) the previous launch, :func:`_nvfp4_part_kernel`, has done pass 1 of the flushing heads in items of
+    ``NPI`` ``BVF``-row sub-blocks (S_L and its amax into scratch); pass 2, one sub-block per item
+    (:func:`_nvfp4_commit_item`), is this launch's (2) or the next one's (1, :func:`_nvfp4_commit_kernel`)."""
     FBV: tl.constexpr = BVF if BVF >= 32 else 2 * BVF   # rows of a small item (above)
     SMALL: tl.constexpr = (not NV4) and BV > FBV
     n = tl.load(nrows_ptr) * (HV * NVB)
     small = 2 * n <= tl.num_programs(0)
-    if NV4PARTS:
+    if NV4PARTS > 0:
         if small:
             n = 0
+            if NV4PARTS == 2:
+                m = _nvfp4_part_items(nrows_ptr, HV, NVF)
+                w = tl.program_id(0)
+                while w < m:
+                    _nvfp4_commit_item(w, rows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr,
+                                       scr_ptr, amx_ptr, seed, HV, K, V, BK, BVF, NVF, FMT_HP, FMT_LP, SHARED, SR, TAG,
+                                       NPI)
+                    w += tl.num_programs(0)
     if SMALL:
         if small:
             n *= BV // FBV
@@ -710,11 +720,68 @@ def _flush_kernel(
 
 @triton.jit
 def _nvfp4_part_items(nrows_ptr, HV, NVF: tl.constexpr):
-    """Work items of the nvfp4 sub-block launches (:func:`_nvfp4_part_kernel`, :func:`_nvfp4_commit_kernel`):
-    ``NVF`` per (listed flush row, head) when the (row, head) pairs would fill at most half of the grid (the test
-    of :func:`_flush_kernel`, which then leaves them to these two launches), else 0."""
+    """Work items of the nvfp4 sub-block passes (:func:`_nvfp4_part_kernel`, ``NV4PARTS`` in :func:`_flush_kernel`):
+    ``NVF`` per (listed flush row, head) when the (row, head) pairs would fill at most half of the grid (the
+    small-items test of :func:`_flush_kernel`), else 0."""
     nh = tl.load(nrows_ptr) * HV
     return tl.where(2 * nh <= tl.num_programs(0), nh * NVF, 0)
+
+
+@triton.jit
+def _nvfp4_commit_kernel(
+    rows_ptr, nrows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr, scr_ptr, amx_ptr,
+    seed, HV, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
+    FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
+    NPI: tl.constexpr,
+):
+    """Pass 2 of the few-flush-rows nvfp4 flush (:func:`_nvfp4_commit_item`) as a launch of its own, after
+    :func:`_flush_kernel` (``NV4PARTS`` = 1; same grid, so the same small-items test); otherwise it exits at once."""
+    m = _nvfp4_part_items(nrows_ptr, HV, NVF)
+    w = tl.program_id(0)
+    while w < m:
+        _nvfp4_commit_item(w, rows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr, scr_ptr,
+                           amx_ptr, seed, HV, K, V, BK, BVF, NVF, FMT_HP, FMT_LP, SHARED, SR, TAG, NPI)
+        w += tl.num_programs(0)
+
+
+@triton.jit
+def _nvfp4_part_item(
+    w, rows_ptr,
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr,
+    LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
+    GK: tl.constexpr, DELTA: tl.constexpr, FMT_HP: tl.constexpr, CACHED: tl.constexpr, scr_ptr, amx_ptr,
+    DOTP: tl.constexpr, NPI: tl.constexpr,
+):
+    """Few flush rows, nvfp4 checkpoint: pass 1 of the two-pass flush spread over the grid
+    (:func:`_nvfp4_part_kernel`). Item ``w`` (:func:`_nvfp4_part_items`) is the ``w % (NVF / NPI)``-th group of
+    ``NPI`` ``BVF``-row sub-blocks of (listed flush row, head) ``rh = w / (NVF / NPI)``: it builds the per-(row, head)
+    flush terms (the same values in every item of a head), S_L of its rows (as the whole-head pass 1 of
+    :func:`_step_program`), and stores them in the (row, head)'s scratch ``scr_ptr[rh]`` (``[NVF * BVF, BK]`` fp32)
+    and their amax in ``amx_ptr[w]``; :func:`_nvfp4_commit_item` encodes them. With whole-head items only the
+    (row, head) pairs would work, each walking its ``NVF`` sub-blocks in series twice (H200, gdn nvfp4/fp16, one
+    flush row per step at B = 16: 86.7 us per step)."""
+    offs_k = tl.arange(0, BK)
+    mk = offs_k < K
+    NG: tl.constexpr = NVF // NPI
+    rh = w // NG
+    head = rh % HV
+    b = tl.load(rows_ptr + rh // HV)
+    bh = b.to(tl.int64) * HV + head
+    sh = tl.load(idx_ptr + b).to(tl.int64) * HV + head     # (listed rows have a slot)
+    ring0 = sh * L1
+    q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
+    Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta,
+                                                         offs_k, mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED, DOTP)
+    amax = 0.0
+    for r in tl.range(0, NPI, loop_unroll_factor=1):
+        offs_f = ((w % NG) * NPI + r) * BVF + tl.arange(0, BVF)
+        S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, tl.exp(gt), kt, beta, Kd, Kdl,
+                     Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
+                     CACHED, 0, DOTP=DOTP)
+        tl.store(scr_ptr + rh.to(tl.int64) * (NVF * BVF * BK) + offs_f[:, None] * BK + offs_k[None, :], S)
+        amax = tl.maximum(amax, nvfp4_amax(S))
+    tl.store(amx_ptr + w, amax)
 
 
 @triton.jit
@@ -727,71 +794,55 @@ def _nvfp4_part_kernel(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, scr_ptr, amx_ptr, DOTP: tl.constexpr,
+    CACHED: tl.constexpr, scr_ptr, amx_ptr, DOTP: tl.constexpr, NPI: tl.constexpr,
 ):
-    """Split step with few flush rows, nvfp4 checkpoint, pass 1 of the two-pass flush spread over the grid: item
-    ``w`` (:func:`_nvfp4_part_items`) is the ``w % NVF``-th ``BVF``-row sub-block of (listed flush row, head)
-    ``rh = w / NVF``. It builds the per-(row, head) flush terms (the same values in every item of a head), S_L of its
-    rows (as the whole-head pass 1, :func:`_step_program`), stores them in the (row, head)'s scratch
-    ``scr_ptr[rh]`` (``[NVF * BVF, BK]`` fp32) and their amax in ``amx_ptr[w]``; :func:`_nvfp4_commit_kernel`
-    encodes them. With whole-head items only (row, head) pairs would work, each walking its ``NVF`` sub-blocks in
-    series twice (H200, gdn nvfp4/fp16, one flush row per step at B = 16: 86.8 us per step)."""
-    n = _nvfp4_part_items(nrows_ptr, HV, NVF)
-    offs_k = tl.arange(0, BK)
-    mk = offs_k < K
+    """Split step with few flush rows, nvfp4 checkpoint: pass 1 of the flush (:func:`_nvfp4_part_item`) over the
+    grid, before :func:`_flush_kernel` (same grid, so the same small-items test), whose items are then pass 2
+    (:func:`_nvfp4_commit_item`); otherwise it exits at once. A launch of its own: folded into
+    :func:`_flush_kernel`, its code spread over the whole-head path's registers (AOT sm_90a, gdn nvfp4/fp16 at the
+    128-register cap: 5 -> 15 spill loads per sub-block of the whole-head amax pass)."""
+    m = _nvfp4_part_items(nrows_ptr, HV, NVF // NPI)
     w = tl.program_id(0)
-    while w < n:   # (a range() with a loaded bound fails in the Triton 3.6 interpreter)
-        rh = w // NVF
-        head = rh % HV
-        b = tl.load(rows_ptr + rh // HV)
-        bh = b.to(tl.int64) * HV + head
-        sh = tl.load(idx_ptr + b).to(tl.int64) * HV + head     # (listed rows have a slot)
-        ring0 = sh * L1
-        q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
-        Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta,
-                                                             offs_k, mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED, DOTP)
-        offs_f = (w % NVF) * BVF + tl.arange(0, BVF)
-        S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, tl.exp(gt), kt, beta, Kd, Kdl,
-                     Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
-                     CACHED, 0, DOTP=DOTP)
-        tl.store(scr_ptr + rh.to(tl.int64) * (NVF * BVF * BK) + offs_f[:, None] * BK + offs_k[None, :], S)
-        tl.store(amx_ptr + w, nvfp4_amax(S))
+    while w < m:   # (a range() with a loaded bound fails in the Triton 3.6 interpreter)
+        _nvfp4_part_item(w, rows_ptr, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
+                         rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K, V, L, L1, LP, LPLOG, BK, BVF, NVF, GK,
+                         DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP, NPI)
         w += tl.num_programs(0)
 
 
 @triton.jit
-def _nvfp4_commit_kernel(
-    rows_ptr, nrows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr, scr_ptr, amx_ptr,
+def _nvfp4_commit_item(
+    w, rows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr, scr_ptr, amx_ptr,
     seed, HV, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
+    NPI: tl.constexpr,
 ):
-    """Pass 2 of :func:`_nvfp4_part_kernel`'s flush, the same items: the head's encode scale from its ``NVF``
-    sub-block amaxes (maxima in sub-block order, as the whole-head pass), then the item's S_L rows from the
-    scratch -> outputs and both casts (:func:`_commit_flush_rows`); sub-block 0 stores the head's scale."""
-    n = _nvfp4_part_items(nrows_ptr, HV, NVF)
+    """Pass 2 of the few-flush-rows nvfp4 flush (:func:`_flush_kernel`, ``NV4PARTS``, after
+    :func:`_nvfp4_part_kernel`), item ``w`` = the ``w % NVF``-th ``BVF``-row sub-block of (listed flush row, head)
+    ``w / NVF``: the head's encode scale from the ``NVF / NPI`` amaxes of its pass-1 items, then the sub-block's S_L
+    rows from the scratch -> outputs and both casts (:func:`_commit_flush_rows`); sub-block 0 stores the head's
+    scale."""
+    NG: tl.constexpr = NVF // NPI
     offs_k = tl.arange(0, BK)
     mk = offs_k < K
-    w = tl.program_id(0)
-    while w < n:
-        rh = w // NVF
-        r = w % NVF
-        head = rh % HV
-        b = tl.load(rows_ptr + rh // HV)
-        bh = b.to(tl.int64) * HV + head
-        slot = tl.load(idx_ptr + b).to(tl.int64)
-        sh = slot * HV + head
-        amax = 0.0
-        for i in tl.static_range(NVF):
-            amax = tl.maximum(amax, tl.load(amx_ptr + rh * NVF + i))
-        s_enc = nvfp4_encode_scale(amax)
-        offs_f = r * BVF + tl.arange(0, BVF)
-        S = tl.load(scr_ptr + rh.to(tl.int64) * (NVF * BVF * BK) + offs_f[:, None] * BK + offs_k[None, :])
-        q = tl.load(q_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
-        _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, offs_f < V, mk, K, V,
-                           seed, tl.load(fcnt_ptr + slot), s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
-        if r == 0:
-            _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
-        w += tl.num_programs(0)
+    rh = w // NVF
+    r = w % NVF
+    head = rh % HV
+    b = tl.load(rows_ptr + rh // HV)
+    bh = b.to(tl.int64) * HV + head
+    slot = tl.load(idx_ptr + b).to(tl.int64)
+    sh = slot * HV + head
+    amax = 0.0   # (the maxima are exact: any grouping gives the whole-head pass's value)
+    for i in tl.static_range(NG):
+        amax = tl.maximum(amax, tl.load(amx_ptr + rh * NG + i))
+    s_enc = nvfp4_encode_scale(amax)
+    offs_f = r * BVF + tl.arange(0, BVF)
+    S = tl.load(scr_ptr + rh.to(tl.int64) * (NVF * BVF * BK) + offs_f[:, None] * BK + offs_k[None, :])
+    q = tl.load(q_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+    _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, offs_f < V, mk, K, V,
+                       seed, tl.load(fcnt_ptr + slot), s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
+    if r == 0:
+        _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
 
 
 @triton.jit
@@ -1342,25 +1393,28 @@ def flush_config(cache, batch: int, launch=None) -> tuple[int, int, int, int | N
     return BVI, BVF, nw, maxnreg, prefetch, scratch, programs, stages
 
 
-def nvfp4_flush_parts(cache, scratch: bool) -> bool:
+def nvfp4_part_subblocks(BVF: int, NVF: int) -> int:
+    """Sub-blocks per pass-1 item of the few-flush-rows nvfp4 flush (:func:`_nvfp4_part_kernel`): one (more
+    parallel work; a launch of its own, so its registers do not disturb the whole-head path)."""
+    return 1
+
+
+NVFP4_PARTS_DEFAULT = 2
+
+
+def nvfp4_flush_parts(cache, scratch: bool) -> int:
     """Knob ``flush_nvfp4_items`` of a split step whose nvfp4 flush runs in two passes with the S_L scratch
     (``scratch``, :func:`flush_config`): when few rows flush (the (row, head) pairs would fill at most half of the
     persistent grid, decided on the device), the head's sub-blocks are work items of their own, pass 1 in
-    :func:`_nvfp4_part_kernel` and pass 2 in :func:`_nvfp4_commit_kernel` (two more launches, which exit at once
-    otherwise) instead of whole-head items of :func:`_flush_kernel`. Default on; bit-identical either way."""
+    :func:`_nvfp4_part_kernel` (one more launch, which exits at once otherwise) and pass 2 in :func:`_flush_kernel`
+    (2) or in a launch of its own after it (1, :func:`_nvfp4_commit_kernel`), instead of whole-head items (0 or
+    False). Default :data:`NVFP4_PARTS_DEFAULT`; bit-identical either way."""
     knob = getattr(cache, "flush_nvfp4_items", None)
-    return bool(scratch) and (knob is None or bool(knob))
-
-
-def nvfp4_parts_maxnreg(cache, flush_maxnreg):
-    """Register cap of :func:`_nvfp4_part_kernel` (knob ``nvfp4_parts_maxnreg``, 0 = none; default the flush
-    launch's ``flush_maxnreg``). AOT sm_90a, gdn nvfp4/fp16 with 3xTF32 dots: 220 registers uncapped, 128 with
-    212 bytes of spills."""
-    knob = getattr(cache, "nvfp4_parts_maxnreg", None)
-    if knob is None:
-        return flush_maxnreg
-    return _int_knob("nvfp4_parts_maxnreg", knob, lambda x: x == 0 or 24 <= x <= 255,
-                     "registers per thread, 24 to 255, or 0 for no cap") or None
+    if knob is None or knob is True:
+        knob = NVFP4_PARTS_DEFAULT
+    knob = _int_knob("flush_nvfp4_items", int(knob), lambda x: x in (0, 1, 2),
+                     "0 / false (whole-head items), 1 (two more launches), 2 (one more launch), or true / none")
+    return knob if scratch else 0
 
 
 FLUSH_DOT_PRECISIONS = ("ieee", "tf32x3")
@@ -1599,6 +1653,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
                        DOTP=flush_dot_precision(cache, split=True))
         scr = torch.empty(nprog * fconsts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)
         parts = nvfp4_flush_parts(cache, scratch)
+        npi = nvfp4_part_subblocks(BVF, fconsts["NVF"])
         amx = torch.empty(nprog * fconsts["NVF"] if parts else 1, dtype=torch.float32, device=v.device)
         # 1) the non-flush rows + the padded rows' zero output (one program per (row, head): ring read once,
         # h-masked; no flush code; its own warps and register cap)
@@ -1616,16 +1671,17 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
             _flush_rows_kernel[(1,)](slot_idx, cache.ring_count, rows, nrows, B, L=cache.window,
                                      BLOCK=min(1024, triton.next_power_of_2(B)))
+            if parts:   # few flush rows: pass 1 of the nvfp4 heads in sub-block items (same grid: same decision)
+                _nvfp4_part_kernel[(nprog,)](rows, nrows, *args, **fconsts, scr_ptr=scr, amx_ptr=amx, NPI=npi,
+                                             num_warps=nwf, **extra, **_stages_kwargs(fstages))
             _flush_kernel[(nprog,)](rows, nrows, *args, **fconsts, NVB=NVB, scr_ptr=scr, FPRE=fpre, SCRATCH=scratch,
-                                    NV4PARTS=parts, num_warps=nwf, **extra, **_stages_kwargs(fstages))
-            if parts:   # few flush rows: the nvfp4 heads' sub-blocks as items (same grid: the same decision)
-                _nvfp4_part_kernel[(nprog,)](rows, nrows, *args, **fconsts, scr_ptr=scr, amx_ptr=amx, num_warps=nwf,
-                                             **_maxnreg_kwargs(nvfp4_parts_maxnreg(cache, maxnreg), v.device),
-                                             **_stages_kwargs(fstages))
+                                    NV4PARTS=parts, amx_ptr=amx, NPI=npi, num_warps=nwf, **extra,
+                                    **_stages_kwargs(fstages))
+            if parts == 1:
                 _nvfp4_commit_kernel[(nprog,)](rows, nrows, q, slot_idx, out, hp0, hp1, hp2, lp0, lp1, lp2,
                                                cache.flush_count, scr, amx, cache.seed, HV, K=K, V=V, BK=BK, BVF=BVF,
                                                NVF=fconsts["NVF"], FMT_HP=consts["FMT_HP"], FMT_LP=consts["FMT_LP"],
-                                               SHARED=consts["SHARED"], SR=consts["SR"], TAG=consts["TAG"],
+                                               SHARED=consts["SHARED"], SR=consts["SR"], TAG=consts["TAG"], NPI=npi,
                                                num_warps=nwf, **extra)
         if side is not None:
             for t in (rows, nrows, scr, amx):   # allocated on the caller's stream, used on the side stream

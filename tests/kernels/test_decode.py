@@ -428,14 +428,16 @@ def test_split_flush_sub_block_items_bit_exact(family, spec, fbv):
     _staggered_split_flush_bit_exact(family, spec, 24, dict(block_v=fbv, flush_block_v=fbv))
 
 
-@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("mamba2", "nvfp4+sr"), ("kda", "nvfp4/fp8+sr")])
-def test_split_nvfp4_flush_sub_block_items_bit_exact(family, spec):
+@pytest.mark.parametrize("family,spec,parts", [("gdn", "nvfp4/fp16", 2), ("mamba2", "nvfp4+sr", 2),
+                                               ("kda", "nvfp4/fp8+sr", 2), ("gdn", "nvfp4+sr", 1)])
+def test_split_nvfp4_flush_sub_block_items_bit_exact(family, spec, parts):
     """nvfp4 checkpoints with few flush rows: every 16-row sub-block of a flushing head is an item of its own, S_L
-    and its amax in decode._nvfp4_part_kernel, the encode in decode._nvfp4_commit_kernel (V = 40: three sub-blocks,
-    the last partly masked; one flush row of HV = 2 heads fills half of the interpreter's 4 programs), else the
-    whole-head two-pass items of decode._flush_kernel (two flush rows). Bit for bit the torch reference either way
-    (the head's encode scale from the sub-blocks' amaxes; SR included)."""
-    _staggered_split_flush_bit_exact(family, spec, 32, dict(block_v=16, flush_block_v=16))
+    and its amax in decode._nvfp4_part_kernel, the encode in decode._flush_kernel (V = 40: three sub-blocks, the
+    last partly masked; one flush row of HV = 2 heads fills half of the interpreter's 4 programs), else the
+    whole-head two-pass items of decode._flush_kernel (two flush rows). ``parts`` = 1 (knob flush_nvfp4_items): the
+    encode in a launch of its own, decode._nvfp4_commit_kernel. Bit for bit the torch reference either way (the
+    head's encode scale from the sub-blocks' amaxes; SR included)."""
+    _staggered_split_flush_bit_exact(family, spec, 32, dict(block_v=16, flush_block_v=16, flush_nvfp4_items=parts))
 
 
 def _staggered_split_flush_bit_exact(family, spec, K, knobs):
