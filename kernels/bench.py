@@ -287,7 +287,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
                prefetch=bool(split) and pf, nonflush_warps=nfw if split else None,
                nonflush_maxnreg=(nfmr or 0) if split else None, nonflush_stages=nfst if split else None,
                flush_item_v=bvi, flush_warps=nwf, flush_programs=fprog, flush_prefetch=fpre,
-               flush_scratch=fscr, flush_nvfp4_items=nvfp4_flush_parts(cache, fscr) if split else 0, flush_dot=flush_dot_precision(cache, split) if window > 1 else None,
+               flush_scratch=fscr, flush_nvfp4_items=nvfp4_flush_parts(cache, fscr, batch * cache.num_heads, device) if split else 0, flush_dot=flush_dot_precision(cache, split) if window > 1 else None,
                flush_stream=flush_stream_mode(cache) if split else None, flush_stages=fst,
                ring_dtype=str(ring_dtype).replace("torch.", "") if mode == "replay" else None,
                finite=bool(torch.isfinite(out).all()))

@@ -611,13 +611,8 @@ def _flush_rows_kernel(idx_ptr, cnt_ptr, rows_ptr, nrows_ptr, B, L: tl.constexpr
     n = 0
     start = 0
     while start < B:   # (a range() with a runtime bound fails in the Triton 3.6 interpreter)
-        offs = start + tl.arange(0, BLOCK)
-        m = offs < B
-        slot = tl.load(idx_ptr + offs, mask=m, other=-1).to(tl.int64)
-        h = tl.load(cnt_ptr + tl.maximum(slot, 0), mask=m, other=0)
-        fl = (m & (slot >= 0) & (h + 1 >= L)).to(tl.int32)
-        pos = n + tl.cumsum(fl, 0) - 1
-        tl.store(rows_ptr + pos, offs, mask=fl > 0)
+        offs, fl = _flush_row_flags(idx_ptr, cnt_ptr, start, B, L, BLOCK)
+        tl.store(rows_ptr + n + tl.cumsum(fl, 0) - 1, offs, mask=fl > 0)
         n += tl.sum(fl, 0)
         start += BLOCK
     tl.store(nrows_ptr, n)
@@ -746,7 +741,7 @@ def _nvfp4_commit_kernel(
 
 @triton.jit
 def _nvfp4_part_item(
-    w, rows_ptr,
+    w, b,
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr,
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
@@ -755,7 +750,7 @@ def _nvfp4_part_item(
 ):
     """Few flush rows, nvfp4 checkpoint: pass 1 of the two-pass flush spread over the grid
     (:func:`_nvfp4_part_kernel`). Item ``w`` (:func:`_nvfp4_part_items`) is the ``w % (NVF / NPI)``-th group of
-    ``NPI`` ``BVF``-row sub-blocks of (listed flush row, head) ``rh = w / (NVF / NPI)``: it builds the per-(row, head)
+    ``NPI`` ``BVF``-row sub-blocks of (listed flush row ``b``, head) ``rh = w / (NVF / NPI)``: it builds the per-(row, head)
     flush terms (the same values in every item of a head), S_L of its rows (as the whole-head pass 1 of
     :func:`_step_program`), and stores them in the (row, head)'s scratch ``scr_ptr[rh]`` (``[NVF * BVF, BK]`` fp32)
     and their amax in ``amx_ptr[w]``; :func:`_nvfp4_commit_item` encodes them. With whole-head items only the
@@ -766,7 +761,6 @@ def _nvfp4_part_item(
     NG: tl.constexpr = NVF // NPI
     rh = w // NG
     head = rh % HV
-    b = tl.load(rows_ptr + rh // HV)
     bh = b.to(tl.int64) * HV + head
     sh = tl.load(idx_ptr + b).to(tl.int64) * HV + head     # (listed rows have a slot)
     ring0 = sh * L1
@@ -785,8 +779,19 @@ def _nvfp4_part_item(
 
 
 @triton.jit
+def _flush_row_flags(idx_ptr, cnt_ptr, start, B, L: tl.constexpr, BLOCK: tl.constexpr):
+    """Rows ``start + arange(BLOCK)`` of a split step: (offsets, 1 where the row flushes this step (slot >= 0,
+    h + 1 >= L), else 0)."""
+    offs = start + tl.arange(0, BLOCK)
+    m = offs < B
+    slot = tl.load(idx_ptr + offs, mask=m, other=-1).to(tl.int64)
+    h = tl.load(cnt_ptr + tl.maximum(slot, 0), mask=m, other=0)
+    return offs, (m & (slot >= 0) & (h + 1 >= L)).to(tl.int32)
+
+
+@triton.jit
 def _nvfp4_part_kernel(
-    rows_ptr, nrows_ptr,
+    rows_ptr, nrows_ptr, B,
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
     hp0, hp1, hp2, lp0, lp1, lp2,
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr,
@@ -794,17 +799,40 @@ def _nvfp4_part_kernel(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, scr_ptr, amx_ptr, DOTP: tl.constexpr, NPI: tl.constexpr,
+    CACHED: tl.constexpr, scr_ptr, amx_ptr, DOTP: tl.constexpr, NPI: tl.constexpr, BLOCK: tl.constexpr,
 ):
-    """Split step with few flush rows, nvfp4 checkpoint: pass 1 of the flush (:func:`_nvfp4_part_item`) over the
-    grid, before :func:`_flush_kernel` (same grid, so the same small-items test), whose items are then pass 2
-    (:func:`_nvfp4_commit_item`); otherwise it exits at once. A launch of its own: folded into
-    :func:`_flush_kernel`, its code spread over the whole-head path's registers (AOT sm_90a, gdn nvfp4/fp16 at the
-    128-register cap: 5 -> 15 spill loads per sub-block of the whole-head amax pass)."""
-    m = _nvfp4_part_items(nrows_ptr, HV, NVF // NPI)
-    w = tl.program_id(0)
-    while w < m:   # (a range() with a loaded bound fails in the Triton 3.6 interpreter)
-        _nvfp4_part_item(w, rows_ptr, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
+    """Split step, nvfp4 checkpoint, in place of :func:`_flush_rows_kernel`: every program lists the rows that flush
+    this step (program 0 stores the list, ``rows[0:n]``, ``nrows[0] = n``, for :func:`_flush_kernel`), and when few
+    rows flush (the (row, head) pairs fill at most half of the grid, the small-items test of :func:`_flush_kernel`:
+    same grid) runs pass 1 of their flush in items of ``NPI`` sub-blocks (:func:`_nvfp4_part_item`), each finding
+    its row in the list again; :func:`_flush_kernel` then runs pass 2 (``NV4PARTS``). A launch of its own: folded into
+    :func:`_flush_kernel`, pass 1 spread over the whole-head path's registers (AOT sm_90a, gdn nvfp4/fp16 at the
+    128-register cap: 5 -> 15 spill loads per sub-block of the whole-head amax pass; H200, B = 256, flush step
+    1285 -> 1356 us), and with the listing inside, the step has no more launches than with whole-head items."""
+    pid = tl.program_id(0)
+    n = 0
+    start = 0
+    while start < B:   # (a range() with a runtime bound fails in the Triton 3.6 interpreter)
+        offs, fl = _flush_row_flags(idx_ptr, cnt_ptr, start, B, L, BLOCK)
+        tl.store(rows_ptr + n + tl.cumsum(fl, 0) - 1, offs, mask=(fl > 0) & (pid == 0))
+        n += tl.sum(fl, 0)
+        start += BLOCK
+    if pid == 0:
+        tl.store(nrows_ptr, n)
+    NG: tl.constexpr = NVF // NPI
+    m = tl.where(2 * n * HV <= tl.num_programs(0), n * HV * NG, 0)
+    w = pid
+    while w < m:
+        i = w // (NG * HV)   # the item's place in the list -> its row
+        b = 0
+        c = 0
+        start = 0
+        while start < B:
+            offs, fl = _flush_row_flags(idx_ptr, cnt_ptr, start, B, L, BLOCK)
+            b += tl.sum(tl.where((fl > 0) & (c + tl.cumsum(fl, 0) == i + 1), offs, 0), 0)
+            c += tl.sum(fl, 0)
+            start += BLOCK
+        _nvfp4_part_item(w, b, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
                          rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K, V, L, L1, LP, LPLOG, BK, BVF, NVF, GK,
                          DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP, NPI)
         w += tl.num_programs(0)
@@ -1400,20 +1428,33 @@ def nvfp4_part_subblocks(BVF: int, NVF: int) -> int:
 
 
 NVFP4_PARTS_DEFAULT = 2
+NVFP4_PARTS_MAX_PAIRS_PER_SM = 16   # nvfp4_flush_parts: up to this many (row, head) pairs of a step per SM
 
 
-def nvfp4_flush_parts(cache, scratch: bool) -> int:
+def nvfp4_flush_parts(cache, scratch: bool, pairs: int | None = None, device=None) -> int:
     """Knob ``flush_nvfp4_items`` of a split step whose nvfp4 flush runs in two passes with the S_L scratch
     (``scratch``, :func:`flush_config`): when few rows flush (the (row, head) pairs would fill at most half of the
     persistent grid, decided on the device), the head's sub-blocks are work items of their own, pass 1 in
-    :func:`_nvfp4_part_kernel` (one more launch, which exits at once otherwise) and pass 2 in :func:`_flush_kernel`
-    (2) or in a launch of its own after it (1, :func:`_nvfp4_commit_kernel`), instead of whole-head items (0 or
-    False). Default :data:`NVFP4_PARTS_DEFAULT`; bit-identical either way."""
+    :func:`_nvfp4_part_kernel` (which also lists the flush rows, in place of :func:`_flush_rows_kernel`) and pass 2
+    in :func:`_flush_kernel` (2) or in a launch of its own after it (1, :func:`_nvfp4_commit_kernel`), instead of
+    whole-head items (0 or False). Bit-identical either way. Default (None) :data:`NVFP4_PARTS_DEFAULT` when the step has at most
+    :data:`NVFP4_PARTS_MAX_PAIRS_PER_SM` (row, head) ``pairs`` per SM of ``device``, else 0: with more, the
+    non-flush launch runs at least as long as a whole-head item on the side stream (gdn nvfp4/fp16 at B = 256: 85
+    us non-flush, a whole head's flush ~80 us), and the extra launch only costs (H200, B = 256, per step: gdn
+    nvfp4/fp16 160.8 us with whole-head items, 163.3 with (1), 165.8 with (2): pass 2 in :func:`_flush_kernel`
+    costs it spills, flush step 1285 -> 1356 us). H200 (``reports/bench/sweeps_2026-12-01d/``), per step, whole-head
+    items -> (2): staggered flushes, B = 16, gdn nvfp4/fp16 86.9 -> 31.7 us, nvfp4+sr 46.0 -> 20.6, kda
+    nvfp4/fp16 94.3 -> 42.8, mamba2 nvfp4/fp16 32.8 -> 27.5; B = 64 gdn 103.6 -> 66.9, kda 114.5 -> 93.7; aligned
+    flushes at B = 16 slower, gdn 17.1 -> 19.1, kda 17.5 -> 19.4."""
     knob = getattr(cache, "flush_nvfp4_items", None)
-    if knob is None or knob is True:
+    if knob is None:
+        per_sm = NVFP4_PARTS_MAX_PAIRS_PER_SM * (_num_sms(device) if device is not None else 1)
+        knob = NVFP4_PARTS_DEFAULT if pairs is None or pairs <= per_sm else 0
+    elif knob is True:
         knob = NVFP4_PARTS_DEFAULT
     knob = _int_knob("flush_nvfp4_items", int(knob), lambda x: x in (0, 1, 2),
-                     "0 / false (whole-head items), 1 (two more launches), 2 (one more launch), or true / none")
+                     "0 / false (whole-head items), 1 (pass 2 in a launch of its own), 2 (pass 2 in the flush "
+                     "launch), true (2) or none (the default)")
     return knob if scratch else 0
 
 
@@ -1652,7 +1693,7 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         fconsts = dict(consts, BV=BVI, BVF=BVF, NVF=triton.cdiv(V, BVF),
                        DOTP=flush_dot_precision(cache, split=True))
         scr = torch.empty(nprog * fconsts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)
-        parts = nvfp4_flush_parts(cache, scratch)
+        parts = nvfp4_flush_parts(cache, scratch, B * HV, v.device)
         npi = nvfp4_part_subblocks(BVF, fconsts["NVF"])
         amx = torch.empty(nprog * fconsts["NVF"] if parts else 1, dtype=torch.float32, device=v.device)
         # 1) the non-flush rows + the padded rows' zero output (one program per (row, head): ring read once,
@@ -1669,11 +1710,13 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         # 2) the flush rows, listed on the device, then a persistent grid over their (row, head, V-block) work
         # items (nvfp4: (row, head), the whole head per item); the fused kernel's flush config
         with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
-            _flush_rows_kernel[(1,)](slot_idx, cache.ring_count, rows, nrows, B, L=cache.window,
-                                     BLOCK=min(1024, triton.next_power_of_2(B)))
-            if parts:   # few flush rows: pass 1 of the nvfp4 heads in sub-block items (same grid: same decision)
-                _nvfp4_part_kernel[(nprog,)](rows, nrows, *args, **fconsts, scr_ptr=scr, amx_ptr=amx, NPI=npi,
-                                             num_warps=nwf, **extra, **_stages_kwargs(fstages))
+            if parts:   # lists the flush rows; few of them: pass 1 of their nvfp4 heads in sub-block items
+                _nvfp4_part_kernel[(nprog,)](rows, nrows, B, *args, **fconsts, scr_ptr=scr, amx_ptr=amx, NPI=npi,
+                                             BLOCK=min(1024, triton.next_power_of_2(B)), num_warps=nwf, **extra,
+                                             **_stages_kwargs(fstages))
+            else:
+                _flush_rows_kernel[(1,)](slot_idx, cache.ring_count, rows, nrows, B, L=cache.window,
+                                         BLOCK=min(1024, triton.next_power_of_2(B)))
             _flush_kernel[(nprog,)](rows, nrows, *args, **fconsts, NVB=NVB, scr_ptr=scr, FPRE=fpre, SCRATCH=scratch,
                                     NV4PARTS=parts, amx_ptr=amx, NPI=npi, num_warps=nwf, **extra,
                                     **_stages_kwargs(fstages))
