@@ -663,6 +663,28 @@ def test_flush_dot_precision():
     assert prec("nvfp4/fp16", True, device="cpu", flush_dot="tf32x3") == "tf32x3"
 
 
+def test_nvfp4_flush_parts_rule(monkeypatch):
+    """The few-flush-rows nvfp4 items (decode.nvfp4_flush_parts): only for a two-pass flush with the S_L scratch; by
+    default pass 2 in the flush launch (2) up to 16 (row, head) pairs of a step per SM (132 SMs here), else off;
+    the knob forces 0 / 1 / 2 (True = 2) and refuses anything else with the allowed values."""
+    from types import SimpleNamespace
+
+    from replayssm_quant.kernels import decode
+
+    monkeypatch.setattr(decode, "_num_sms", lambda device: 132)
+    gpu = torch.device("cuda")
+
+    def parts(scratch=True, pairs=512, **knobs):
+        return decode.nvfp4_flush_parts(SimpleNamespace(**knobs), scratch, pairs, gpu)
+
+    assert parts() == 2 and parts(pairs=16 * 132) == 2 and parts(pairs=16 * 132 + 1) == 0
+    assert parts(scratch=False) == 0 and parts(scratch=False, flush_nvfp4_items=2) == 0
+    assert parts(pairs=10 ** 6, flush_nvfp4_items=1) == 1 and parts(flush_nvfp4_items=True) == 2
+    assert parts(flush_nvfp4_items=False) == 0 and parts(flush_nvfp4_items=0) == 0
+    with pytest.raises(ValueError, match="flush_nvfp4_items=3: 0 / false .*1 .*2 "):
+        parts(flush_nvfp4_items=3)
+
+
 @pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("kda", "nvfp4/fp8+sr"), ("mamba2", "nvfp4/fp16")])
 def test_split_flush_tf32x3_dots_close_to_ieee(family, spec):
     """The split flush with ``flush_dot="tf32x3"`` (the GPU default of dual nvfp4 specs: the key operands split into
