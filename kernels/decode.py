@@ -39,7 +39,8 @@ The fused kernel's program is :func:`_step_program`. Split step (large replay gr
 only its live entries), :func:`_flush_rows_kernel` lists the flush rows and the persistent
 :func:`_flush_kernel` runs ``_step_program`` (``FLUSH_ONLY``) over their work items, the two flush launches on a
 side stream concurrent with the non-flush launch (:func:`flush_side_stream`); all before the counter advance
-(docs/KERNELS.md "Split flush").
+(docs/KERNELS.md "Split flush"). nvfp4 checkpoints at small batches: :func:`_nvfp4_part_kernel` lists the rows
+instead and, when few flush, runs pass 1 of their flush in sub-block items (:func:`nvfp4_flush_parts`).
 """
 
 from __future__ import annotations
@@ -1708,7 +1709,8 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
             GK=consts["GK"], DELTA=cache.delta, FMT_LP=consts["FMT_LP"], CACHED=cached,
             PREFETCH=prefetch, STAGES=stages, XSCR=xscr, num_warps=nw, **nf_extra)
         # 2) the flush rows, listed on the device, then a persistent grid over their (row, head, V-block) work
-        # items (nvfp4: (row, head), the whole head per item); the fused kernel's flush config
+        # items (nvfp4: (row, head), the whole head per item; with few flush rows (row, head, sub-block) items in
+        # two passes, nvfp4_flush_parts); the fused kernel's flush config
         with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
             if parts:   # lists the flush rows; few of them: pass 1 of their nvfp4 heads in sub-block items
                 _nvfp4_part_kernel[(nprog,)](rows, nrows, B, *args, **fconsts, scr_ptr=scr, amx_ptr=amx, NPI=npi,
