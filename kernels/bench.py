@@ -156,8 +156,7 @@ def bench_inputs(family, batch, shape, window, device):
 # key-chunk pipeline stages, 0 = none; nonflush_config); flush_item_v,
 # flush_prefetch, flush_scratch, flush_programs (flush_config); flush_dot (flush_dot_precision); flush_stream
 # (decode.flush_stream_mode); flush_stages (decode.flush_stages); nonflush_xscratch (decode.nonflush_input_scratch);
-# flush_nvfp4_items (decode.nvfp4_flush_parts); num_warps (the
-# fused and conventional launches' warps, launch_config)
+# flush_nvfp4_items (decode.nvfp4_flush_parts); num_warps (the fused and conventional launches' warps, launch_config)
 LAUNCH_KNOBS = ("block_v", "flush_block_v", "maxnreg", "split_flush", "nonflush_prefetch", "flush_item_v",
                 "flush_prefetch", "flush_scratch", "flush_dot", "flush_programs", "nonflush_warps",
                 "nonflush_maxnreg", "flush_stream", "nonflush_stages", "flush_stages", "nonflush_xscratch",
@@ -287,7 +286,9 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
                prefetch=bool(split) and pf, nonflush_warps=nfw if split else None,
                nonflush_maxnreg=(nfmr or 0) if split else None, nonflush_stages=nfst if split else None,
                flush_item_v=bvi, flush_warps=nwf, flush_programs=fprog, flush_prefetch=fpre,
-               flush_scratch=fscr, flush_nvfp4_items=nvfp4_flush_parts(cache, fscr, batch * cache.num_heads, device) if split else 0, flush_dot=flush_dot_precision(cache, split) if window > 1 else None,
+               flush_scratch=fscr,
+               flush_nvfp4_items=nvfp4_flush_parts(cache, fscr, batch * cache.num_heads, device) if split else 0,
+               flush_dot=flush_dot_precision(cache, split) if window > 1 else None,
                flush_stream=flush_stream_mode(cache) if split else None, flush_stages=fst,
                ring_dtype=str(ring_dtype).replace("torch.", "") if mode == "replay" else None,
                finite=bool(torch.isfinite(out).all()))

@@ -651,7 +651,7 @@ def _flush_kernel(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, NVB: tl.constexpr, scr_ptr, FPRE: tl.constexpr, SCRATCH: tl.constexpr,
-    DOTP: tl.constexpr, NV4PARTS: tl.constexpr = 0, amx_ptr=None, NPI: tl.constexpr = 1,
+    DOTP: tl.constexpr, NV4PARTS: tl.constexpr = 0, amx_ptr=None,
 ):
     """Split step, flush launch (FLUSH_ONLY): a persistent grid of a few programs per SM loops over the work
     items (flush row, head, V-block) of the rows listed by :func:`_flush_rows_kernel`, each handled like the
@@ -676,7 +676,7 @@ def _flush_kernel(
 
     ``NV4PARTS`` (two-pass nvfp4 flush with the S_L scratch, :func:`nvfp4_flush_parts`): with few flush rows (the
     same test) the previous launch, :func:`_nvfp4_part_kernel`, has done pass 1 of the flushing heads in items of
-    ``NPI`` ``BVF``-row sub-blocks (S_L and its amax into scratch); pass 2, one sub-block per item
+    one ``BVF``-row sub-block (S_L and its amax into scratch); pass 2, one sub-block per item
     (:func:`_nvfp4_commit_item`), is this launch's (2) or the next one's (1, :func:`_nvfp4_commit_kernel`)."""
     FBV: tl.constexpr = BVF if BVF >= 32 else 2 * BVF   # rows of a small item (above)
     SMALL: tl.constexpr = (not NV4) and BV > FBV
@@ -690,8 +690,7 @@ def _flush_kernel(
                 w = tl.program_id(0)
                 while w < m:
                     _nvfp4_commit_item(w, rows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr,
-                                       scr_ptr, amx_ptr, seed, HV, K, V, BK, BVF, NVF, FMT_HP, FMT_LP, SHARED, SR, TAG,
-                                       NPI)
+                                       scr_ptr, amx_ptr, seed, HV, K, V, BK, BVF, NVF, FMT_HP, FMT_LP, SHARED, SR, TAG)
                     w += tl.num_programs(0)
     if SMALL:
         if small:
@@ -728,7 +727,6 @@ def _nvfp4_commit_kernel(
     rows_ptr, nrows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr, scr_ptr, amx_ptr,
     seed, HV, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    NPI: tl.constexpr,
 ):
     """Pass 2 of the few-flush-rows nvfp4 flush (:func:`_nvfp4_commit_item`) as a launch of its own, after
     :func:`_flush_kernel` (``NV4PARTS`` = 1; same grid, so the same small-items test); otherwise it exits at once."""
@@ -736,7 +734,7 @@ def _nvfp4_commit_kernel(
     w = tl.program_id(0)
     while w < m:
         _nvfp4_commit_item(w, rows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr, scr_ptr,
-                           amx_ptr, seed, HV, K, V, BK, BVF, NVF, FMT_HP, FMT_LP, SHARED, SR, TAG, NPI)
+                           amx_ptr, seed, HV, K, V, BK, BVF, NVF, FMT_HP, FMT_LP, SHARED, SR, TAG)
         w += tl.num_programs(0)
 
 
@@ -747,20 +745,19 @@ def _nvfp4_part_item(
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr,
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     GK: tl.constexpr, DELTA: tl.constexpr, FMT_HP: tl.constexpr, CACHED: tl.constexpr, scr_ptr, amx_ptr,
-    DOTP: tl.constexpr, NPI: tl.constexpr,
+    DOTP: tl.constexpr,
 ):
     """Few flush rows, nvfp4 checkpoint: pass 1 of the two-pass flush spread over the grid
-    (:func:`_nvfp4_part_kernel`). Item ``w`` (:func:`_nvfp4_part_items`) is the ``w % (NVF / NPI)``-th group of
-    ``NPI`` ``BVF``-row sub-blocks of (listed flush row ``b``, head) ``rh = w / (NVF / NPI)``: it builds the per-(row, head)
-    flush terms (the same values in every item of a head), S_L of its rows (as the whole-head pass 1 of
-    :func:`_step_program`), and stores them in the (row, head)'s scratch ``scr_ptr[rh]`` (``[NVF * BVF, BK]`` fp32)
-    and their amax in ``amx_ptr[w]``; :func:`_nvfp4_commit_item` encodes them. With whole-head items only the
+    (:func:`_nvfp4_part_kernel`). Item ``w`` (:func:`_nvfp4_part_items`) is the ``w % NVF``-th ``BVF``-row
+    sub-block of (listed flush row ``b``, head) ``rh = w / NVF``: it builds the per-(row, head) flush terms (the
+    same values in every item of a head), S_L of its rows (as the whole-head pass 1 of :func:`_step_program`), and
+    stores them in the (row, head)'s scratch ``scr_ptr[rh]`` (``[NVF * BVF, BK]`` fp32) and their amax in
+    ``amx_ptr[w]``; :func:`_nvfp4_commit_item` encodes them. With whole-head items only the
     (row, head) pairs would work, each walking its ``NVF`` sub-blocks in series twice (H200, gdn nvfp4/fp16, one
     flush row per step at B = 16: 86.7 us per step)."""
     offs_k = tl.arange(0, BK)
     mk = offs_k < K
-    NG: tl.constexpr = NVF // NPI
-    rh = w // NG
+    rh = w // NVF
     head = rh % HV
     bh = b.to(tl.int64) * HV + head
     sh = tl.load(idx_ptr + b).to(tl.int64) * HV + head     # (listed rows have a slot)
@@ -768,15 +765,12 @@ def _nvfp4_part_item(
     q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
     Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta,
                                                          offs_k, mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED, DOTP)
-    amax = 0.0
-    for r in tl.range(0, NPI, loop_unroll_factor=1):
-        offs_f = ((w % NG) * NPI + r) * BVF + tl.arange(0, BVF)
-        S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, tl.exp(gt), kt, beta, Kd, Kdl,
-                     Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
-                     CACHED, 0, DOTP=DOTP)
-        tl.store(scr_ptr + rh.to(tl.int64) * (NVF * BVF * BK) + offs_f[:, None] * BK + offs_k[None, :], S)
-        amax = tl.maximum(amax, nvfp4_amax(S))
-    tl.store(amx_ptr + w, amax)
+    offs_f = (w % NVF) * BVF + tl.arange(0, BVF)
+    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, tl.exp(gt), kt, beta, Kd, Kdl,
+                 Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
+                 CACHED, 0, DOTP=DOTP)
+    tl.store(scr_ptr + rh.to(tl.int64) * (NVF * BVF * BK) + offs_f[:, None] * BK + offs_k[None, :], S)
+    tl.store(amx_ptr + w, nvfp4_amax(S))
 
 
 @triton.jit
@@ -800,12 +794,12 @@ def _nvfp4_part_kernel(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, scr_ptr, amx_ptr, DOTP: tl.constexpr, NPI: tl.constexpr, BLOCK: tl.constexpr,
+    CACHED: tl.constexpr, scr_ptr, amx_ptr, DOTP: tl.constexpr, BLOCK: tl.constexpr,
 ):
     """Split step, nvfp4 checkpoint, in place of :func:`_flush_rows_kernel`: every program lists the rows that flush
     this step (program 0 stores the list, ``rows[0:n]``, ``nrows[0] = n``, for :func:`_flush_kernel`), and when few
     rows flush (the (row, head) pairs fill at most half of the grid, the small-items test of :func:`_flush_kernel`:
-    same grid) runs pass 1 of their flush in items of ``NPI`` sub-blocks (:func:`_nvfp4_part_item`), each finding
+    same grid) runs pass 1 of their flush in sub-block items (:func:`_nvfp4_part_item`), each finding
     its row in the list again; :func:`_flush_kernel` then runs pass 2 (``NV4PARTS``). A launch of its own: folded into
     :func:`_flush_kernel`, pass 1 spread over the whole-head path's registers (AOT sm_90a, gdn nvfp4/fp16 at the
     128-register cap: 5 -> 15 spill loads per sub-block of the whole-head amax pass; H200, B = 256, flush step
@@ -820,11 +814,11 @@ def _nvfp4_part_kernel(
         start += BLOCK
     if pid == 0:
         tl.store(nrows_ptr, n)
-    NG: tl.constexpr = NVF // NPI
-    m = tl.where(2 * n * HV <= tl.num_programs(0), n * HV * NG, 0)
+    m = tl.where(2 * n * HV <= tl.num_programs(0), n * HV * NVF, 0)
     w = pid
     while w < m:
-        i = w // (NG * HV)   # the item's place in the list -> its row
+        i = w // (NVF * HV)   # the item's place in the list -> its row (a scan per item: the list program 0
+        # writes is not visible to the other programs of this launch)
         b = 0
         c = 0
         start = 0
@@ -835,7 +829,7 @@ def _nvfp4_part_kernel(
             start += BLOCK
         _nvfp4_part_item(w, b, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
                          rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K, V, L, L1, LP, LPLOG, BK, BVF, NVF, GK,
-                         DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP, NPI)
+                         DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP)
         w += tl.num_programs(0)
 
 
@@ -844,14 +838,12 @@ def _nvfp4_commit_item(
     w, rows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr, scr_ptr, amx_ptr,
     seed, HV, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    NPI: tl.constexpr,
 ):
     """Pass 2 of the few-flush-rows nvfp4 flush (:func:`_flush_kernel`, ``NV4PARTS``, after
     :func:`_nvfp4_part_kernel`), item ``w`` = the ``w % NVF``-th ``BVF``-row sub-block of (listed flush row, head)
-    ``w / NVF``: the head's encode scale from the ``NVF / NPI`` amaxes of its pass-1 items, then the sub-block's S_L
+    ``w / NVF``: the head's encode scale from the ``NVF`` amaxes of its pass-1 items, then the sub-block's S_L
     rows from the scratch -> outputs and both casts (:func:`_commit_flush_rows`); sub-block 0 stores the head's
     scale."""
-    NG: tl.constexpr = NVF // NPI
     offs_k = tl.arange(0, BK)
     mk = offs_k < K
     rh = w // NVF
@@ -861,9 +853,9 @@ def _nvfp4_commit_item(
     bh = b.to(tl.int64) * HV + head
     slot = tl.load(idx_ptr + b).to(tl.int64)
     sh = slot * HV + head
-    amax = 0.0   # (the maxima are exact: any grouping gives the whole-head pass's value)
-    for i in tl.static_range(NG):
-        amax = tl.maximum(amax, tl.load(amx_ptr + rh * NG + i))
+    amax = 0.0   # in sub-block order, as the whole-head pass
+    for i in tl.static_range(NVF):
+        amax = tl.maximum(amax, tl.load(amx_ptr + rh * NVF + i))
     s_enc = nvfp4_encode_scale(amax)
     offs_f = r * BVF + tl.arange(0, BVF)
     S = tl.load(scr_ptr + rh.to(tl.int64) * (NVF * BVF * BK) + offs_f[:, None] * BK + offs_k[None, :])
@@ -1422,12 +1414,6 @@ def flush_config(cache, batch: int, launch=None) -> tuple[int, int, int, int | N
     return BVI, BVF, nw, maxnreg, prefetch, scratch, programs, stages
 
 
-def nvfp4_part_subblocks(BVF: int, NVF: int) -> int:
-    """Sub-blocks per pass-1 item of the few-flush-rows nvfp4 flush (:func:`_nvfp4_part_kernel`): one (more
-    parallel work; a launch of its own, so its registers do not disturb the whole-head path)."""
-    return 1
-
-
 NVFP4_PARTS_DEFAULT = 2
 NVFP4_PARTS_MAX_PAIRS_PER_SM = 16   # nvfp4_flush_parts: up to this many (row, head) pairs of a step per SM
 
@@ -1438,8 +1424,9 @@ def nvfp4_flush_parts(cache, scratch: bool, pairs: int | None = None, device=Non
     persistent grid, decided on the device), the head's sub-blocks are work items of their own, pass 1 in
     :func:`_nvfp4_part_kernel` (which also lists the flush rows, in place of :func:`_flush_rows_kernel`) and pass 2
     in :func:`_flush_kernel` (2) or in a launch of its own after it (1, :func:`_nvfp4_commit_kernel`), instead of
-    whole-head items (0 or False). Bit-identical either way. Default (None) :data:`NVFP4_PARTS_DEFAULT` when the step has at most
-    :data:`NVFP4_PARTS_MAX_PAIRS_PER_SM` (row, head) ``pairs`` per SM of ``device``, else 0: with more, the
+    whole-head items (0 or False). Bit-identical either way. Default (None) :data:`NVFP4_PARTS_DEFAULT` when the
+    step has at most :data:`NVFP4_PARTS_MAX_PAIRS_PER_SM` (row, head) ``pairs`` per SM of ``device``, else 0: with
+    more, the
     non-flush launch runs at least as long as a whole-head item on the side stream (gdn nvfp4/fp16 at B = 256: 85
     us non-flush, a whole head's flush ~80 us), and the extra launch only costs (H200, B = 256, per step: gdn
     nvfp4/fp16 160.8 us with whole-head items, 163.3 with (1), 165.8 with (2): pass 2 in :func:`_flush_kernel`
@@ -1695,7 +1682,6 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
                        DOTP=flush_dot_precision(cache, split=True))
         scr = torch.empty(nprog * fconsts["NVF"] * BVF * BK if scratch else 1, dtype=torch.float32, device=v.device)
         parts = nvfp4_flush_parts(cache, scratch, B * HV, v.device)
-        npi = nvfp4_part_subblocks(BVF, fconsts["NVF"])
         amx = torch.empty(nprog * fconsts["NVF"] if parts else 1, dtype=torch.float32, device=v.device)
         # 1) the non-flush rows + the padded rows' zero output (one program per (row, head): ring read once,
         # h-masked; no flush code; its own warps and register cap)
@@ -1713,20 +1699,20 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         # two passes, nvfp4_flush_parts); the fused kernel's flush config
         with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
             if parts:   # lists the flush rows; few of them: pass 1 of their nvfp4 heads in sub-block items
-                _nvfp4_part_kernel[(nprog,)](rows, nrows, B, *args, **fconsts, scr_ptr=scr, amx_ptr=amx, NPI=npi,
+                _nvfp4_part_kernel[(nprog,)](rows, nrows, B, *args, **fconsts, scr_ptr=scr, amx_ptr=amx,
                                              BLOCK=min(1024, triton.next_power_of_2(B)), num_warps=nwf, **extra,
                                              **_stages_kwargs(fstages))
             else:
                 _flush_rows_kernel[(1,)](slot_idx, cache.ring_count, rows, nrows, B, L=cache.window,
                                          BLOCK=min(1024, triton.next_power_of_2(B)))
             _flush_kernel[(nprog,)](rows, nrows, *args, **fconsts, NVB=NVB, scr_ptr=scr, FPRE=fpre, SCRATCH=scratch,
-                                    NV4PARTS=parts, amx_ptr=amx, NPI=npi, num_warps=nwf, **extra,
+                                    NV4PARTS=parts, amx_ptr=amx, num_warps=nwf, **extra,
                                     **_stages_kwargs(fstages))
             if parts == 1:
                 _nvfp4_commit_kernel[(nprog,)](rows, nrows, q, slot_idx, out, hp0, hp1, hp2, lp0, lp1, lp2,
                                                cache.flush_count, scr, amx, cache.seed, HV, K=K, V=V, BK=BK, BVF=BVF,
                                                NVF=fconsts["NVF"], FMT_HP=consts["FMT_HP"], FMT_LP=consts["FMT_LP"],
-                                               SHARED=consts["SHARED"], SR=consts["SR"], TAG=consts["TAG"], NPI=npi,
+                                               SHARED=consts["SHARED"], SR=consts["SR"], TAG=consts["TAG"],
                                                num_warps=nwf, **extra)
         if side is not None:
             for t in (rows, nrows, scr, amx):   # allocated on the caller's stream, used on the side stream
