@@ -53,7 +53,7 @@ import triton.language as tl
 
 from .reference import block_k, cached_corrections, flush_entries, nonflush_kc, replay_flush_rows
 from .rounding import (FORMAT_CODE, decode_bits, encode_bits, nvfp4_amax, nvfp4_block_scale, nvfp4_decode,
-                       nvfp4_encode, nvfp4_encode_scale, nvfp4_raw, pow2_f32, sr_bits4)
+                       nvfp4_encode, nvfp4_encode_scale, nvfp4_raw, pow2_f32, sr_bits8)
 
 
 @triton.jit
@@ -151,12 +151,12 @@ def _nvfp4_unscale(acc, inv, s):
 @triton.jit
 def _store_tile(S, p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, seed, c1, c2, s_enc,
                 FMT: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr, BK: tl.constexpr):
-    """Round the fp32 tile S [BV, BK] into format FMT (SR: element (v, k) takes word k % 4 of
-    Philox(seed, v * ceil(K / 4) + k // 4, c1, c2, TAG)). nvfp4: ``s_enc`` is the head's encode scale
-    (stored by the caller). ``offs_k`` is ``arange(0, BK)``."""
+    """Round the fp32 tile S [BV, BK] into format FMT (SR: element (v, k) takes half k % 2 of word (k % 8) // 2
+    of Philox(seed, v * ceil(K / 8) + k // 8, c1, c2, TAG), :func:`.rounding.sr_bits8`). nvfp4: ``s_enc`` is
+    the head's encode scale (stored by the caller). ``offs_k`` is ``arange(0, BK)``."""
     m = mv[:, None] & mk[None, :]
     if SR:
-        rbits = sr_bits4(seed, offs_v[:, None] * ((K + 3) // 4) + tl.arange(0, BK // 4)[None, :], c1, c2, TAG)
+        rbits = sr_bits8(seed, offs_v[:, None] * ((K + 7) // 8) + tl.arange(0, BK // 8)[None, :], c1, c2, TAG)
     else:
         rbits = None
     if FMT == 0:

@@ -3,8 +3,8 @@
 Each launcher takes contiguous tensors (any number of leading dims, flattened)
 and produces exactly the bits of the torch reference
 (:mod:`replayssm_quant.quant.reference`), using the device functions of
-:mod:`.rounding`. Stochastic rounding gives flat element ``i`` word ``i % 4`` of
-``philox(seed, lo32(i // 4), hi32(i // 4), 0, 0)`` (:func:`.rounding.sr_bits4`; the same as
+:mod:`.rounding`. Stochastic rounding gives flat element ``i`` half ``i % 2`` of word ``(i % 8) // 2`` of
+``philox(seed, lo32(i // 8), hi32(i // 8), 0, 0)`` (:func:`.rounding.sr_bits8`; the same as
 :func:`replayssm_quant.quant.philox.flat_rbits`).
 
 nvfp4 kernels (every block = 16 contiguous fp32, loaded/stored as 128-bit vectors and split
@@ -43,8 +43,8 @@ def _quantize_elem_kernel(x_ptr, out_ptr, n, seed, FMT: tl.constexpr, SR: tl.con
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0)
     if SR:
-        g = tl.program_id(0).to(tl.int64) * (BLOCK // 4) + tl.arange(0, BLOCK // 4)[None, :]
-        rb = tl.reshape(rd.sr_bits4(seed, g, g >> 32, 0, 0), (BLOCK,))
+        g = tl.program_id(0).to(tl.int64) * (BLOCK // 8) + tl.arange(0, BLOCK // 8)[None, :]
+        rb = tl.reshape(rd.sr_bits8(seed, g, g >> 32, 0, 0), (BLOCK,))
     else:
         rb = None
     bits = rd.encode_bits(x, FMT, SR, rb)
@@ -86,8 +86,8 @@ def _nvfp4_quantize_blocks(x_ptr, codes_ptr, sb_ptr, blk, bm, s_enc, seed, SR: t
     x = tl.load(x_ptr + e, mask=bm[:, None], other=0.0)
     xe, xo = tl.split(tl.reshape(x, (NB, 8, 2)))
     if SR:
-        g = b64[:, None] * 4 + tl.arange(0, 4)[None, :]                 # groups of 4 elements [NB, 4]
-        rb_e, rb_o = tl.split(tl.reshape(rd.sr_bits4(seed, g, g >> 32, 0, 0), (NB, 8, 2)))
+        g = b64[:, None] * 2 + tl.arange(0, 2)[None, :]                 # groups of 8 elements [NB, 2]
+        rb_e, rb_o = tl.split(tl.reshape(rd.sr_bits8(seed, g, g >> 32, 0, 0), (NB, 8, 2)))
     else:
         rb_e = None
         rb_o = None

@@ -29,7 +29,8 @@ Public (all ``@triton.jit``):
   (:func:`.decode._read_rowdot`).
 * ``pow2_f32(n)`` -> 2**n (fp32, exact) for int32 n in [-126, 127].
 
-* ``sr_bits4(seed, g0, c1, c2, c3)`` -> uint32 Philox bits (10 rounds), four elements per call.
+* ``sr_bits8(seed, g0, c1, c2, c3)`` -> uint32 Philox bits (10 rounds), eight elements per call, 16 random
+  bits each (the top half of the word).
 
 NVFP4 cost. Decode: one IEEE division per 16-element block, and per element two shifts and one
 3-input logic op (the E2M1 code as an fp32 bit pattern worth value * 2**-126, :func:`_e2m1_raw`), two
@@ -208,14 +209,16 @@ def decode_bits(bits, FMT: tl.constexpr, NAN_BITS: tl.constexpr = True):
 
 
 @triton.jit
-def sr_bits4(seed, g0, c1, c2, c3):
-    """uint32 random bits for four consecutive elements per Philox call (10 rounds; one call costs
-    ~100 integer instructions, so one call per element would dominate an SR cast).
+def sr_bits8(seed, g0, c1, c2, c3):
+    """Random bits for eight consecutive elements per Philox call (10 rounds; one call costs ~100 integer
+    instructions, so one call per element would dominate an SR cast): 16 random bits per element, the
+    DESIGN.md minimum for 8- and 16-bit formats (E2M1 needs 8), as the top half of a uint32 whose low half is
+    zero, so :func:`_encode_ieee` adds them to the discarded bits like any 32-bit word.
 
     ``g0``: integer tensor ``[R, N]`` of group counters (taken as uint32); c1..c3 tensors of a
-    broadcastable shape or scalars. Returns uint32 ``[R, 4 N]``: element ``4 j + w`` of a row is
-    output word ``w`` of ``tl.philox(seed, g0[:, j], c1, c2, c3)``. Torch mirror:
-    :func:`replayssm_quant.quant.philox.grouped_rbits`.
+    broadcastable shape or scalars. Returns uint32 ``[R, 8 N]``: element ``8 j + 2 w + h`` of a row is
+    half ``h`` (0: low, 1: high 16 bits) of output word ``w`` of ``tl.philox(seed, g0[:, j], c1, c2, c3)``,
+    shifted to the top. Torch mirror: :func:`replayssm_quant.quant.philox.grouped_rbits`.
     """
     z = (g0 * 0).to(tl.uint32)
     c0 = g0.to(tl.uint32)
@@ -224,7 +227,8 @@ def sr_bits4(seed, g0, c1, c2, c3):
     c3 = (z + c3).to(tl.uint32)
     r0, r1, r2, r3 = tl.philox(seed, c0, c1, c2, c3)
     w = tl.join(tl.join(r0, r2), tl.join(r1, r3))          # [R, N, 2, 2]: word 2 i + j at [.., i, j] (join adds a last dim)
-    return tl.reshape(w, (g0.shape[0], 4 * g0.shape[1]))
+    hw = tl.join(w << 16, (w >> 16) << 16)                  # [R, N, 2, 2, 2]: half h of that word at [.., h]
+    return tl.reshape(hw, (g0.shape[0], 8 * g0.shape[1]))
 
 
 @triton.jit

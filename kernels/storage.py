@@ -36,8 +36,9 @@ def sr_rbits(seed: int, slots: torch.Tensor, num_heads: int, V: int, K: int,
              flush_count: torch.Tensor, tag: int) -> torch.Tensor:
     """Random bits for stochastic rounding of states ``[n, HV, V, K]``.
 
-    Four elements per Philox call (docs/CONTRACTS.md): element ``(v, k)`` takes word ``k % 4`` of the call
-    with c0 = ``v * ceil(K / 4) + k // 4`` (the group inside the (slot, head) state), c1 =
+    Eight elements per Philox call, 16 bits each (docs/CONTRACTS.md): element ``(v, k)`` takes half ``k % 2``
+    of word ``(k % 8) // 2`` of the call with c0 = ``v * ceil(K / 8) + k // 8`` (the group inside the (slot,
+    head) state), c1 =
     ``slot * HV + head``, c2 = the slot's flush counter, c3 = ``tag``.
 
     Args:
@@ -47,8 +48,8 @@ def sr_rbits(seed: int, slots: torch.Tensor, num_heads: int, V: int, K: int,
         int64 ``[n, HV, V, K]`` holding uint32 values.
     """
     dev = slots.device
-    K4 = (K + 3) // 4
-    c0 = torch.arange(V * K4, device=dev, dtype=torch.int64).view(1, 1, V, K4)
+    K8 = (K + 7) // 8
+    c0 = torch.arange(V * K8, device=dev, dtype=torch.int64).view(1, 1, V, K8)
     c1 = (slots.to(torch.int64).view(-1, 1) * num_heads
           + torch.arange(num_heads, device=dev, dtype=torch.int64).view(1, -1)).view(-1, num_heads, 1, 1)
     c2 = flush_count.to(device=dev, dtype=torch.int64).view(-1, 1, 1, 1)

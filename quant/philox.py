@@ -1,10 +1,13 @@
 """Philox-4x32-10 in torch, bit-identical to ``triton.language.philox``.
 
 Used as the reference for the stochastic-rounding bits that the Triton kernels
-draw with :func:`replayssm_quant.kernels.rounding.sr_bits4`: one Philox call
-gives the bits of four consecutive elements (element ``4 j + w`` of a row takes
-output word ``w`` of the call with counter ``j``), a quarter of the integer work
-of one call per element. All arithmetic is
+draw with :func:`replayssm_quant.kernels.rounding.sr_bits8`: one Philox call
+gives 16 random bits to each of eight consecutive elements (element ``8 j + 2 w + h``
+of a row takes half ``h`` of output word ``w`` of the call with counter ``j``, as the
+top 16 bits of a uint32 whose low half is zero), an eighth of the integer work of
+one call per element. DESIGN.md asks for at least 16 random bits for 8- and 16-bit
+formats and 8 for E2M1; with 16 the rounding probability of a value is within
+2**-16 of exact (truncated, so never above it). All arithmetic is
 done on int64 tensors holding uint32 values, splitting 32x32-bit products into
 16-bit halves so nothing overflows int64.
 """
@@ -91,26 +94,32 @@ def philox_uint32(seed: int, c0, c1=0, c2=0, c3=0) -> torch.Tensor:
     return philox4x32(seed, c0, c1, c2, c3)[0]
 
 
+#: elements that share one Philox call (16 random bits each)
+ELEMS_PER_CALL = 8
+
+
 def grouped_rbits(seed: int, groups: torch.Tensor, c1=0, c2=0, c3=0) -> torch.Tensor:
-    """Random bits for four elements per Philox call, as :func:`replayssm_quant.kernels.rounding.sr_bits4`.
+    """Random bits for eight elements per Philox call, as :func:`replayssm_quant.kernels.rounding.sr_bits8`.
 
     Args:
-        groups: integer tensor ``[..., N]`` of c0 counters (one per group of four consecutive elements).
+        groups: integer tensor ``[..., N]`` of c0 counters (one per group of eight consecutive elements).
         c1, c2, c3: counters broadcastable to ``groups``.
 
     Returns:
-        int64 tensor ``[..., 4 N]`` of uint32 values: element ``4 j + w`` = word ``w`` of the call on ``groups[..., j]``.
+        int64 tensor ``[..., 8 N]`` of uint32 values with zero low halves: element ``8 j + 2 w + h`` = half ``h``
+        (0: low, 1: high 16 bits) of word ``w`` of the call on ``groups[..., j]``, times 2**16.
     """
-    words = torch.stack(philox4x32(seed, groups, c1, c2, c3), dim=-1)
-    return words.reshape(*words.shape[:-2], 4 * words.shape[-2])
+    words = torch.stack(philox4x32(seed, groups, c1, c2, c3), dim=-1)            # [..., N, 4]
+    halves = torch.stack(((words & 0xFFFF) << 16, words & 0xFFFF0000), dim=-1)    # [..., N, 4, 2]
+    return halves.reshape(*words.shape[:-2], ELEMS_PER_CALL * words.shape[-2])
 
 
 def flat_rbits(seed: int, numel: int, device="cpu", c2: int = 0, c3: int = 0) -> torch.Tensor:
-    """Random bits for a flat tensor of ``numel`` elements: element ``i`` = word ``i % 4`` of the call with
-    c0 = low, c1 = high 32 bits of ``i // 4``.
+    """Random bits for a flat tensor of ``numel`` elements: element ``i`` = half ``i % 2`` of word ``(i % 8) // 2``
+    of the call with c0 = low, c1 = high 32 bits of ``i // 8`` (:func:`grouped_rbits`).
 
     Returns:
         int64 tensor ``[numel]`` of uint32 values; matches the Triton quantize kernels.
     """
-    g = torch.arange((numel + 3) // 4, dtype=torch.int64, device=device)
+    g = torch.arange((numel + ELEMS_PER_CALL - 1) // ELEMS_PER_CALL, dtype=torch.int64, device=device)
     return grouped_rbits(seed, g & _M32, g >> 32, c2, c3)[:numel]

@@ -32,8 +32,8 @@ def _elem_kernel(x_ptr, bits_ptr, back_ptr, rb_ptr, n, seed, FMT: tl.constexpr, 
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    g = pid * (BLOCK // 4) + tl.arange(0, BLOCK // 4)[None, :]
-    rb = tl.reshape(rd.sr_bits4(seed, g, 7, 3, 1), (BLOCK,))
+    g = pid * (BLOCK // 8) + tl.arange(0, BLOCK // 8)[None, :]
+    rb = tl.reshape(rd.sr_bits8(seed, g, 7, 3, 1), (BLOCK,))
     bits = rd.encode_bits(x, FMT, SR, rb)
     tl.store(bits_ptr + offs, bits, mask=mask)
     tl.store(back_ptr + offs, rd.decode_bits(bits, FMT), mask=mask)
@@ -49,7 +49,7 @@ def _nvfp4_kernel(x_ptr, codes_ptr, sb_ptr, senc_ptr, y_ptr, seed, R, C, BR: tl.
     c = tl.arange(0, BC)[None, :]
     m = (r < R) & (c < C)
     x = tl.load(x_ptr + pid * R * C + r * C + c, mask=m, other=0.0)
-    rb = rd.sr_bits4(seed, pid * (R * C // 4) + r * (C // 4) + tl.arange(0, BC // 4)[None, :], 0, 0, 0)
+    rb = rd.sr_bits8(seed, pid * (R * C // 8) + r * (C // 8) + tl.arange(0, BC // 8)[None, :], 0, 0, 0)
     s_enc = rd.nvfp4_encode_scale(rd.nvfp4_amax(x))
     codes, sbits = rd.nvfp4_encode(x, s_enc, SR, rb)
     c2 = tl.arange(0, BC // 2)[None, :]
@@ -89,7 +89,7 @@ def test_encode_decode_bits_match_reference(fmt, sr):
     rb = torch.full((n,), -7, dtype=torch.int32, device=DEV)
     seed = 1234 + int(sr)
     _elem_kernel[(triton.cdiv(n, 256),)](x, bits, back, rb, n, seed, FMT=rd.FORMAT_CODE[fmt], SR=sr, BLOCK=256)
-    want_rb = grouped_rbits(seed, torch.arange((n + 3) // 4, device=DEV), 7, 3, 1)[:n]
+    want_rb = grouped_rbits(seed, torch.arange((n + 7) // 8, device=DEV), 7, 3, 1)[:n]
     assert torch.equal(rb.to(torch.int64) & 0xFFFFFFFF, want_rb)
     want = ref.encode_bits(x, fmt, "sr" if sr else "rne", want_rb if sr else None)
     bad = (bits != want).nonzero()

@@ -116,11 +116,31 @@ def test_philox_known_answers():
     assert [w.item() for w in philox4x32(0x299F31D0A4093822, 0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344)] \
         == [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]
     assert philox_uint32(0, 0, 0, 0, 0).item() == 0x6627E8D5
-    # four elements per call: element 4j + w = word w of call j
-    words = philox4x32(5, torch.arange(3), 0, 0, 0)
-    assert torch.equal(flat_rbits(5, 11), torch.stack(words, -1).reshape(-1)[:11])
+    # eight elements per call, 16 bits each: element 8j + 2w + h = half h of word w of call j, in the top half
+    words = torch.stack(philox4x32(5, torch.arange(3), 0, 0, 0), -1)          # [3, 4]
+    halves = torch.stack((words & 0xFFFF, words >> 16), -1).reshape(-1)      # [24]
+    assert torch.equal(flat_rbits(5, 19), (halves << 16)[:19])
     r = flat_rbits(1, 1 << 16)
-    assert r.min() >= 0 and r.max() < 2 ** 32 and r.unique().numel() > 65000
+    assert r.min() >= 0 and r.max() < 2 ** 32 and bool(((r & 0xFFFF) == 0).all())
+    counts = torch.bincount((r >> 16).view(-1), minlength=1 << 16).double()
+    assert (counts > 0).sum() > 40000     # 2**16 draws of 2**16 values: ~41400 distinct if uniform
     assert abs(r.double().mean().item() / 2 ** 32 - 0.5) < 0.01
     with pytest.raises(ValueError, match="seed"):
         philox_uint32(-1, 0)
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp16", "fp8", "e5m2", "e2m1"])
+def test_sr_sixteen_random_bits_bias_below_two_to_minus_16(fmt):
+    """Every 16-bit random value once (the bits the kernels draw, :func:`grouped_rbits`): the mean of the
+    rounded values is x minus at most 2**-16 of the gap between x's neighbours (truncated probabilities),
+    never above x in magnitude."""
+    x = _probe_values(fmt, 40, seed=7)
+    x = x[(x.abs() <= MAX[fmt]) & (x != 0)]
+    rb = (torch.arange(1 << 16, dtype=torch.int64) << 16)[:, None].expand(-1, x.numel())
+    y = ref.round_to_format(x[None].expand(1 << 16, -1).contiguous(), fmt, "sr", rb.contiguous()).double()
+    v = nonneg_values(fmt)
+    ax = x.double().abs()
+    hi_i = torch.searchsorted(v, ax)
+    gap = v[hi_i] - torch.where(v[hi_i] == ax, v[hi_i], v[(hi_i - 1).clamp(min=0)])
+    short = ax - y.mean(0).abs()                    # how far the mean falls short of |x|
+    assert (short >= 0).all() and (short <= gap * 2.0 ** -16 + 1e-300).all(), (fmt, short.max().item())
