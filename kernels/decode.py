@@ -1287,6 +1287,7 @@ def choose_block_v(cache, batch: int) -> int:
 FLUSH_PROGRAMS_PER_SM = 4   # persistent flush launch of a split step: 4 warps x 128 registers fill an SM
 REPLAY_MAXNREG = 128   # register cap of a large replay launch on the GPU (4 warps: 4 programs per SM)
 CONVENTIONAL_SR8_MAXNREG = 80   # conventional 8-warp launch, SR into an 8-bit checkpoint: 3 programs per SM
+CONVENTIONAL_NVFP4_MAXNREG = 128   # conventional nvfp4 head programs: 2 programs of 8 warps per SM (16 warps: 1)
 
 
 def launch_config(cache, batch: int):
@@ -1304,7 +1305,11 @@ def launch_config(cache, batch: int):
     programs that round stochastically into an 8-bit checkpoint (:data:`CONVENTIONAL_SR8_MAXNREG`: the Philox
     bits and the 8-bit encode take gdn / kda to ~162 registers, one program per SM; H200, B = 256, per step
     uncapped / 128 / 80 registers, reports/bench/sweeps_2026-11-30e/conv_cap_b256.md: gdn fp8+sr 598 / 407 /
-    364 us, kda 623 / 413 / 388, mamba2 695 / 726 / 696; fp32 and fp16 unchanged or slower capped).
+    364 us, kda 623 / 413 / 388, mamba2 695 / 726 / 696; fp32 and fp16 unchanged or slower capped) and large
+    conventional nvfp4 grids (:data:`CONVENTIONAL_NVFP4_MAXNREG`: mamba2's 8-warp head programs need 168 registers
+    uncapped, one per SM, 128 without spills, AOT sm_90a; H200, B = 256, nvfp4+sr per step uncapped / 128 / 96 / 64:
+    1535 / 1074 / 1144 / 1149 us; 16-warp gdn / kda programs are held to 128 by the register file anyway: 621 /
+    621 us, reports/bench/sweeps_2026-12-01e/conv_sr_cap_b256.md).
     The replay kernel's register count is set by its flush branch; uncapped, at BV = 32 / 4 warps (AOT for sm_90a with the launcher's 16-byte alignment)
     gdn fp32 needs 109 (4 programs per SM), nvfp4/fp16 146 and kda 155 (3 per SM). When the grid has more
     than 2 programs per SM, replay launches on the GPU get the cap :data:`REPLAY_MAXNREG` (4 programs of 4
@@ -1352,6 +1357,10 @@ def launch_config(cache, batch: int):
     if (maxnreg is None and cache.window == 1 and cache.device.type == "cuda" and num_warps == 8
             and cache.spec.sr and cache.spec.recur.bits_per_element == 8):
         maxnreg = CONVENTIONAL_SR8_MAXNREG
+    conventional_large = (cache.window == 1 and cache.device.type == "cuda"
+                          and batch * cache.num_heads * triton.cdiv(V, BV) > 2 * _num_sms(cache.device))
+    if maxnreg is None and nvfp4 and conventional_large:
+        maxnreg = CONVENTIONAL_NVFP4_MAXNREG
     split = getattr(cache, "split_flush", None)
     if split is None:
         # a second launch costs ~3 us: only grids of > 8 programs per SM (H200, mamba2 at batch 1, 512

@@ -533,6 +533,12 @@ def test_gpu_launch_config_heuristic(monkeypatch):
     assert decode.launch_config(m2, 1)[4:] == (128, False) and decode.launch_config(m2, 8)[5] is True
     m2.window, m2.spec = 1, parse_state_spec("fp16")
     assert decode.launch_config(m2, 256)[:3] == (32, 32, 4)   # conventional fp16, V = 64: 4096-element tiles
+    m2.spec = parse_state_spec("nvfp4+sr")   # conventional nvfp4: whole-head 8-warp programs, capped on large grids
+    assert decode.launch_config(m2, 256) == (64, 64, 8, True, 128, False)
+    assert decode.launch_config(m2, 3)[4] == 128 and decode.launch_config(m2, 2)[4] is None   # 384 / 256 programs
+    m2.maxnreg = 0
+    assert decode.launch_config(m2, 256)[4] is None                                          # the knob: no cap
+    assert cfg("nvfp4+sr", 1, 256) == (128, 128, 16, True, 128, False) and cfg("nvfp4", 1, 1)[4] is None
     assert cfg("fp32", 16, 16)[5] is True     # BV = 32: 16 * 32 * 4 = 2048 programs > 8 per SM
 
 
