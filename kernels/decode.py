@@ -686,7 +686,7 @@ def _flush_kernel(
         if small:
             n = 0
             if NV4PARTS == 2:
-                m = _nvfp4_part_items(nrows_ptr, HV, NVF)
+                m = _nvfp4_part_items(tl.load(nrows_ptr), HV, NVF)
                 w = tl.program_id(0)
                 while w < m:
                     _nvfp4_commit_item(w, rows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr,
@@ -714,11 +714,11 @@ def _flush_kernel(
 
 
 @triton.jit
-def _nvfp4_part_items(nrows_ptr, HV, NVF: tl.constexpr):
-    """Work items of the nvfp4 sub-block passes (:func:`_nvfp4_part_kernel`, ``NV4PARTS`` in :func:`_flush_kernel`):
-    ``NVF`` per (listed flush row, head) when the (row, head) pairs would fill at most half of the grid (the
-    small-items test of :func:`_flush_kernel`), else 0."""
-    nh = tl.load(nrows_ptr) * HV
+def _nvfp4_part_items(nrows, HV, NVF: tl.constexpr):
+    """Work items of the nvfp4 sub-block passes (:func:`_nvfp4_part_kernel`, ``NV4PARTS`` in :func:`_flush_kernel`)
+    for ``nrows`` flush rows: ``NVF`` per (flush row, head) when the (row, head) pairs would fill at most half of the
+    grid (the small-items test of :func:`_flush_kernel`), else 0."""
+    nh = nrows * HV
     return tl.where(2 * nh <= tl.num_programs(0), nh * NVF, 0)
 
 
@@ -730,7 +730,7 @@ def _nvfp4_commit_kernel(
 ):
     """Pass 2 of the few-flush-rows nvfp4 flush (:func:`_nvfp4_commit_item`) as a launch of its own, after
     :func:`_flush_kernel` (``NV4PARTS`` = 1; same grid, so the same small-items test); otherwise it exits at once."""
-    m = _nvfp4_part_items(nrows_ptr, HV, NVF)
+    m = _nvfp4_part_items(tl.load(nrows_ptr), HV, NVF)
     w = tl.program_id(0)
     while w < m:
         _nvfp4_commit_item(w, rows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr, scr_ptr,
@@ -814,7 +814,7 @@ def _nvfp4_part_kernel(
         start += BLOCK
     if pid == 0:
         tl.store(nrows_ptr, n)
-    m = tl.where(2 * n * HV <= tl.num_programs(0), n * HV * NVF, 0)
+    m = _nvfp4_part_items(n, HV, NVF)
     w = pid
     while w < m:
         i = w // (NVF * HV)   # the item's place in the list -> its row (a scan per item: the list program 0
@@ -1350,16 +1350,15 @@ def launch_config(cache, batch: int):
         num_warps = _int_knob("num_warps", cache.num_warps, lambda x: x in (1, 2, 4, 8, 16, 32),
                               "a power of two from 1 to 32")
     maxnreg = getattr(cache, "maxnreg", None)
-    large = cache.window > 1 and cache.device.type == "cuda" \
-        and batch * cache.num_heads * triton.cdiv(V, BV) > 2 * _num_sms(cache.device)
+    large_grid = (cache.device.type == "cuda"
+                  and batch * cache.num_heads * triton.cdiv(V, BV) > 2 * _num_sms(cache.device))
+    large = cache.window > 1 and large_grid
     if maxnreg is None and large:
         maxnreg = REPLAY_MAXNREG
     if (maxnreg is None and cache.window == 1 and cache.device.type == "cuda" and num_warps == 8
             and cache.spec.sr and cache.spec.recur.bits_per_element == 8):
         maxnreg = CONVENTIONAL_SR8_MAXNREG
-    conventional_large = (cache.window == 1 and cache.device.type == "cuda"
-                          and batch * cache.num_heads * triton.cdiv(V, BV) > 2 * _num_sms(cache.device))
-    if maxnreg is None and nvfp4 and conventional_large:
+    if maxnreg is None and nvfp4 and cache.window == 1 and large_grid:
         maxnreg = CONVENTIONAL_NVFP4_MAXNREG
     split = getattr(cache, "split_flush", None)
     if split is None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from replayssm_quant.quant.formats import FormatInfo, NVFP4_BLOCK
-from replayssm_quant.quant.philox import grouped_rbits
+from replayssm_quant.quant.philox import ELEMS_PER_CALL, grouped_rbits
 
 #: stream tags (Philox c3)
 TAG_FLUSH = 0          # recurrence-checkpoint cast at a flush (and at load_state)
@@ -48,8 +48,8 @@ def sr_rbits(seed: int, slots: torch.Tensor, num_heads: int, V: int, K: int,
         int64 ``[n, HV, V, K]`` holding uint32 values.
     """
     dev = slots.device
-    K8 = (K + 7) // 8
-    c0 = torch.arange(V * K8, device=dev, dtype=torch.int64).view(1, 1, V, K8)
+    KG = -(-K // ELEMS_PER_CALL)   # Philox calls per state row
+    c0 = torch.arange(V * KG, device=dev, dtype=torch.int64).view(1, 1, V, KG)
     c1 = (slots.to(torch.int64).view(-1, 1) * num_heads
           + torch.arange(num_heads, device=dev, dtype=torch.int64).view(1, -1)).view(-1, num_heads, 1, 1)
     c2 = flush_count.to(device=dev, dtype=torch.int64).view(-1, 1, 1, 1)
