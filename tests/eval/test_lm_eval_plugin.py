@@ -86,6 +86,57 @@ def test_registered_in_lm_eval_registry_and_entry_point(tiny_dirs):
     assert get_model("dummy").__name__ == "DummyLM"
 
 
+@pytest.mark.parametrize("factory", ["create_from_arg_string", "create_from_arg_obj"])
+def test_factories_model_args_win_over_lm_eval_options(tiny_dirs, factory, monkeypatch, caplog):
+    """Both lm-eval 0.4.x factories (a model_args string; the dict the 0.4.13 CLI passes) with
+    lm-eval's device / batch_size / max_batch_size beside the same keys: no "multiple values"
+    TypeError, model_args win, lm-eval's values fill the rest; lm-eval's CUDA device (its default
+    cuda:0) falls back to cpu with one notice when no GPU is visible."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    folder = tiny_dirs["qwen3_5"]
+    make = getattr(ReplaySSMLM, factory)
+
+    def build(margs: dict, extra: dict):
+        arg = ",".join(f"{k}={v}" for k, v in margs.items()) if factory == "create_from_arg_string" else margs
+        caplog.clear()
+        lm = make(arg, extra)
+        notices = [r for r in caplog.records if "no CUDA GPU visible" in r.getMessage()]
+        return str(lm.device), lm.batch_size, lm.max_batch_size, len(notices)
+
+    lm_eval_opts = {"device": "cuda:0", "batch_size": 3, "max_batch_size": None}
+    assert build({"pretrained": folder, "device": "cpu", "batch_size": 2}, lm_eval_opts) == ("cpu", 2, 64, 0)
+    assert build({"pretrained": folder}, lm_eval_opts) == ("cpu", 3, 64, 1)
+    assert build({"pretrained": folder, "batch_size": "auto", "max_batch_size": 5},
+                 {"device": "cpu", "batch_size": 1, "max_batch_size": 9}) == ("cpu", 5, 5, 0)
+    assert build({"pretrained": folder}, None) == ("cpu", 1, 64, 0)
+    # a cuda device the user put in model_args is kept, and without a GPU it is a clear error
+    with pytest.raises(ValueError, match=r"device=cuda but .*use device=cpu"):
+        build({"pretrained": folder, "device": "cuda"}, {"device": "cpu"})
+
+
+def test_simple_evaluate_with_device_beside_model_args(tiny_dirs, monkeypatch):
+    """lm-eval's Python entry point with model_args as a string and as a dict, --device and
+    batch_size beside the same keys: the model is built (the run itself is stopped right after)."""
+    import lm_eval
+
+    built = []
+    orig = ReplaySSMLM.__init__
+
+    def spy(self, *a, **kw):
+        orig(self, *a, **kw)
+        built.append((str(self.device), self.batch_size))
+        raise KeyboardInterrupt  # stop before tasks load: only model construction is under test
+
+    monkeypatch.setattr(ReplaySSMLM, "__init__", spy)
+    folder = tiny_dirs["qwen3_5"]
+    for margs in (f"pretrained={folder},device=cpu,batch_size=2", {"pretrained": folder, "device": "cpu",
+                                                                   "batch_size": 2}):
+        with pytest.raises(KeyboardInterrupt):
+            lm_eval.simple_evaluate(model="replayssm", model_args=margs, tasks=["replayssm_copy"],
+                                    device="cuda:0", batch_size=4)
+    assert built == [("cpu", 2), ("cpu", 2)]
+
+
 @pytest.mark.parametrize("bad, match", [
     ({"state": "fp7"}, "valid forms"),
     ({"state": "nvfp4/fp8", "mode": "conventional"}, "shared spec"),
