@@ -316,15 +316,21 @@ def test_loglikelihood_runs_through_the_state(tiny_dirs, arch):
 
 
 def test_lm_eval_command_line_offline(tiny_dirs, tmp_path):
-    """lm-eval's own CLI (with the plugin registered) on a packaged synthetic task, --limit 2, offline."""
-    from replayssm_quant.eval.downstream import TASKS_DIR
+    """lm-eval's own CLI through the wrapper (``replayssm-lm-eval``, what editable installs use) on a
+    packaged synthetic task by name (no --include_path, the .pth hook turned off: the plugin itself
+    registers the tasks), --limit 2, offline."""
+    from pathlib import Path
 
+    from replayssm_quant import _lm_eval_autoregister as hook
+
+    repo = Path(__file__).resolve().parents[2]
     out = tmp_path / "lm_eval_out"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
+           "TOKENIZERS_PARALLELISM": "false", hook.DISABLE_ENV: "1",
+           "PYTHONPATH": os.pathsep.join([str(repo)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
     cmd = [sys.executable, "-m", "replayssm_quant.eval.lm_eval_plugin", "--model", "replayssm",
            "--model_args", f"pretrained={tiny_dirs['qwen3_5']},state=nvfp4/fp8+sr,mode=replay,window=4,seed=0",
-           "--tasks", "replayssm_copy", "--include_path", str(TASKS_DIR), "--limit", "2",
+           "--tasks", "replayssm_copy", "--limit", "2",
            "--gen_kwargs", "max_gen_toks=6", "--batch_size", "2", "--device", "cpu",
            "--output_path", str(out), "--log_samples"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -334,6 +340,7 @@ def test_lm_eval_command_line_offline(tiny_dirs, tmp_path):
     data = json.loads(res[0].read_text())
     assert data["results"]["replayssm_copy"]["exact_match,none"] == 0.0  # a random model copies nothing
     assert data["config"]["model"] == "replayssm"
+    assert (data["config"]["model_device"], data["config"]["model_batch_size"]) == ("cpu", 2)
     samples = [json.loads(line) for f in out.rglob("samples_replayssm_copy_*.jsonl") for line in open(f)]
     assert sorted(s["doc_id"] for s in samples) == [0, 1]
     assert all(len(s["resps"][0][0].encode()) <= 6 for s in samples)
