@@ -195,11 +195,16 @@ _LINES = ["-", "--", "-.", ":"]
 
 
 def _plain_log_ticks(axis) -> None:
-    """Plain numbers (``6``, ``0.5``) on a log axis instead of ``6x10^0``."""
+    """Plain numbers (``6``, ``0.5``) on a log axis instead of ``6x10^0`` / ``6e-01`` (matplotlib still picks which
+    ticks get a label)."""
     from matplotlib.ticker import LogFormatter
 
-    axis.set_major_formatter(LogFormatter(labelOnlyBase=False))
-    axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    class Plain(LogFormatter):
+        def _num_to_string(self, x, vmin, vmax):
+            return f"{x:g}"
+
+    axis.set_major_formatter(Plain(labelOnlyBase=False))
+    axis.set_minor_formatter(Plain(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
 
 
 def _plots(t: dict, out: Path, per_position: bool = False) -> list[str]:
@@ -252,7 +257,8 @@ def _plots(t: dict, out: Path, per_position: bool = False) -> list[str]:
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_xlabel("decode position t (log2-bucket centre)")
         ax.set_ylabel("mean KL shared / mean KL separate")
-        ax.set_title("How much lower KL the separate checkpoint gives (bars: 95% bootstrap over documents)")
+        ax.set_title("How much lower KL the separate checkpoint gives\n(bars: 95% bootstrap interval over documents)",
+                     fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -344,7 +350,7 @@ def build_report(root: str | Path, out: str | Path | None = None, per_position: 
     # per-document tables: full precision, so a report rebuilt from them equals the one from the records
     t["doc_buckets"].to_csv(dest / "doc_buckets.csv", index=False, float_format="%.17g")
     t["doc_quartiles"].to_csv(dest / "doc_quartiles.csv", index=False, float_format="%.17g")
-    t["positions"].to_csv(dest / "positions.csv", float_format="%.9g")
+    t["positions"].to_csv(dest / "positions.csv", float_format="%.6g")
     t["buckets"].to_csv(dest / "buckets.csv", float_format="%.6g")
     t["quartiles"].to_csv(dest / "quartiles.csv", float_format="%.6g")
     t["ratios"].to_csv(dest / "ratios.csv", float_format="%.6g")

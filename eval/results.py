@@ -155,10 +155,12 @@ class ResultsStore:
             if i in seen or i >= len(docs):
                 continue
             seen.add(i)
-            sha = tokens_sha(docs[i].tokens)
-            if meta.get("doc_id") != docs[i].doc_id or meta.get("tokens_sha", sha) != sha:
+            if meta.get("doc_id") != docs[i].doc_id:
                 raise ValueError(f"{self.root}: document {doc_key(i)} there is {meta.get('doc_id')!r}, now it would be "
-                                 f"{docs[i].doc_id!r} (other data or tokenizer); use another --out")
+                                 f"{docs[i].doc_id!r} (other data); use another --out")
+            if meta.get("tokens_sha", tokens_sha(docs[i].tokens)) != tokens_sha(docs[i].tokens):
+                raise ValueError(f"{self.root}: document {doc_key(i)} ({docs[i].doc_id!r}) has other tokens now than "
+                                 "when its records were made (the data or the tokenizer changed); use another --out")
 
     def open(self, config: dict, docs=None) -> None:
         """Start or resume: write ``run.json``, or check it agrees with ``config`` on :data:`RESUME_KEYS`

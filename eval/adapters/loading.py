@@ -86,8 +86,38 @@ def silence_fallback_advice() -> None:
         log.addFilter(_DropFallbackAdvice())
 
 
+def check_model_name(name: str | None) -> tuple[str, str]:
+    """``(name, source)`` of a ``--model`` value, checked without loading anything (so a bad name fails first).
+
+    ``source`` is ``"tiny"``, the embedded model's folder, a local folder or the hub id.
+
+    Raises:
+        ValueError: an unknown name, a missing embedded model, a folder without config.json.
+    """
+    name = DEFAULT_MODEL if name is None else name
+    if name.startswith("tiny-"):
+        if name[len("tiny-"):] not in TINY_ARCHS:
+            raise ValueError(f"unknown tiny model {name!r}; {MODEL_FORMS}")
+        return name, "tiny"
+    if name in DEMO_MODELS:
+        path = default_models_dir() / DEMO_MODELS[name]
+        if not (path / "config.json").is_file():
+            raise ValueError(f"embedded model {name!r} is missing ({path} has no config.json); "
+                             f"reinstall the package or pass another --model; {MODEL_FORMS}")
+        return name, str(path)
+    path = Path(name).expanduser()
+    if path.exists() and not (path / "config.json").is_file():
+        raise ValueError(f"--model {name!r}: folder has no config.json; {MODEL_FORMS}")
+    if not path.exists() and (name.count("/") != 1 or name.startswith((".", "/"))):
+        raise ValueError(f"unknown model {name!r} (no such folder, not a hub id ORG/NAME); {MODEL_FORMS}")
+    return name, str(path) if path.exists() else name
+
+
 def load_model(name: str | None, device: str = "cpu", device_map: str | None = None) -> LoadedModel:
     """Load ``name`` (see module doc) in float32, eval mode, on ``device`` (or ``device_map``).
+
+    A hub id while the hub cannot be used (:func:`~replayssm_quant.eval.hub.offline_reason`) is
+    read from the local cache only: no retries against an unreachable hub.
 
     Raises:
         ValueError: an unknown or unloadable name (one line, listing the valid forms).
@@ -95,39 +125,22 @@ def load_model(name: str | None, device: str = "cpu", device_map: str | None = N
     import torch
 
     silence_fallback_advice()
-    name = DEFAULT_MODEL if name is None else name
-    offline = None
-    if name.startswith("tiny-"):
-        arch = name[len("tiny-"):]
-        if arch not in TINY_ARCHS:
-            raise ValueError(f"unknown tiny model {name!r}; {MODEL_FORMS}")
+    name, source = check_model_name(name)
+    if source == "tiny":
         from ..models.tokenizer import build_byte_tokenizer
         from .tiny import tiny_model
-        return LoadedModel(name, tiny_model(arch).to(device), build_byte_tokenizer(), "tiny random config")
-    if name in DEMO_MODELS:
-        path = default_models_dir() / DEMO_MODELS[name]
-        if not (path / "config.json").is_file():
-            raise ValueError(f"embedded model {name!r} is missing ({path} has no config.json); "
-                             f"reinstall the package or pass another --model; {MODEL_FORMS}")
-        source = str(path)
-    else:
-        path = Path(name).expanduser()
-        if path.exists() and not (path / "config.json").is_file():
-            raise ValueError(f"--model {name!r}: folder has no config.json; {MODEL_FORMS}")
-        if not path.exists() and (name.count("/") != 1 or name.startswith((".", "/"))):
-            raise ValueError(f"unknown model {name!r} (no such folder, not a hub id ORG/NAME); {MODEL_FORMS}")
-        source = str(path) if path.exists() else name
-        if not path.exists():
-            from ..hub import offline_reason
+        return LoadedModel(name, tiny_model(name[len("tiny-"):]).to(device), build_byte_tokenizer(), "tiny random config")
+    offline = None
+    if not Path(source).exists():
+        from ..hub import offline_reason
 
-            offline = offline_reason()
+        offline = offline_reason()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
         kw = {"dtype": torch.float32}
         if device_map:
             kw["device_map"] = device_map
-        # offline: only the local cache, no retries against an unreachable hub
         model = AutoModelForCausalLM.from_pretrained(source, local_files_only=bool(offline), **kw)
         tok = AutoTokenizer.from_pretrained(source, local_files_only=bool(offline))
     except Exception as e:  # noqa: BLE001 - any load failure is a user-facing one-liner

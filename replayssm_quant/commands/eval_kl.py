@@ -106,13 +106,14 @@ def run(args):
     device = check_device(args.device)
 
     from replayssm_quant.cli import UsageError
-    from replayssm_quant.eval.adapters.loading import DEFAULT_MODEL, load_model, model_fingerprint
+    from replayssm_quant.eval.adapters.loading import check_model_name, load_model, model_fingerprint
     from replayssm_quant.eval.data import data_name, iter_texts, make_documents
     from replayssm_quant.eval.kl import KLSettings, run_kl, with_reference
     from replayssm_quant.eval.report import build_report
     from replayssm_quant.eval.results import EARLY_KEYS, ResultsStore
 
-    config = {"model": args.model or DEFAULT_MODEL, "data": data_name(args.data), "text_field": args.text_field,
+    model_name, _ = check_model_name(args.model)
+    config = {"model": model_name, "data": data_name(args.data), "text_field": args.text_field,
               "prefill": args.prefill, "tokens": args.tokens, "window": args.window, "seed": args.seed,
               "batch_docs": args.batch_docs}
     # everything checkable before the model loads: the folder (file? writable? in use?), its settings, the data
