@@ -70,7 +70,7 @@ class ResultsStore:
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
-        self._locked = False
+        self._locked = self._created = False
 
     # ---- the folder and its lock ------------------------------------------------------
     def acquire(self) -> None:
@@ -82,6 +82,7 @@ class ResultsStore:
         if self.root.exists() and not self.root.is_dir():
             raise ValueError(f"--out {str(self.root)!r} is a file, not a folder; pass a folder (new or a run to resume)")
         try:
+            self._created = not self.root.exists()
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ValueError(f"--out {str(self.root)!r}: cannot create the folder ({e.strerror}); pass a writable folder") from None
@@ -111,10 +112,12 @@ class ResultsStore:
         raise ValueError(f"cannot take the lock {lock}; remove it if no run is using {self.root}")
 
     def release(self) -> None:
-        """Drop the lock taken by :meth:`acquire` (no-op otherwise)."""
+        """Drop the lock taken by :meth:`acquire` (no-op otherwise); a folder it created and left empty goes too."""
         if self._locked:
             (self.root / ".lock").unlink(missing_ok=True)
             self._locked = False
+            if self._created and not any(self.root.iterdir()):
+                self.root.rmdir()
 
     def __enter__(self):
         self.acquire()
