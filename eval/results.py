@@ -71,6 +71,7 @@ class ResultsStore:
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
         self._locked = self._created = False
+        self._pending: dict | None = None
 
     # ---- the folder and its lock ------------------------------------------------------
     def acquire(self) -> None:
@@ -166,8 +167,9 @@ class ResultsStore:
                                  "when its records were made (the data or the tokenizer changed); use another --out")
 
     def open(self, config: dict, docs=None) -> None:
-        """Start or resume: write ``run.json``, or check it agrees with ``config`` on :data:`RESUME_KEYS`
-        (and, given ``docs``, that the finished records were made from the same documents).
+        """Start or resume: check ``config`` agrees with ``config`` on :data:`RESUME_KEYS`
+        (and, given ``docs``, that the finished records were made from the same documents). ``run.json``
+        (new, or with the variants and documents merged) is written with the first record or batch.
 
         Variants and the number of documents may grow between runs (new records are added).
 
@@ -182,7 +184,14 @@ class ResultsStore:
             merged["variants"] = list(dict.fromkeys(old.get("variants", []) + config.get("variants", [])))
             merged["docs"] = max(old.get("docs", 0), config.get("docs", 0))
             config = merged
-        _write_json(self.root / "run.json", config)
+        self._pending = config
+
+    def _commit_config(self) -> None:
+        # run.json goes down with the first result, so a run failing before it computed anything
+        # (model load, kernel set-up) leaves no settings that would refuse the next run
+        if self._pending is not None:
+            _write_json(self.root / "run.json", self._pending)
+            self._pending = None
 
     # ---- records ----------------------------------------------------------------------
     def _base(self, doc: int, slug: str) -> Path:
@@ -193,7 +202,9 @@ class ResultsStore:
 
     def write_record(self, doc: int, slug: str, meta: dict, kl: np.ndarray, nll: np.ndarray) -> None:
         """Store one (document, variant) record: arrays first, then the metadata that marks it done."""
+        self._commit_config()
         base = self._base(doc, slug)
+
         def save(p: Path) -> None:
             with open(p, "wb") as f:  # a file object: np.savez would append ".npz" to a path
                 np.savez(f, kl=np.asarray(kl, np.float32), nll=np.asarray(nll, np.float32))
@@ -201,6 +212,7 @@ class ResultsStore:
         _write_json(base.with_suffix(".json"), meta)
 
     def write_batch(self, batch: int, meta: dict) -> None:
+        self._commit_config()
         _write_json(self.root / "batches" / f"b{batch:04d}.json", meta)
 
     def records(self) -> list[tuple[dict, dict]]:

@@ -104,6 +104,13 @@ def run(args):
 
     variants = [parse_variant(s, args.mode) for s in (args.state or DEFAULT_STATES)]  # ValueError -> exit 2
     device = check_device(args.device)
+    import os
+
+    if args.backend == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        from replayssm_quant.cli import UsageError
+
+        raise UsageError("--backend triton on the CPU needs TRITON_INTERPRET=1 in the environment (the Triton "
+                         "interpreter, slow); use --backend torch (the CPU default)")
 
     from replayssm_quant.cli import UsageError
     from replayssm_quant.eval.adapters.loading import check_model_name, load_model, model_fingerprint
