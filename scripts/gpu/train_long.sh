@@ -57,7 +57,7 @@ for a in "${ARCHS[@]}"; do
   left=$(( LIMIT - ($(date +%s) - T0) ))
   ( OMP_NUM_THREADS=4 timeout --signal=INT --kill-after=15 "$left" \
       python3 -m replayssm_quant train-demo --arch "$a" --out "$work" --no-progress --minutes "$MINUTES" \
-        --keep-last --batch-size 4 --seq-len 4096 --task-fraction 0.5 --task-curriculum 0.2 --ckpt-every 45 \
+        --keep-last --batch-size 4 --seq-len 4096 --task-fraction 0.5 --task-loss-weight 1 --task-curriculum 0.2 --ckpt-every 45 \
         --eval-contexts 2048,16384 --eval-max-windows 32 --eval-tasks 256 "${args[@]}" 2>&1 \
       | grep --line-buffered -v "Loading weights\|Writing model shards" > "$out/${a}_train.log"
     echo "exit ${PIPESTATUS[0]}" >> "$out/${a}_train.log" ) &

@@ -136,13 +136,16 @@ def test_fast_ssd_matches_float64_reference_and_transformers(T, chunk):
     torch.testing.assert_close(s, s2, atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("arch", ["gdn", "mamba2"])
+@pytest.mark.parametrize("arch", ["gdn", "mamba2", "gdn-long", "mamba2-long"])
 def test_fast_paths_give_the_stock_model_loss_and_gradients(arch):
+    from transformers.models.mamba2 import modeling_mamba2 as mm
+
     from replayssm_quant.eval.models.configs import build_model
 
     model = build_model(arch, "tiny", seed=3)
     x = torch.randint(0, 256, (2, 75), generator=torch.Generator().manual_seed(0))
-    origs = (mq.torch_chunk_gated_delta_rule, mn.mamba2_chunk_scan)
+    origs = (mq.torch_chunk_gated_delta_rule, mn.mamba2_chunk_scan, mm.mamba2_chunk_scan)
+    calls = []
     res = []
     for fast in (False, True):
         model.zero_grad()
@@ -150,10 +153,17 @@ def test_fast_paths_give_the_stock_model_loss_and_gradients(arch):
             if fast:
                 assert mq.torch_chunk_gated_delta_rule is fast_gdn.chunk_gated_delta_rule
                 assert mn.mamba2_chunk_scan is fast_ssd.mamba2_chunk_scan
+                assert mm.mamba2_chunk_scan is fast_ssd.mamba2_chunk_scan
+                mods = (mq, "torch_chunk_gated_delta_rule"), (mn, "mamba2_chunk_scan"), (mm, "mamba2_chunk_scan")
+                for mod, name in mods:   # count the fast calls: the model really takes the fast path
+                    fn = getattr(mod, name)
+                    setattr(mod, name, lambda *a, _fn=fn, **k: calls.append(1) or _fn(*a, **k))
             loss = model(input_ids=x, labels=x).loss
             loss.backward()
         res.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
-    assert (mq.torch_chunk_gated_delta_rule, mn.mamba2_chunk_scan) == origs  # restored
+    assert (mq.torch_chunk_gated_delta_rule, mn.mamba2_chunk_scan, mm.mamba2_chunk_scan) == origs  # restored
+    from replayssm_quant.eval.models.configs import ssm_mixers
+    assert len(calls) == len(ssm_mixers(model)) > 0
     assert res[0][0] == pytest.approx(res[1][0], abs=1e-5)
     for a, b in zip(res[0][1], res[1][1]):
         torch.testing.assert_close(b, a, atol=1e-5 + 1e-3 * a.abs().max().item(), rtol=1e-3)
