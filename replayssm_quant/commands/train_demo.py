@@ -21,6 +21,9 @@ def configure(parser):
     g.add_argument("--report", action="store_true",
                    help="write the report (README.md + PNG) of the model folders in --models-dir to --report-dir")
     g.add_argument("--evaluate", metavar="FOLDER", help="re-run the evaluation of an existing model folder")
+    g.add_argument("--memory", metavar="FOLDER", nargs="+",
+                   help="measure the SSM memory of model folders (per-head decay, state-reset ablation, recall "
+                        "with a reset): writes memory.json and decay.csv into each")
     t = parser.add_argument_group("training")
     t.add_argument("--arch", choices=["gdn", "mamba2", "gdn-long", "mamba2-long"], default="gdn",
                    help="gdn: Qwen3.5-text GDN hybrid; mamba2: Nemotron-H Mamba-2 hybrid; gdn-long: Qwen3.5 with "
@@ -104,6 +107,20 @@ def run(args):
 
         path = write_report(args.models_dir or DEFAULT_MODELS_DIR, args.report_dir or DEFAULT_REPORT_DIR)
         print(f"wrote {path}")
+        return 0
+    if args.memory:
+        from replayssm_quant.eval.memory import measure_folder
+
+        for f in args.memory:
+            folder = Path(f)
+            if not (folder / "config.json").exists():
+                raise FileNotFoundError(f"{folder} is not a model folder (no config.json)")
+        for f in args.memory:
+            r = measure_folder(Path(f), args.data_dir, args.device, progress=not args.no_progress)
+            reset = {int(x["distance_from"]): round(x["delta_bpb"], 4) for x in r["reset"]}
+            print(f"{f}: {r['heads_median_decay16_ge_0.9']:.0%} of {r['heads']} heads keep a median 16-step decay "
+                  f">= 0.9; state reset at {r['reset_at']}: bits/byte change by distance {reset}; wrote "
+                  f"{Path(f) / 'memory.json'}")
         return 0
     if args.evaluate:
         import json
