@@ -72,6 +72,11 @@ def configure(parser):
     e.add_argument("--eval-task-max-len", type=int, default=None, help="longest task target (default 2000)")
     e.add_argument("--eval-recall-max-dist", type=int, default=None,
                    help="longest recall distance in bytes (recall family; default 3072)")
+    m = parser.add_argument_group("memory (--memory)")
+    m.add_argument("--memory-windows", type=int, default=32, help="held-out windows for decay and reset (default 32)")
+    m.add_argument("--memory-reset-at", type=int, default=2048, help="state-reset position t (default 2048)")
+    m.add_argument("--memory-decay-window", type=int, default=2048, help="decay window bytes (default 2048)")
+    m.add_argument("--memory-recall", type=int, default=128, help="recall instances with/without reset (default 128)")
     r = parser.add_argument_group("report")
     r.add_argument("--models-dir", default=None, help="model folders for --report (default: the package's eval/default_models)")
     r.add_argument("--report-dir", default=None, help="report folder (default: reports/models in the repository)")
@@ -116,7 +121,9 @@ def run(args):
             if not (folder / "config.json").exists():
                 raise FileNotFoundError(f"{folder} is not a model folder (no config.json)")
         for f in args.memory:
-            r = measure_folder(Path(f), args.data_dir, args.device, progress=not args.no_progress)
+            r = measure_folder(Path(f), args.data_dir, args.device, reset_at=args.memory_reset_at,
+                               n_windows=args.memory_windows, decay_window=args.memory_decay_window,
+                               n_recall=args.memory_recall, progress=not args.no_progress)
             reset = {int(x["distance_from"]): round(x["delta_bpb"], 4) for x in r["reset"]}
             print(f"{f}: {r['heads_median_decay16_ge_0.9']:.0%} of {r['heads']} heads keep a median 16-step decay "
                   f">= 0.9; state reset at {r['reset_at']}: bits/byte change by distance {reset}; wrote "

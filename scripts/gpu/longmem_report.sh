@@ -15,6 +15,11 @@
 #   for f in *_measure.tar; do tar -xf "$f" -C eval/default_models/; done
 #   python -m replayssm_quant train-demo --report --report-dir reports/models
 # LONGMEM_LIMIT (default 540 s) stops what still runs so the packing happens inside the call.
+# CPU smoke test (tiny folders written by the train_long.sh smoke test):
+#   RQ_SETUP_DONE=1 REPLAYSSM_GUTENBERG_DIR=../shared/data/gutenberg LONGMEM_MODELS_DIR=/tmp/tl_work \
+#   LONGMEM_EVAL_ARGS="--eval-contexts 256 --eval-max-windows 2 --eval-tasks 8 --eval-recall-max-dist 300" \
+#   LONGMEM_MEMORY_ARGS="--memory-windows 2 --memory-reset-at 64 --memory-decay-window 256 --memory-recall 8" \
+#     bash scripts/gpu/longmem_report.sh --out /tmp/lr gdn-long mamba2-long
 set -uo pipefail
 T0=$(date +%s)
 out=""
@@ -32,17 +37,19 @@ source scripts/gpu/setup.sh
 LIMIT=${LONGMEM_LIMIT:-540}
 work=${LONGMEM_WORK:-/tmp/longmem_report}
 rm -rf "$work" && mkdir -p "$work"
+src=${LONGMEM_MODELS_DIR:-eval/default_models}
+export LONGMEM_EVAL_ARGS=${LONGMEM_EVAL_ARGS:-} LONGMEM_MEMORY_ARGS=${LONGMEM_MEMORY_ARGS:-}
 for m in "${models[@]}"; do
-  [ -f "eval/default_models/$m/config.json" ] || { echo "longmem_report.sh: eval/default_models/$m is missing" >&2; exit 2; }
-  cp -r "eval/default_models/$m" "$work/$m"
+  [ -f "$src/$m/config.json" ] || { echo "longmem_report.sh: $src/$m is missing (no config.json)" >&2; exit 2; }
+  cp -r "$src/$m" "$work/$m"
 done
 
 measure() {   # measure MODEL...: evaluate the -long ones, then the memory of each, in order
   for m in "$@"; do
     case "$m" in
-      *-long) python3 -m replayssm_quant train-demo --evaluate "$work/$m" --no-progress --eval-tasks 256 ;;
+      *-long) python3 -m replayssm_quant train-demo --evaluate "$work/$m" --no-progress --eval-tasks 256 $LONGMEM_EVAL_ARGS ;;
     esac
-    python3 -m replayssm_quant train-demo --memory "$work/$m" --no-progress
+    python3 -m replayssm_quant train-demo --memory "$work/$m" --no-progress $LONGMEM_MEMORY_ARGS
   done
 }
 gdn=(); mamba=()
