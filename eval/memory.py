@@ -213,17 +213,6 @@ def heads_remembering(table: pd.DataFrame, threshold: float = 0.9, span: int = S
 
 
 
-def _family(folder) -> str:
-    import json
-    from pathlib import Path
-
-    from .models.configs import LONG_ARCHS
-
-    meta = Path(folder) / "train_meta.json"
-    st = json.loads(meta.read_text()).get("settings", {}) if meta.exists() else {}
-    return st.get("task_family") or ("recall" if st.get("arch") in LONG_ARCHS else "copy")
-
-
 def measure_folder(folder, data_dir=None, device=None, reset_at: int = 2048, n_windows: int = 32,
                    decay_window: int = 2048, n_recall: int = 128, batch_size: int = 8, progress: bool = True) -> dict:
     """Measure the memory of a model folder in fp32 and write ``memory.json`` and ``decay.csv`` into it.
@@ -243,6 +232,7 @@ def measure_folder(folder, data_dir=None, device=None, reset_at: int = 2048, n_w
     from .gutenberg import heldout_books, read_books
     from .synthetic_tasks import heldout_recall_tasks
     from .training.data import heldout_windows
+    from .training.loop import task_family_of
 
     folder = Path(folder)
     t0 = time.time()
@@ -260,7 +250,7 @@ def measure_folder(folder, data_dir=None, device=None, reset_at: int = 2048, n_w
            "decay_window_bytes": decay_window, "heads": int(len(decay)),
            "heads_median_decay16_ge_0.9": heads_remembering(decay, 0.9),
            "reset_at": reset_at, "reset": reset.to_dict(orient="records")}
-    if _family(folder) == "recall":
+    if task_family_of(folder) == "recall":
         tasks = heldout_recall_tasks(n_recall)
         rows = []
         for reset_state in tqdm((False, True), desc="recall reset", disable=not progress, leave=False):

@@ -110,6 +110,13 @@ class TrainSettings:
             raise ValueError(f"--seq-len must be >= 2048 for the default models, got {self.seq_len}")
 
 
+def task_family_of(folder: str | Path) -> str:
+    """The task family a model folder was trained on, from its train_meta.json ('copy' without one)."""
+    meta = Path(folder) / "train_meta.json"
+    st = json.loads(meta.read_text()).get("settings", {}) if meta.exists() else {}
+    return st.get("task_family") or ("recall" if st.get("arch") in LONG_ARCHS else "copy")
+
+
 def _param_groups(model, wd):
     decay, no_decay = [], []
     for name, p in model.named_parameters():

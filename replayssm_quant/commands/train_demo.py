@@ -8,7 +8,9 @@ Train one model (GPU; ~5 min of training + ~2 min evaluation on an H200)::
 Re-evaluate an existing folder, or write the report of the shipped models::
 
     replayssm-quant train-demo --evaluate eval/default_models/gdn
-    replayssm-quant train-demo --report      # eval/default_models/* -> reports/models/
+    replayssm-quant train-demo --report      # eval/default_models/* -> ./models_report/ (or --report-dir / --out)
+    replayssm-quant train-demo --report --report-dir reports/models     # the repository's copy
+    replayssm-quant train-demo --memory eval/default_models/gdn-long    # memory.json + decay.csv (GPU)
 """
 
 HELP = "train the embedded byte-level GDN / Mamba-2 hybrid demo models, evaluate them, write their report"
@@ -79,7 +81,9 @@ def configure(parser):
     m.add_argument("--memory-recall", type=int, default=128, help="recall instances with/without reset (default 128)")
     r = parser.add_argument_group("report")
     r.add_argument("--models-dir", default=None, help="model folders for --report (default: the package's eval/default_models)")
-    r.add_argument("--report-dir", default=None, help="report folder (default: reports/models in the repository)")
+    r.add_argument("--report-dir", default=None,
+                   help="report folder (default: --out if given, else ./models_report in the current folder; "
+                        "the repository's copy: reports/models)")
 
 
 def _settings(args, arch=None):
@@ -110,7 +114,7 @@ def run(args):
     if args.report:
         from replayssm_quant.eval.model_report import DEFAULT_MODELS_DIR, DEFAULT_REPORT_DIR, write_report
 
-        path = write_report(args.models_dir or DEFAULT_MODELS_DIR, args.report_dir or DEFAULT_REPORT_DIR)
+        path = write_report(args.models_dir or DEFAULT_MODELS_DIR, args.report_dir or args.out or DEFAULT_REPORT_DIR)
         print(f"wrote {path}")
         return 0
     if args.memory:
