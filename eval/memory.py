@@ -192,7 +192,8 @@ def recall_with_reset(model, tasks: list[dict], reset: bool = True, add_bos: boo
     :func:`~.training.evaluate.recall_accuracy`) when every SSM state is zeroed just before the
     query line (``"\\n?key="``) of each instance; with ``reset=False`` the same split without the reset.
 
-    One instance at a time (no padding inside the cache). Returns rows: distance, correct.
+    One instance at a time (no padding inside the cache). Returns rows: distance, correct, prediction
+    (the argmax bytes at the answer positions).
     """
     model.eval()
     rows = []
@@ -203,7 +204,8 @@ def recall_with_reset(model, tasks: list[dict], reset: bool = True, add_bos: boo
         cut = len(p) - q
         logits = continue_with_reset(model, seq[:, :cut], seq[:, cut:-1], reset)
         pred = logits.argmax(-1).cpu()[0, q - 1:]
-        rows.append({"distance": task["distance"], "correct": bool((pred == seq[0, len(p):]).all())})
+        rows.append({"distance": task["distance"], "correct": bool((pred == seq[0, len(p):]).all()),
+                     "prediction": bytes(int(t) for t in pred if t < 256).decode("utf-8", "replace")})
     return pd.DataFrame(rows)
 
 
