@@ -313,10 +313,13 @@ def _quartile_range(q: dict) -> tuple:
 def plot_training_curves(logs: dict, path: Path):
     """``training_curves.png``: book bits/byte (left) and task answer loss + teacher-forced accuracy
     (right) over training tokens, one colour per model; every legend sits below its panel, outside
-    the data area. Returns the (closed) figure, for the tests to check the layout."""
-    import matplotlib.pyplot as plt
+    the data area. Returns the figure (its own Agg canvas, no pyplot state), for the tests to check the layout."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    fig, axes = plt.subplots(1, 2, figsize=(13, 6.2))
+    fig = Figure(figsize=(13, 6.2))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, 2)
     ax_acc = None   # right axis of the task panel: teacher-forced accuracies
     colours = {a: f"C{i}" for i, a in enumerate(logs)}
     for a, df in logs.items():
@@ -347,7 +350,6 @@ def plot_training_curves(logs: dict, path: Path):
         ax.legend(h, l, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return fig
 
 
