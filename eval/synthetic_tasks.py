@@ -106,3 +106,98 @@ def training_text(task: dict) -> tuple[bytes, int]:
 def score(prediction: str, target: str) -> bool:
     """Exact match: the generation up to its first newline, trailing whitespace removed, equals the target."""
     return prediction.split("\n", 1)[0].rstrip() == target
+
+
+# ---- long-range key-value recall (the -long models): only a recurrent state can carry it ----------
+#
+#   prompt : "recall ab=4821 cd=0937 ef=5512\n" + filler + "\n?cd="
+#   target : "0937"                                  (then the model writes "\n")
+#
+# The filler is synthetic lower-case words (no digits, '=', '?' or newline), so the only place the
+# value exists is before the filler; ``distance`` is the number of bytes from the last byte of the
+# queried value to the end of the prompt. Training examples (:func:`recall_training_text`) ask for
+# every key after the filler, in a random order, which gives several trained answers per example.
+
+RECALL_TASK = "recall"
+HELDOUT_RECALL_SEED = 20261  # evaluation instances; training draws from other seeds
+RECALL_MIN_DIST, RECALL_MAX_DIST = 64, 3072
+RECALL_PAIRS = (2, 6)
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def _filler(rng: random.Random, n: int) -> str:
+    """``n`` bytes of random lower-case words of 1-8 letters separated by spaces (some end in '.')."""
+    chars = rng.choices(_LETTERS, k=n)
+    i = rng.randint(1, 8)
+    while i < n:
+        chars[i] = " "
+        if rng.random() < 0.08:
+            chars[i - 1] = "."
+        i += rng.randint(2, 9)
+    return "".join(chars)
+
+
+def make_recall(rng: random.Random, distance: int, n_pairs: int | None = None) -> dict:
+    """One key-value recall instance whose queried value lies ~``distance`` bytes before the answer.
+
+    Returns ``dict(prompt, target, task="recall", gen_len=4, until, distance, pairs=[(key, value)], query)``;
+    ``distance`` is exact (bytes from the end of the queried value to the end of the prompt).
+    """
+    if distance < 16:
+        raise ValueError(f"recall distance must be >= 16 bytes, got {distance}")
+    n = n_pairs or rng.randint(*RECALL_PAIRS)
+    keys: list[str] = []
+    while len(keys) < n:
+        k = rng.choice(_LETTERS) + rng.choice(_LETTERS)
+        if k not in keys:
+            keys.append(k)
+    pairs = [(k, "".join(rng.choice("0123456789") for _ in range(4))) for k in keys]
+    qi = rng.randrange(n)
+    head = "recall " + " ".join(f"{k}={v}" for k, v in pairs) + "\n"
+    # bytes after the queried value up to the end of the prompt, without the filler
+    value_end = len("recall ") + sum(len(k) + 1 + len(v) + 1 for k, v in pairs[:qi + 1]) - 1
+    query = f"\n?{pairs[qi][0]}="
+    fixed = len(head) - value_end + len(query)
+    filler = _filler(rng, max(0, distance - fixed))
+    prompt = head + filler + query
+    return {"prompt": prompt, "target": pairs[qi][1], "task": RECALL_TASK, "gen_len": 4, "until": list(UNTIL),
+            "distance": len(prompt) - value_end, "pairs": pairs, "query": qi}
+
+
+def generate_recall_tasks(n: int, seed: int, min_dist: int = RECALL_MIN_DIST,
+                          max_dist: int = RECALL_MAX_DIST) -> list[dict]:
+    """``n`` recall instances, reproducible from ``seed``; distances log-uniform in [min_dist, max_dist]."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    if not 16 <= min_dist <= max_dist:
+        raise ValueError(f"need 16 <= min_dist <= max_dist, got min_dist={min_dist}, max_dist={max_dist}")
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        u = rng.random()
+        d = int(round(math.exp(math.log(min_dist) + u * (math.log(max_dist) - math.log(min_dist)))))
+        out.append(make_recall(rng, d))
+    return out
+
+
+def heldout_recall_tasks(n: int = 256, min_dist: int = RECALL_MIN_DIST, max_dist: int = RECALL_MAX_DIST) -> list[dict]:
+    """The recall evaluation instances (seed :data:`HELDOUT_RECALL_SEED`)."""
+    return generate_recall_tasks(n, HELDOUT_RECALL_SEED, min_dist, max_dist)
+
+
+def recall_training_text(task: dict, rng: random.Random) -> tuple[bytes, list[tuple[int, int]]]:
+    """Training bytes of a recall instance: the prompt and answer, then every other key asked too.
+
+    Returns ``(bytes, spans)`` with ``spans`` the ``[start, end)`` byte ranges that are trained on
+    (each value and its newline).
+    """
+    text = task["prompt"] + task["target"] + "\n"
+    spans = [(len(task["prompt"]), len(text))]
+    others = [i for i in range(len(task["pairs"])) if i != task["query"]]
+    rng.shuffle(others)
+    for i in others:
+        k, v = task["pairs"][i]
+        text += f"?{k}="
+        spans.append((len(text), len(text) + len(v) + 1))
+        text += v + "\n"
+    return text.encode(), spans

@@ -4,6 +4,8 @@ Accepted names:
 
 * ``gdn-demo`` (the default) / ``mamba2-demo``: the embedded models in
   ``eval/default_models/{gdn,mamba2}`` (byte tokenizer saved beside them).
+* ``gdn-long`` / ``mamba2-long``: the embedded long-memory models (``eval/default_models/<name>``;
+  GDN state behind one layer-0 attention, and pure Mamba-2).
 * ``tiny-ARCH`` with ARCH in :data:`~.tiny.TINY_ARCHS`: a tiny random model (smoke runs, tests).
 * a local folder or a Hugging Face hub id (``Qwen/Qwen3.5-4B``): ``AutoModelForCausalLM``
   in float32, spread over GPUs with ``device_map="auto"`` when asked.
@@ -17,7 +19,7 @@ from pathlib import Path
 from .families import SUPPORTED_MODELS
 from .tiny import TINY_ARCHS
 
-DEMO_MODELS = {"gdn-demo": "gdn", "mamba2-demo": "mamba2"}
+DEMO_MODELS = {"gdn-demo": "gdn", "mamba2-demo": "mamba2", "gdn-long": "gdn-long", "mamba2-long": "mamba2-long"}
 DEFAULT_MODEL = "gdn-demo"
 MODEL_FORMS = ("valid --model values: " + ", ".join(DEMO_MODELS) + " (embedded), "
                + ", ".join(f"tiny-{a}" for a in TINY_ARCHS) + " (tiny random), a local model folder, "

@@ -26,7 +26,14 @@ import numpy as np
 import torch
 
 from ..models.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from ..synthetic_tasks import DEFAULT_MAX_LEN, DEFAULT_MIN_LEN, TASKS, generate_tasks, training_text
+from ..synthetic_tasks import (DEFAULT_MAX_LEN, DEFAULT_MIN_LEN, TASKS, generate_recall_tasks, generate_tasks,
+                               recall_training_text, training_text)
+
+#: task families a sampler can mix in: the copy/upper lists (attention copies them) or key-value
+#: recall over a long filler (only a recurrent state carries it; the -long models)
+TASK_FAMILIES = ("copy", "recall")
+#: shortest recall distance in training, and the room a recall row keeps beside the distance
+RECALL_TRAIN_MIN_DIST, RECALL_ROW_SLACK = 32, 160
 
 
 class BatchSampler:
@@ -36,10 +43,19 @@ class BatchSampler:
     span ``DEFAULT_MIN_LEN`` .. ``max_task_len`` bytes, where ``max_task_len`` defaults to the
     evaluation maximum ``DEFAULT_MAX_LEN`` or the longest target whose example fits a row
     (``(seq_len - 16) // 2``), whichever is smaller.
+
+    With ``task_family="recall"`` the task rows pack key-value recall examples
+    (:func:`~..synthetic_tasks.make_recall`) instead; "task length" is then the recall distance,
+    from ``RECALL_TRAIN_MIN_DIST`` to ``max_task_len`` (default ``seq_len - RECALL_ROW_SLACK``), and
+    every value asked after the filler is trained on (:func:`~..synthetic_tasks.recall_training_text`).
     """
 
     def __init__(self, books: list[bytes], batch_size: int, seq_len: int, task_fraction: float = 0.25,
-                 seed: int = 0, max_task_len: int | None = None, separator: bytes = b"\n\n\n"):
+                 seed: int = 0, max_task_len: int | None = None, separator: bytes = b"\n\n\n",
+                 task_family: str = "copy"):
+        if task_family not in TASK_FAMILIES:
+            raise ValueError(f"unknown task family {task_family!r}; allowed: {', '.join(TASK_FAMILIES)}")
+        self.task_family = task_family
         if batch_size < 1 or seq_len < 64:
             raise ValueError(f"need batch_size >= 1 and seq_len >= 64, got {batch_size}, {seq_len}")
         if not 0.0 <= task_fraction <= 1.0:
@@ -51,8 +67,16 @@ class BatchSampler:
         self.n_task = 0 if task_fraction == 0 else max(1, round(batch_size * task_fraction))
         if task_fraction < 1.0 and batch_size > 1:
             self.n_task = min(self.n_task, batch_size - 1)   # keep at least one book row
-        self.full_task_len = max_task_len or min(DEFAULT_MAX_LEN, (seq_len - 16) // 2)
-        if self.full_task_len < DEFAULT_MIN_LEN:
+        if task_family == "recall":
+            self.min_task_len = RECALL_TRAIN_MIN_DIST
+            self.full_task_len = max_task_len or seq_len - RECALL_ROW_SLACK
+            if self.full_task_len > seq_len - RECALL_ROW_SLACK:
+                raise ValueError(f"recall distance {self.full_task_len} does not fit a {seq_len}-token row "
+                                 f"(at most seq_len - {RECALL_ROW_SLACK})")
+        else:
+            self.min_task_len = DEFAULT_MIN_LEN
+            self.full_task_len = max_task_len or min(DEFAULT_MAX_LEN, (seq_len - 16) // 2)
+        if self.full_task_len < self.min_task_len:
             raise ValueError(f"seq_len {seq_len} too short for tasks of at least {DEFAULT_MIN_LEN} bytes")
         self.max_task_len = self.full_task_len   # lowered by set_curriculum early in training
         self.rng = np.random.default_rng(seed)
@@ -67,7 +91,7 @@ class BatchSampler:
         0 = no curriculum). Short lists first let the attention's copy lookup form on easy,
         unambiguous examples; it then carries over to long lists. (Called from the training loop;
         batches already queued keep their lengths.)"""
-        start_len = max(DEFAULT_MIN_LEN, min(start_len, self.full_task_len))
+        start_len = max(self.min_task_len, min(start_len, self.full_task_len))
         frac = 1.0 if until <= 0 else min(1.0, max(0.0, progress / until))
         new = int(round(math.exp(math.log(start_len) + frac * (math.log(self.full_task_len) - math.log(start_len)))))
         self.max_task_len = new   # one attribute store: safe with the prefetch thread (see _next_task)
@@ -76,7 +100,10 @@ class BatchSampler:
         max_len = self.max_task_len   # read once: the training loop may change it (curriculum)
         if not self._pending or self._pending_len != max_len:
             self._task_seed += 1
-            self._pending = generate_tasks(64, self._task_seed, DEFAULT_MIN_LEN, max_len, TASKS)
+            if self.task_family == "recall":
+                self._pending = generate_recall_tasks(64, self._task_seed, self.min_task_len, max_len)
+            else:
+                self._pending = generate_tasks(64, self._task_seed, DEFAULT_MIN_LEN, max_len, TASKS)
             self._pending_len = max_len
         return self._pending.pop()
 
@@ -87,17 +114,23 @@ class BatchSampler:
         pos = 0
         while True:
             task = self._next_task()
-            text, p_len = training_text(task)
+            if self.task_family == "recall":
+                text, spans = recall_training_text(task, self.py_rng)
+            else:
+                text, p_len = training_text(task)
+                spans = [(p_len, len(text))]
             use_bos = self.py_rng.random() < 0.5
             ex = ([BOS_ID] if use_bos else []) + list(text) + [EOS_ID]
-            start_ans = (1 if use_bos else 0) + p_len
+            off = 1 if use_bos else 0
             if pos + len(ex) > self.seq_len:
                 if pos == 0:  # never happens with the default max_task_len; keep going safely
                     continue
                 break
             ids[pos:pos + len(ex)] = ex
             # HF shifts labels left by one inside the loss: label at i is the target of position i-1
-            labels[pos + start_ans:pos + len(ex)] = ex[start_ans:]
+            for a, b in spans:
+                labels[pos + off + a:pos + off + b] = ex[off + a:off + b]
+            labels[pos + len(ex) - 1] = EOS_ID
             positions[pos:pos + len(ex)] = np.arange(len(ex))
             pos += len(ex)
         positions[pos:] = np.arange(self.seq_len - pos)   # the pad tail: a segment of its own

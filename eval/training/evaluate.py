@@ -138,3 +138,51 @@ def reference_loss(model, book_path, device=None) -> dict:
     nll = window_nll(model, x, 1, device, progress=False)
     return {"book": Path(book_path).name, "offset": REFERENCE_OFFSET, "length": len(text),
             "loss_nats": float(nll.mean()), "dtype": str(next(model.parameters()).dtype).replace("torch.", "")}
+
+
+@torch.no_grad()
+def recall_accuracy(model, tasks: list[dict], batch_size: int = 16, device=None, progress: bool = True,
+                    add_bos: bool = True) -> pd.DataFrame:
+    """Exact match of recall instances (``synthetic_tasks.make_recall``), one forward pass per batch.
+
+    An instance is correct when the argmax at every answer position, teacher-forced, is the target
+    byte and then the newline: exactly when greedy generation writes the target and stops (greedy
+    decoding follows the argmax, and the teacher-forced prefix is then its own output).
+    Returns one row per instance: task, distance, correct, prediction_head (the argmax bytes),
+    target_head, quartile (Q1..Q4 of distance).
+    """
+    device = device or next(model.parameters()).device
+    model.eval()
+    order = sorted(range(len(tasks)), key=lambda i: len(tasks[i]["prompt"]))
+    rows: dict[int, dict] = {}
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    for b in tqdm(batches, desc="recall", disable=not progress, leave=False):
+        seqs, starts = [], []
+        for i in b:
+            p = ([BOS_ID] if add_bos else []) + list(tasks[i]["prompt"].encode())
+            seqs.append(p + list(tasks[i]["target"].encode()) + [10])
+            starts.append(len(p))
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), PAD_ID, dtype=torch.long)   # right padding: causal, ignored
+        for r, s in enumerate(seqs):
+            ids[r, :len(s)] = torch.tensor(s)
+        pred = model(input_ids=ids.to(device), use_cache=False).logits.argmax(-1).cpu()
+        for r, i in enumerate(b):
+            a, e = starts[r], len(seqs[r])
+            got = pred[r, a - 1:e - 1]
+            want = ids[r, a:e]
+            rows[i] = {"task": tasks[i]["task"], "distance": tasks[i]["distance"], "correct": bool((got == want).all()),
+                       "prediction_head": bytes(int(t) for t in got if t < 256).decode("utf-8", "replace"),
+                       "target_head": tasks[i]["target"]}
+    df = pd.DataFrame([rows[i] for i in range(len(tasks))])
+    df["quartile"] = pd.qcut(df["distance"].rank(method="first"), 4, labels=["Q1", "Q2", "Q3", "Q4"])
+    return df
+
+
+def recall_by_quartile(df: pd.DataFrame) -> pd.DataFrame:
+    """Per distance quartile: n, min/max distance (bytes), exact-match accuracy (%)."""
+    g = df.groupby("quartile", observed=True)
+    return pd.DataFrame({
+        "n": g.size(), "distance_min": g["distance"].min(), "distance_max": g["distance"].max(),
+        "accuracy_pct": g["correct"].mean() * 100.0,
+    }).reset_index()

@@ -40,12 +40,12 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..gutenberg import heldout_books, read_books, train_books
-from ..models.configs import ARCHS, build_config, build_model
+from ..models.configs import ARCHS, LONG_ARCHS, build_config, build_model
 from ..models.tokenizer import EOS_ID, PAD_ID, BOS_ID, build_byte_tokenizer
 from ..models.training_paths import fast_training_paths
-from ..synthetic_tasks import DEFAULT_MAX_LEN, DEFAULT_MIN_LEN, heldout_tasks
+from ..synthetic_tasks import DEFAULT_MAX_LEN, DEFAULT_MIN_LEN, RECALL_MAX_DIST, RECALL_MIN_DIST, heldout_recall_tasks, heldout_tasks
 from . import evaluate as ev
-from .data import BatchSampler, heldout_windows, split_validation
+from .data import TASK_FAMILIES, BatchSampler, heldout_windows, split_validation
 
 LN2 = math.log(2.0)
 
@@ -69,6 +69,7 @@ class TrainSettings:
     task_fraction: float = 0.75       # copying needs an induction mechanism to form: 3 of 4 rows are tasks
     task_curriculum: float = 0.0      # task lengths grow from 64 bytes to full over this fraction of the run
     task_loss_weight: float = 0.0     # > 0: loss = book mean + this * task-answer mean (0: one mean over all bytes)
+    task_family: str | None = None   # "copy" or "recall" (None: recall for the -long archs, copy otherwise)
     seed: int = 0
     compile: bool = False            # torch.compile the layers (regional); see the module doc
     log_every: int = 10
@@ -87,10 +88,18 @@ class TrainSettings:
     eval_tasks: int = 64
     eval_task_max_len: int = DEFAULT_MAX_LEN
     eval_task_batch: int = 16
+    eval_recall_max_dist: int = RECALL_MAX_DIST   # recall evaluation distances RECALL_MIN_DIST..this
+
+    @property
+    def family(self) -> str:
+        """The task family trained and evaluated (``task_family`` or the arch's default)."""
+        return self.task_family or ("recall" if self.arch in LONG_ARCHS else "copy")
 
     def check(self):
         if self.arch not in ARCHS:
             raise ValueError(f"unknown --arch {self.arch!r}; allowed: {', '.join(ARCHS)}")
+        if self.family not in TASK_FAMILIES:
+            raise ValueError(f"unknown task family {self.family!r}; allowed: {', '.join(TASK_FAMILIES)}")
         if self.task_loss_weight < 0:
             raise ValueError(f"--task-loss-weight must be >= 0, got {self.task_loss_weight}")
         if not 0.0 <= self.task_curriculum < 1.0:
@@ -99,6 +108,13 @@ class TrainSettings:
             raise ValueError("give a positive --minutes budget or --steps")
         if self.seq_len < 2048 and self.size == "default":
             raise ValueError(f"--seq-len must be >= 2048 for the default models, got {self.seq_len}")
+
+
+def task_family_of(folder: str | Path) -> str:
+    """The task family a model folder was trained on, from its train_meta.json ('copy' without one)."""
+    meta = Path(folder) / "train_meta.json"
+    st = json.loads(meta.read_text()).get("settings", {}) if meta.exists() else {}
+    return st.get("task_family") or ("recall" if st.get("arch") in LONG_ARCHS else "copy")
 
 
 def _param_groups(model, wd):
@@ -196,8 +212,13 @@ def _train_forward_backward(model, ids, labels, positions, is_task, amp, task_we
     return parts
 
 
+def _layers(model):
+    """The decoder blocks of a stock model (``model.model.layers`` or Mamba2's ``model.backbone.layers``)."""
+    return (getattr(model, "model", None) or model.backbone).layers
+
+
 def _uncompile(model):
-    for layer in model.model.layers:
+    for layer in _layers(model):
         layer._compiled_call_impl = None
 
 
@@ -251,10 +272,20 @@ def _init_from(model, folder: str | Path) -> dict:
 
 
 def save_model_folder(model, folder: Path, tokenizer=None):
-    """Save ``model`` in bf16 safetensors with the byte tokenizer (a copy; ``model`` is untouched)."""
+    """Save ``model`` in bf16 safetensors with the byte tokenizer (a copy; ``model`` is untouched).
+
+    Written into a sibling ``<folder>.saving`` and moved file by file (``os.replace``), so a reader
+    (the packing loop of scripts/gpu/train_long.sh) never sees a half-written file.
+    """
+    import os
+    import shutil
+
     from transformers import AutoModelForCausalLM
 
     folder.mkdir(parents=True, exist_ok=True)
+    final, folder = folder, folder.parent / (folder.name + ".saving")
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
     m = AutoModelForCausalLM.from_config(model.config)   # a plain copy (the trained one may be compiled)
     m.load_state_dict({k: v.detach().cpu() for k, v in model.state_dict().items()})
     m = m.to(torch.bfloat16)
@@ -262,6 +293,9 @@ def save_model_folder(model, folder: Path, tokenizer=None):
     m.generation_config.pad_token_id = PAD_ID
     m.save_pretrained(folder, safe_serialization=True)
     (tokenizer or build_byte_tokenizer()).save_pretrained(folder)
+    for f in folder.iterdir():
+        os.replace(f, final / f.name)
+    folder.rmdir()
 
 
 def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
@@ -278,7 +312,7 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
 
     train_paths, held_paths = train_books(s.data_dir), heldout_books(s.data_dir)
     train_parts, val_parts = split_validation(read_books(train_paths), s.val_fraction)
-    sampler = BatchSampler(train_parts, s.batch_size, s.seq_len, s.task_fraction, s.seed)
+    sampler = BatchSampler(train_parts, s.batch_size, s.seq_len, s.task_fraction, s.seed, task_family=s.family)
     held = read_books(held_paths)
     win = min(2048, s.seq_len)
     n_val = s.val_windows if s.size == "default" else min(s.val_windows, 4)
@@ -301,7 +335,7 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
         for name in ("cache_size_limit", "recompile_limit"):  # one graph per layer kind, not per layer
             if hasattr(_dynamo.config, name):
                 setattr(_dynamo.config, name, max(64, getattr(_dynamo.config, name)))
-        for layer in model.model.layers:   # regional compilation: identical layers share the code
+        for layer in _layers(model):   # regional compilation: identical layers share the code
             layer.compile()
     amp = dict(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
 
@@ -332,6 +366,7 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
     acc = dict.fromkeys(_ACC_KEYS + ("n",), 0.0)
     t_log, tok_log = t0, 0
     best = {"val_bpb": float("inf"), "step": 0, "state": None}
+    interrupted = False
 
     def measure(windows):
         model.eval()
@@ -419,14 +454,30 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
                     bar.refresh()
                 else:
                     bar.update(1)
-                if now - last_ckpt >= s.ckpt_every_s:
+                if now - last_ckpt >= s.ckpt_every_s:   # a cut-off run still leaves loadable weights
                     save_model_folder(model, folder)
+                    (folder / "train_meta.json").write_text(json.dumps(
+                        {**meta, "partial": True, "steps": step + off["step"], "tokens": tokens + off["tokens"],
+                         "train_seconds": round(now - t0 + off["s"], 1), "selected_step": step + off["step"]},
+                        indent=1))
                     last_ckpt = time.time()
+    except KeyboardInterrupt:   # SIGINT (e.g. a wall-clock `timeout`): keep what was trained
+        if step == 0:
+            raise
+        interrupted = True
+        print(f"[train-demo] interrupted at step {step}: saving the weights, no final evaluation", flush=True)
     finally:
         prefetch.close()
         bar.close()
         logf.close()
     train_s = time.time() - t0
+    if interrupted:
+        save_model_folder(model, folder)
+        (folder / "train_meta.json").write_text(json.dumps(
+            {**meta, "partial": True, "interrupted": True, "steps": step + off["step"], "tokens": tokens + off["tokens"],
+             "train_seconds": round(train_s + off["s"], 1), "selected_step": step + off["step"],
+             "mean_tok_per_s": round(tokens / max(train_s, 1e-9), 1)}, indent=1))
+        return folder
     final_val, final_held = validate(step)
     writer_row = {"step": step + off["step"], "tokens": tokens + off["tokens"], "elapsed_s": round(train_s + off["s"], 2), "tok_per_s": "", "lr": "",
                   "loss": "", "book_bpb": "", "task_loss_nats": "", "val_bpb": final_val, "heldout_bpb": final_held}
@@ -479,14 +530,20 @@ def evaluate_folder(folder: Path, s: TrainSettings, device=None, progress: bool 
         res["bpb"][str(ctx)] = r
         print(f"[train-demo] held-out bits/byte at {ctx} context: {r['bpb']:.4f}"
               + (f" (positions >= {train_ctx}: {r['bpb_tail']:.4f})" if "bpb_tail" in r else ""), flush=True)
-    tasks = heldout_tasks(s.eval_tasks, DEFAULT_MIN_LEN, s.eval_task_max_len)
-    df = ev.task_accuracy(model, tasks, s.eval_task_batch, device, progress)
+    if s.family == "recall":
+        tasks = heldout_recall_tasks(s.eval_tasks, RECALL_MIN_DIST, s.eval_recall_max_dist)
+        df = ev.recall_accuracy(model, tasks, s.eval_task_batch, device, progress)
+        q = ev.recall_by_quartile(df)
+    else:
+        tasks = heldout_tasks(s.eval_tasks, DEFAULT_MIN_LEN, s.eval_task_max_len)
+        df = ev.task_accuracy(model, tasks, s.eval_task_batch, device, progress)
+        q = ev.accuracy_by_quartile(df)
     df.to_csv(folder / "task_eval.csv", index=False)
-    q = ev.accuracy_by_quartile(df)
+    res["task_family"] = s.family
     res["task_accuracy"] = {"overall_pct": float(df["correct"].mean() * 100), "n": int(len(df)),
                             "by_quartile": q.to_dict(orient="records"),
                             "by_task_pct": {k: float(v * 100) for k, v in df.groupby("task")["correct"].mean().items()}}
-    print("[train-demo] task exact match by length quartile:\n" + q.to_string(index=False), flush=True)
+    print(f"[train-demo] {s.family} task exact match by {'distance' if s.family == 'recall' else 'length'} quartile:\n" + q.to_string(index=False), flush=True)
     res["reference"] = ev.reference_loss(model, held_paths[0], device)
     res["eval_seconds"] = round(time.time() - t0, 1)
     (folder / "eval.json").write_text(json.dumps(res, indent=1, default=str))

@@ -8,7 +8,9 @@ Train one model (GPU; ~5 min of training + ~2 min evaluation on an H200)::
 Re-evaluate an existing folder, or write the report of the shipped models::
 
     replayssm-quant train-demo --evaluate eval/default_models/gdn
-    replayssm-quant train-demo --report      # eval/default_models/* -> reports/models/
+    replayssm-quant train-demo --report      # eval/default_models/* -> ./models_report/ (or --report-dir / --out)
+    replayssm-quant train-demo --report --report-dir reports/models     # the repository's copy
+    replayssm-quant train-demo --memory eval/default_models/gdn-long    # memory.json + decay.csv (GPU)
 """
 
 HELP = "train the embedded byte-level GDN / Mamba-2 hybrid demo models, evaluate them, write their report"
@@ -21,9 +23,14 @@ def configure(parser):
     g.add_argument("--report", action="store_true",
                    help="write the report (README.md + PNG) of the model folders in --models-dir to --report-dir")
     g.add_argument("--evaluate", metavar="FOLDER", help="re-run the evaluation of an existing model folder")
+    g.add_argument("--memory", metavar="FOLDER", nargs="+",
+                   help="measure the SSM memory of model folders (per-head decay, state-reset ablation, recall "
+                        "with a reset): writes memory.json and decay.csv into each")
     t = parser.add_argument_group("training")
-    t.add_argument("--arch", choices=["gdn", "mamba2"], default="gdn",
-                   help="gdn: Qwen3.5-text GDN hybrid; mamba2: Nemotron-H Mamba-2 hybrid (default gdn)")
+    t.add_argument("--arch", choices=["gdn", "mamba2", "gdn-long", "mamba2-long"], default="gdn",
+                   help="gdn: Qwen3.5-text GDN hybrid; mamba2: Nemotron-H Mamba-2 hybrid; gdn-long: Qwen3.5 with "
+                        "one layer-0 attention then GDN layers; mamba2-long: pure Mamba-2 (the -long ones start "
+                        "with slow decay and train on key-value recall; default gdn)")
     t.add_argument("--out", help="output folder; the model is written to OUT/<arch>/")
     t.add_argument("--size", choices=["default", "tiny"], default="default", help="tiny: a CPU smoke-test model")
     t.add_argument("--minutes", type=float, default=6.6, help="wall-clock training budget, compile included (default 6.6)")
@@ -36,6 +43,9 @@ def configure(parser):
     t.add_argument("--task-curriculum", type=float, default=0.0,
                    help="grow the longest task target from 64 bytes to full over this fraction of the run "
                         "(default 0: full lengths from the start)")
+    t.add_argument("--task-family", choices=["copy", "recall"], default=None,
+                   help="synthetic task rows: copy/upper lists or long-range key-value recall "
+                        "(default: recall for the -long archs, copy otherwise)")
     t.add_argument("--task-loss-weight", type=float, default=0.0,
                    help="> 0: loss = book mean + this x task-answer mean (default 0: one mean over all trained bytes)")
     t.add_argument("--seed", type=int, default=0)
@@ -45,6 +55,8 @@ def configure(parser):
     t.add_argument("--no-compile", dest="compile", action="store_false", help="eager (the default)")
     t.add_argument("--keep-last", action="store_true",
                    help="ship the last step instead of the best-validation checkpoint")
+    t.add_argument("--ckpt-every", type=float, default=90.0,
+                   help="save the model folder every this many seconds while training (default 90)")
     t.add_argument("--device", default=None, help="cuda or cpu (default: cuda if available)")
     t.add_argument("--init-from", metavar="FOLDER", default=None,
                    help="a second training stage: start from the weights of this model folder (written by "
@@ -60,13 +72,22 @@ def configure(parser):
                    help="tokens per held-out bpb batch (default 32768; lower it if the stock Mamba-2 fallback runs out of memory)")
     e.add_argument("--eval-tasks", type=int, default=64, help="held-out task instances (default 64)")
     e.add_argument("--eval-task-max-len", type=int, default=None, help="longest task target (default 2000)")
+    e.add_argument("--eval-recall-max-dist", type=int, default=None,
+                   help="longest recall distance in bytes (recall family; default 3072)")
+    m = parser.add_argument_group("memory (--memory)")
+    m.add_argument("--memory-windows", type=int, default=32, help="held-out windows for decay and reset (default 32)")
+    m.add_argument("--memory-reset-at", type=int, default=2048, help="state-reset position t (default 2048)")
+    m.add_argument("--memory-decay-window", type=int, default=2048, help="decay window bytes (default 2048)")
+    m.add_argument("--memory-recall", type=int, default=128, help="recall instances with/without reset (default 128)")
     r = parser.add_argument_group("report")
     r.add_argument("--models-dir", default=None, help="model folders for --report (default: the package's eval/default_models)")
-    r.add_argument("--report-dir", default=None, help="report folder (default: reports/models in the repository)")
+    r.add_argument("--report-dir", default=None,
+                   help="report folder (default: --out if given, else ./models_report in the current folder; "
+                        "the repository's copy: reports/models)")
 
 
 def _settings(args, arch=None):
-    from replayssm_quant.eval.synthetic_tasks import DEFAULT_MAX_LEN
+    from replayssm_quant.eval.synthetic_tasks import DEFAULT_MAX_LEN, RECALL_MAX_DIST
     from replayssm_quant.eval.training.loop import TrainSettings
 
     try:
@@ -78,12 +99,13 @@ def _settings(args, arch=None):
     return TrainSettings(
         arch=arch or args.arch, size=args.size, minutes=args.minutes, max_steps=args.steps,
         batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr, task_fraction=args.task_fraction,
-        task_curriculum=args.task_curriculum, task_loss_weight=args.task_loss_weight,
+        task_curriculum=args.task_curriculum, task_loss_weight=args.task_loss_weight, task_family=args.task_family,
         seed=args.seed, compile=args.compile, keep_best=not args.keep_last, data_dir=args.data_dir, device=args.device,
-        init_from=args.init_from,
+        init_from=args.init_from, ckpt_every_s=args.ckpt_every,
         eval_contexts=contexts, eval_max_windows=args.eval_max_windows, eval_tasks=args.eval_tasks,
         eval_batch_tokens=args.eval_batch_tokens,
-        eval_task_max_len=args.eval_task_max_len or DEFAULT_MAX_LEN)
+        eval_task_max_len=args.eval_task_max_len or DEFAULT_MAX_LEN,
+        eval_recall_max_dist=args.eval_recall_max_dist or RECALL_MAX_DIST)
 
 
 def run(args):
@@ -92,8 +114,24 @@ def run(args):
     if args.report:
         from replayssm_quant.eval.model_report import DEFAULT_MODELS_DIR, DEFAULT_REPORT_DIR, write_report
 
-        path = write_report(args.models_dir or DEFAULT_MODELS_DIR, args.report_dir or DEFAULT_REPORT_DIR)
+        path = write_report(args.models_dir or DEFAULT_MODELS_DIR, args.report_dir or args.out or DEFAULT_REPORT_DIR)
         print(f"wrote {path}")
+        return 0
+    if args.memory:
+        from replayssm_quant.eval.memory import measure_folder
+
+        for f in args.memory:
+            folder = Path(f)
+            if not (folder / "config.json").exists():
+                raise FileNotFoundError(f"{folder} is not a model folder (no config.json)")
+        for f in args.memory:
+            r = measure_folder(Path(f), args.data_dir, args.device, reset_at=args.memory_reset_at,
+                               n_windows=args.memory_windows, decay_window=args.memory_decay_window,
+                               n_recall=args.memory_recall, progress=not args.no_progress)
+            reset = {int(x["distance_from"]): round(x["delta_bpb"], 4) for x in r["reset"]}
+            print(f"{f}: {r['heads_median_decay16_ge_0.9']:.0%} of {r['heads']} heads keep a median 16-step decay "
+                  f">= 0.9; state reset at {r['reset_at']}: bits/byte change by distance {reset}; wrote "
+                  f"{Path(f) / 'memory.json'}")
         return 0
     if args.evaluate:
         import json
@@ -105,10 +143,12 @@ def run(args):
         folder = Path(args.evaluate)
         if not (folder / "config.json").exists():
             raise FileNotFoundError(f"{folder} is not a model folder (no config.json)")
-        s = _settings(args, arch_of(AutoConfig.from_pretrained(folder)))
         meta = folder / "train_meta.json"
-        if meta.exists():  # evaluate beyond the context the model was trained at
-            s.seq_len = json.loads(meta.read_text())["settings"]["seq_len"]
+        st = json.loads(meta.read_text())["settings"] if meta.exists() else {}
+        s = _settings(args, st.get("arch") or arch_of(AutoConfig.from_pretrained(folder)))
+        if st:  # evaluate beyond the context the model was trained at, on the task family it learned
+            s.seq_len = st["seq_len"]
+            s.task_family = args.task_family or st.get("task_family")
         evaluate_folder(folder, s, args.device, not args.no_progress)
         print(f"wrote {folder / 'eval.json'}")
         return 0

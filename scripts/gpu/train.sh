@@ -19,7 +19,7 @@
 #     --lr 1e-3 --task-fraction 0.85   (TRAIN_DEMO_TIMEOUT=550, TRAIN_DEMO_WORK=/tmp/tw_$a per run)
 # Install on the dev machine, then regenerate the report and run the tests:
 #   tar -xf <arch>.tar -C eval/default_models/
-#   replayssm-quant train-demo --report
+#   replayssm-quant train-demo --report --report-dir reports/models
 #   pytest tests/eval/test_default_models.py
 set -uo pipefail
 arch=${1:?usage: train.sh gdn|mamba2 --out DIR [train-demo options]}

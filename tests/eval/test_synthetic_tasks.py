@@ -77,3 +77,48 @@ def test_training_text_layout():
 def test_bad_arguments(kwargs, msg):
     with pytest.raises(ValueError, match=re.escape(msg)):
         st.generate_tasks(**kwargs)
+
+
+# ---- key-value recall (the -long models) ---------------------------------------------------------
+
+def test_recall_instances_are_exact_and_only_before_the_filler():
+    tasks = st.generate_recall_tasks(200, seed=11, min_dist=16, max_dist=4000)
+    assert tasks == st.generate_recall_tasks(200, seed=11, min_dist=16, max_dist=4000)   # reproducible
+    for t in tasks:
+        p = t["prompt"]
+        head, rest = p.split("\n", 1)
+        filler, query = rest.rsplit("\n", 1)
+        pairs = dict(x.split("=") for x in head[len("recall "):].split(" "))
+        assert list(pairs.items()) == [tuple(x) for x in t["pairs"]] and 2 <= len(pairs) <= 6
+        key = t["pairs"][t["query"]][0]
+        assert query == f"?{key}=" and t["target"] == pairs[key] and re.fullmatch(r"\d{4}", t["target"])
+        assert set(filler) <= set("abcdefghijklmnopqrstuvwxyz .")          # no digit, '=', '?' or newline
+        # distance: bytes from the last byte of the queried value to the end of the prompt
+        assert t["distance"] == len(p) - (head.index(f"{key}={t['target']}") + len(key) + 5)
+        assert t["gen_len"] == 4 and t["task"] == "recall"
+    dists = sorted(t["distance"] for t in tasks)
+    assert dists[0] < 64 and dists[-1] > 2000
+
+
+def test_recall_training_text_asks_every_key():
+    import random
+
+    t = st.generate_recall_tasks(1, seed=2, min_dist=100, max_dist=100)[0]
+    text, spans = st.recall_training_text(t, random.Random(0))
+    s = text.decode()
+    assert s.startswith(t["prompt"] + t["target"] + "\n")
+    assert len(spans) == len(t["pairs"])
+    answers = [s[a:b] for a, b in spans]
+    asked = [s[a - 4:a - 1] for a, _ in spans]                    # the "?k=" before each answer
+    pairs = dict(t["pairs"])
+    for ans, q in zip(answers, asked):
+        assert ans.endswith("\n") and ans[:-1] == pairs[q[1:3]]
+    assert sorted(q[1:3] for q in asked) == sorted(pairs)
+
+
+def test_recall_heldout_seed_differs_from_training():
+    held = st.heldout_recall_tasks(16)
+    assert held == st.generate_recall_tasks(16, st.HELDOUT_RECALL_SEED)
+    assert all(st.RECALL_MIN_DIST - 8 <= t["distance"] <= st.RECALL_MAX_DIST + 8 for t in held)
+    with pytest.raises(ValueError, match="distance"):
+        st.make_recall(random.Random(0), 4)

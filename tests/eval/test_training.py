@@ -2,6 +2,7 @@
 tokenizer, data split, batches, and a tiny end-to-end train -> save -> reload -> report run."""
 
 import json
+import re
 import math
 import os
 
@@ -136,13 +137,16 @@ def test_fast_ssd_matches_float64_reference_and_transformers(T, chunk):
     torch.testing.assert_close(s, s2, atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("arch", ["gdn", "mamba2"])
+@pytest.mark.parametrize("arch", ["gdn", "mamba2", "gdn-long", "mamba2-long"])
 def test_fast_paths_give_the_stock_model_loss_and_gradients(arch):
+    from transformers.models.mamba2 import modeling_mamba2 as mm
+
     from replayssm_quant.eval.models.configs import build_model
 
     model = build_model(arch, "tiny", seed=3)
     x = torch.randint(0, 256, (2, 75), generator=torch.Generator().manual_seed(0))
-    origs = (mq.torch_chunk_gated_delta_rule, mn.mamba2_chunk_scan)
+    origs = (mq.torch_chunk_gated_delta_rule, mn.mamba2_chunk_scan, mm.mamba2_chunk_scan)
+    calls = []
     res = []
     for fast in (False, True):
         model.zero_grad()
@@ -150,10 +154,17 @@ def test_fast_paths_give_the_stock_model_loss_and_gradients(arch):
             if fast:
                 assert mq.torch_chunk_gated_delta_rule is fast_gdn.chunk_gated_delta_rule
                 assert mn.mamba2_chunk_scan is fast_ssd.mamba2_chunk_scan
+                assert mm.mamba2_chunk_scan is fast_ssd.mamba2_chunk_scan
+                mods = (mq, "torch_chunk_gated_delta_rule"), (mn, "mamba2_chunk_scan"), (mm, "mamba2_chunk_scan")
+                for mod, name in mods:   # count the fast calls: the model really takes the fast path
+                    fn = getattr(mod, name)
+                    setattr(mod, name, lambda *a, _fn=fn, **k: calls.append(1) or _fn(*a, **k))
             loss = model(input_ids=x, labels=x).loss
             loss.backward()
         res.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
-    assert (mq.torch_chunk_gated_delta_rule, mn.mamba2_chunk_scan) == origs  # restored
+    assert (mq.torch_chunk_gated_delta_rule, mn.mamba2_chunk_scan, mm.mamba2_chunk_scan) == origs  # restored
+    from replayssm_quant.eval.models.configs import ssm_mixers
+    assert len(calls) == len(ssm_mixers(model)) > 0
     assert res[0][0] == pytest.approx(res[1][0], abs=1e-5)
     for a, b in zip(res[0][1], res[1][1]):
         torch.testing.assert_close(b, a, atol=1e-5 + 1e-3 * a.abs().max().item(), rtol=1e-3)
@@ -228,6 +239,84 @@ def test_batches_mask_prompts_and_mix_books():
         assert row_pos[start:].tolist() == list(range(512 - start))
     again = BatchSampler(books, batch_size=8, seq_len=512, task_fraction=0.25, seed=1).next_batch()
     assert torch.equal(again[0], ids)
+
+
+def test_recall_batches_train_only_the_values():
+    from replayssm_quant.eval.training.data import RECALL_ROW_SLACK, BatchSampler
+
+    books = [bytes(np.random.default_rng(0).integers(32, 127, 9000, dtype=np.uint8))]
+    s = BatchSampler(books, batch_size=4, seq_len=1024, task_fraction=0.5, seed=3, task_family="recall")
+    assert s.full_task_len == 1024 - RECALL_ROW_SLACK
+    ids, labels, positions, is_task = s.next_batch()
+    assert is_task.tolist() == [True, True, False, False]
+    n_examples = 0
+    for row_ids, row_lab, row_pos in zip(ids[is_task], labels[is_task], positions[is_task]):
+        text = row_ids.tolist()
+        ends = [i for i, t in enumerate(text) if t == EOS_ID]
+        start = 0
+        for e in ends:
+            ex, lab = text[start:e + 1], row_lab[start:e + 1].tolist()
+            assert row_pos[start:e + 1].tolist() == list(range(len(ex)))
+            body = bytes(t for t in ex if t < 256).decode()
+            head, rest = body.split("\n", 1)
+            pairs = dict(x.split("=") for x in head[len("recall "):].split(" "))
+            trained = bytes(t for t, l in zip(ex, lab) if l != -100 and t < 256).decode()
+            asked = re.findall(r"\?([a-z]{2})=(\d{4})\n", rest)
+            assert sorted(k for k, _ in asked) == sorted(pairs)                 # every key asked once
+            assert all(pairs[k] == v for k, v in asked)
+            assert trained == "".join(v + "\n" for _, v in asked)              # only values and newlines
+            assert lab[-1] == EOS_ID and all(l == -100 or l == t for t, l in zip(ex, lab))
+            n_examples += 1
+            start = e + 1
+    assert n_examples >= 2
+    with pytest.raises(ValueError, match="task family"):
+        BatchSampler(books, 4, 1024, task_family="count")
+    with pytest.raises(ValueError, match="does not fit"):
+        BatchSampler(books, 4, 1024, task_family="recall", max_task_len=1000)
+
+
+def test_training_curves_legends_stay_outside_the_data(tmp_path):
+    import pandas as pd
+
+    from replayssm_quant.eval.model_report import plot_training_curves
+
+    n = 30
+    log = pd.DataFrame({"step": range(n), "tokens": np.arange(n) * 1e5, "book_bpb": np.linspace(4, 1.8, n),
+                        "val_bpb": np.linspace(4, 1.9, n), "heldout_bpb": np.linspace(4, 1.9, n),
+                        "task_loss_nats": np.geomspace(3, 1e-3, n), "task_tok_acc": np.linspace(0, 1, n),
+                        "task_exact_tf": np.linspace(0, 1, n)})
+    fig = plot_training_curves({"gdn-long": log, "mamba2-long": log}, tmp_path / "c.png")
+    assert (tmp_path / "c.png").stat().st_size > 1000
+    renderer = fig.canvas.get_renderer()
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert len(legends) == 2
+    for leg in legends:
+        lb = leg.get_window_extent(renderer)
+        for ax in fig.axes:
+            assert not lb.overlaps(ax.get_window_extent(renderer)), "a legend covers a plot area"
+    labels = [t.get_text() for leg in legends for t in leg.get_texts()]
+    assert any("exact" in x for x in labels) and any("held-out" in x for x in labels)
+
+
+def test_report_writes_to_the_current_folder_by_default(tmp_path, monkeypatch):
+    """`train-demo --report` with no --report-dir writes ./models_report (not into the package)."""
+    from replayssm_quant.cli import main
+    from replayssm_quant.eval import model_report
+
+    folder = tmp_path / "models" / "mamba2-long"
+    from replayssm_quant.eval.models.configs import build_model
+    build_model("mamba2-long", "tiny").save_pretrained(folder)
+    pkg_report = model_report.REPO_ROOT / "reports" / "models" / "README.md"
+    before = pkg_report.stat().st_mtime_ns if pkg_report.exists() else None
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert main(["train-demo", "--report", "--models-dir", str(tmp_path / "models")]) == 0
+    text = (work / "models_report" / "README.md").read_text()
+    assert "mamba2-long" in text and "Mamba2ForCausalLM" in text and "none" in text   # no attention
+    assert (pkg_report.stat().st_mtime_ns if pkg_report.exists() else None) == before
+    assert main(["train-demo", "--report", "--models-dir", str(tmp_path / "models"), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "README.md").exists()
 
 
 def test_task_length_curriculum():
