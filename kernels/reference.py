@@ -158,9 +158,10 @@ def replay_flush_rows(cache) -> int:
     the (power-of-two) head and the ``block_v`` knob, at least 16 (tl.dot). On the GPU the launcher may
     split V further at small batches (its fp32 dots do not round like numpy's anyway)."""
     V = max(16, 1 << (int(cache.head_v) - 1).bit_length())
-    rows = min(getattr(cache, "flush_block_v", None) or 16, V)
-    if getattr(cache, "block_v", None):
-        rows = min(rows, cache.block_v)
+    knobs = cache.knobs
+    rows = min(knobs.flush_block_v or 16, V)
+    if knobs.block_v:
+        rows = min(rows, knobs.block_v)
     return max(16, rows)
 
 
@@ -315,7 +316,7 @@ def _pow2(n: np.ndarray) -> np.ndarray:
 
 
 def _read_scale(x: np.ndarray, gmax: np.ndarray) -> np.ndarray:
-    """``decode._read_scale`` over the last dim of ``x [..., BK]`` (``gmax [...]`` the max decay): int32 ``[...]``,
+    """``tiles._read_scale`` over the last dim of ``x [..., BK]`` (``gmax [...]`` the max decay): int32 ``[...]``,
     ``min(252 - e, 253 - e_gamma, 127)`` with the biased exponents of max |x| and of ``gmax``."""
     e = (np.max(np.abs(x), axis=-1).astype(np.float32).view(np.int32) >> 23) & 0xFF
     eg = (np.asarray(gmax, np.float32).view(np.int32) >> 23) & 0xFF
@@ -325,7 +326,7 @@ def _read_scale(x: np.ndarray, gmax: np.ndarray) -> np.ndarray:
 def _read_dot(cache, slots, BK: int):
     """The non-flush reduction ``(gam [n, HV, BK], v [n, HV, BK]) -> sum_k S_lp[..., r, k] gam_k v_k``
     ``[n, HV, V]`` over the read copy of ``slots``, in the kernels' order (:func:`_chunked_npsum` chunks). nvfp4
-    read copies as ``decode._read_rowdot``: with ``x' = (gam 2**s) v``, per chunk ``sum_b s_b sum_{k in b}
+    read copies as ``ring._read_rowdot``: with ``x' = (gam 2**s) v``, per chunk ``sum_b s_b sum_{k in b}
     (q_k 2**-126) x'_k``, the chunk sums added in order, then ``((acc / s_enc) 2**c) 2**d`` with c + d = 126 - s
     (``1 / s_enc`` rounded once): the exact values ``q s_b / s_enc`` enter the products, not their fp32
     roundings."""
