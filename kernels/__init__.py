@@ -10,6 +10,10 @@
 * :mod:`.state_cache` -- :class:`SSMStateCache`, the per-layer decode state
 """
 
-from . import quantize as _quantize  # noqa: F401  (registers the Triton backend of replayssm_quant.quant.quantize)
+from replayssm_quant.quant.api import register_backend as _register_backend
+
+# the Triton quantize launchers serve replayssm_quant.quant.quantize(backend="triton" | "auto" on CUDA), imported on
+# first use (quant/ never imports kernels/; no Triton needed until then)
+_register_backend("triton", __name__ + ".quantize")
 from .naive import FAMILIES, oracle_sequence, oracle_step, replay_decode  # noqa: F401
 from .state_cache import SSMStateCache  # noqa: F401

@@ -66,9 +66,8 @@ def _flush_kernel(
     items (flush row, head, V-block) of the rows listed by :func:`_flush_rows_kernel`, each handled like the
     fused grid's program (``NVB`` V-blocks per head; 1 for an nvfp4 checkpoint, whose flush needs the whole
     head's amax: the item is the fused grid's ``pv == 0`` program, which flushes the whole head). On the L - 1
-    of L steps where a slot group does not flush the list is empty and the launch is a few microseconds (a
-    full grid of programs that each read their row's slot and ring count and exit cost ~60 us per step at
-    batch 256 on the H200). ``scr_ptr`` (nvfp4 two-pass flushes; else None): fp32 ``[programs, NVF * BVF, BK]``,
+    of L steps where a slot group does not flush the list is empty and the launch is a few microseconds (a full
+    grid of programs that read their row's ring count and exit was far slower: docs/TUNING.md). ``scr_ptr`` (nvfp4 two-pass flushes; else None): fp32 ``[programs, NVF * BVF, BK]``,
     each program's S_L scratch (:func:`.fused._step_program`).
 
     Few flush rows (slots whose ring positions are spread, as in serving: about B / L rows flush per step) would

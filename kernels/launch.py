@@ -19,7 +19,6 @@ import dataclasses
 from dataclasses import dataclass
 
 import torch
-import triton
 
 from .naive import DELTA_RULE, PER_KEY_DECAY
 from .reference import block_k, nonflush_kc, replay_flush_rows
@@ -163,6 +162,14 @@ class StepPlan:
     flush: FlushPlan | None = None         # when split
 
 
+def _next_pow2(n: int) -> int:
+    return 1 << (int(n) - 1).bit_length() if n > 1 else 1
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 def _num_sms(device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
@@ -182,7 +189,7 @@ def choose_block_v(cache, batch: int) -> int:
     of 4096 elements (replay, and conventional 16-bit checkpoints with per-key decays or V <= 64) or 8192
     (conventional), halved (down to 8; replay 16, per-key decays 32) until the grid has >= 4 programs per SM."""
     knobs = _knobs(cache)
-    full = triton.next_power_of_2(cache.head_v)
+    full = _next_pow2(cache.head_v)
     if knobs.block_v:
         return knobs.block_v
     if not _on_gpu(cache):
@@ -193,7 +200,7 @@ def choose_block_v(cache, batch: int) -> int:
     tile = 4096 if cache.window > 1 or small_tile else 8192
     bv = min(full, max(8, tile // block_k(cache.head_k)))
     low = 8 if cache.window == 1 else (32 if per_key else 16)
-    while bv > low and batch * cache.num_heads * triton.cdiv(cache.head_v, bv) < 4 * _num_sms(cache.device):
+    while bv > low and batch * cache.num_heads * _cdiv(cache.head_v, bv) < 4 * _num_sms(cache.device):
         bv //= 2
     return bv
 
@@ -206,16 +213,16 @@ def _fused_tiles(cache, batch: int) -> tuple[int, int, int, bool]:
     nvfp4 = "nvfp4" in (cache.spec.read.name, cache.spec.recur.name)
     BVF = knobs.flush_block_v or 32
     if nvfp4 and cache.window == 1 and not knobs.flush_block_v:
-        BV = BVF = triton.next_power_of_2(V)   # conventional nvfp4: one program and one pass per head
+        BV = BVF = _next_pow2(V)   # conventional nvfp4: one program and one pass per head
     elif cache.window == 1 and gpu and cache.spec.recur.bits_per_element <= 16 and not knobs.flush_block_v:
         BVF = BV   # conventional 16- / 8-bit checkpoints: the whole V-block in one sub-block
-    BVF = min(BVF, triton.next_power_of_2(V)) if nvfp4 else min(BV, BVF)
+    BVF = min(BVF, _next_pow2(V)) if nvfp4 else min(BV, BVF)
     if cache.window > 1:   # the chunked flush: fp32 tl.dot (dims >= 16), row sub-blocks as the reference
         BV = max(BV, 16)
         BVF = replay_flush_rows(cache)
         if gpu and not knobs.flush_block_v and BV * BK >= 8192:
             BVF = 32
-        BVF = min(BVF, triton.next_power_of_2(V)) if nvfp4 else min(BVF, BV)
+        BVF = min(BVF, _next_pow2(V)) if nvfp4 else min(BVF, BV)
     if not nvfp4 and BV % BVF:
         raise ValueError(f"flush_block_v={BVF} must divide block_v={BV}")
     num_warps = knobs.num_warps or max(4, min(16, max(BV, BVF) * BK // 1024))   # <= 32 elements per thread
@@ -224,7 +231,7 @@ def _fused_tiles(cache, batch: int) -> tuple[int, int, int, bool]:
 
 def _fused_maxnreg_and_split(cache, batch: int, BV: int, num_warps: int, nvfp4: bool) -> tuple[int | None, bool]:
     knobs = _knobs(cache)
-    programs = batch * cache.num_heads * triton.cdiv(cache.head_v, BV)
+    programs = batch * cache.num_heads * _cdiv(cache.head_v, BV)
     sms = _num_sms(cache.device)
     large_grid = _on_gpu(cache) and programs > 2 * sms
     replay = cache.window > 1
@@ -259,7 +266,7 @@ def plan_nonflush(cache, batch: int) -> NonflushPlan:
     """The split step's non-flush launch for ``batch`` rows (rules: docs/TUNING.md, "Non-flush launch")."""
     knobs = _knobs(cache)
     delta, per_key = DELTA_RULE[cache.family], PER_KEY_DECAY[cache.family]
-    BVA = triton.next_power_of_2(cache.head_v)
+    BVA = _next_pow2(cache.head_v)
     KC = nonflush_kc(block_k(cache.head_k))
     bits = cache.spec.read.bits_per_element
     prefetch = bits in (32, 8) if knobs.nonflush_prefetch is None else bool(knobs.nonflush_prefetch)
@@ -292,9 +299,9 @@ def plan_flush(cache, batch: int, step: StepPlan | None = None) -> FlushPlan:
     short_dual = not cache.spec.shared and cache.spec.read.name == "nvfp4" and V <= 64
     if (_on_gpu(cache) and not knobs.flush_block_v and cache.spec.recur.bits_per_element == 16
             and (cache.spec.shared or short_dual)):
-        BVF = max(BVF, min(32, triton.next_power_of_2(V)))
-    BVI = max(BVF, triton.next_power_of_2(V))
-    scratch = nvfp4 and BVF < triton.next_power_of_2(V)
+        BVF = max(BVF, min(32, _next_pow2(V)))
+    BVI = max(BVF, _next_pow2(V))
+    scratch = nvfp4 and BVF < _next_pow2(V)
     dot = flush_dot_precision(cache, split=True)
     stages = knobs.flush_stages
     if stages is None and (not nvfp4 or dot == "tf32x3"):

@@ -248,15 +248,3 @@ def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch
                                                                  NB=NV_NB)
     return out
 
-
-def _register() -> None:
-    """Make these launchers the ``"triton"`` backend of :func:`replayssm_quant.quant.quantize` / ``dequantize``
-    (quant/ does not import kernels/: the arrow runs kernels -> quant)."""
-    import sys
-
-    from replayssm_quant.quant.api import register_backend
-
-    register_backend("triton", sys.modules[__name__])
-
-
-_register()

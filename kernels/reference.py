@@ -124,8 +124,8 @@ def cumulative_log_decay(G_prev: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     through input t (``G_prev``: the previous entry's, 0 for the first input after a flush).
 
     Why cumulative: a step needs the decay from every live entry j to now, ``exp(G_t - G_j)``; with raw
-    ``g_j`` in the ring that is a reverse cumsum over the ring, a scan that cost per-key decays (kda) 6-25%
-    of a non-flush step on the H200 (reports/bench/sweeps_2026-11-30e). The price: ``G_t - G_j`` carries
+    ``g_j`` in the ring that is a reverse cumsum over the ring, a scan over ``[L-1, K]`` per step for per-key decays
+    (kda). The price: ``G_t - G_j`` carries
     the rounding of ``G`` (absolute ~ ``|G_t| 2^-24``) where a sum of the ``g_l`` after j would not."""
     return G_prev + g
 

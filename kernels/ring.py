@@ -33,9 +33,8 @@ def _current_log_decay(Gr, offs_j, h, gt, gts, GK: tl.constexpr, BK: tl.constexp
     """G_t = G_{h-1} + g_t, the current input's cumulative log decay (its ring entry), G_{h-1} picked from the
     ring's ``Gr`` ([L1P], or [L1P, BK] when GK = K; 0 when h = 0). Returns (``Gt`` [BK], ``Gts``: for GK = 1 the
     scalar, else 0). The split non-flush kernel picks the scalar so too (loading it again let the compiler keep
-    the ring tiles live across the chunk loop: mamba2 nvfp4/fp16 non-flush step 213.6 -> 197.4 us at B = 256),
-    but loads kda's row h - 1 directly (the cross-warp pick over ``[L1P, BK]`` cost kda 4-6%;
-    reports/bench/sweeps_2026-11-30e/pick_b256.md)."""
+    the ring tiles live across the chunk loop) but loads kda's row h - 1 directly (the cross-warp pick over
+    ``[L1P, BK]`` was slower there; docs/TUNING.md)."""
     if GK == 1:
         Gts = tl.sum(tl.where(offs_j == h - 1, Gr, 0.0), 0) + gts
         Gt = Gts + tl.zeros([BK], dtype=tl.float32)

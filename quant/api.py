@@ -15,7 +15,7 @@ nvfp4      ``data`` uint8 codes ``[..., R, C//2]`` (element 2i low nibble),
 
 Rounding semantics (RNE/SR, saturation, NaN, signed zero, NVFP4 arithmetic and
 NaN blocks) are those of :mod:`.reference`; the Triton kernels
-(:mod:`replayssm_quant.kernels.quantize`, which registers itself here as the ``"triton"`` backend when
+(:mod:`replayssm_quant.kernels.quantize`, which ``replayssm_quant.kernels`` registers here as the ``"triton"`` backend when
 ``replayssm_quant.kernels`` is imported: quant/ never imports kernels/) give the same bits. Stochastic
 rounding draws Philox bits keyed by ``seed`` and the flat element index
 (:func:`.philox.flat_rbits`), so the same seed gives the same result on every
@@ -24,6 +24,7 @@ backend and device.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 import torch
@@ -39,9 +40,10 @@ _ACCELERATED: dict = {}
 
 
 def register_backend(name: str, impl) -> None:
-    """Register ``impl`` as backend ``name`` (``"triton"``: :mod:`replayssm_quant.kernels.quantize`, on import):
-    an object with ``quantize_elem(x, fmt, sr, seed)``, ``nvfp4_quantize(x, sr, seed)``, ``dequantize_elem(bits,
-    fmt)`` and ``nvfp4_dequantize(codes, scales, s_enc)`` returning the storage of :class:`QuantizedTensor`."""
+    """Register ``impl`` as backend ``name`` (``"triton"``: ``"replayssm_quant.kernels.quantize"``, registered when
+    ``replayssm_quant.kernels`` is imported): an object, or the name of a module imported on first use, with
+    ``quantize_elem(x, fmt, sr, seed)``, ``nvfp4_quantize(x, sr, seed)``, ``dequantize_elem(bits, fmt)`` and
+    ``nvfp4_dequantize(codes, scales, s_enc)`` returning the storage of :class:`QuantizedTensor`."""
     if name not in BACKENDS or name in ("auto", "torch"):
         raise ValueError(f"register_backend: {name!r} is not an accelerated backend name")
     _ACCELERATED[name] = impl
@@ -91,7 +93,10 @@ def _triton(backend: str, device: torch.device):
     if backend == "triton" and "triton" not in _ACCELERATED:
         raise ValueError("backend='triton' needs the Triton kernels: import replayssm_quant.kernels first (it "
                          "registers them; replayssm_quant.quant does not import kernels)")
-    return _ACCELERATED.get("triton")
+    impl = _ACCELERATED.get("triton")
+    if isinstance(impl, str):
+        impl = _ACCELERATED["triton"] = importlib.import_module(impl)
+    return impl
 
 
 def _as_float32(x) -> torch.Tensor:
