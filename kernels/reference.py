@@ -183,6 +183,62 @@ def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(a, b, dtype=np.float32) + np.float32(0.0)
 
 
+def _flush_keys(cache, slots, k, g, BK: int, LP: int):
+    """The flush's entries, zero-padded to ``LP`` and ``BK``: ring keys plus the current one ``Kr [n, HV, LP, BK]``,
+    cumulative log decays ``Gc`` (``[n, HV, LP]``; kda ``[n, HV, LP, BK]``; padded entries repeat the last), and
+    ``Kd = k_j d_{1:j}``, ``Kd2 = k_j d_{j+1:L}``, ``dL = d_{1:L}`` (``[n, HV, BK]``), float32 numpy."""
+    L = cache.window
+    n, HV = k.shape[:2]
+    Kr = np.zeros((n, HV, LP, BK), np.float32)
+    Kr[:, :, :L - 1] = _np(cache.ring_k[slots], BK)
+    Kr[:, :, L - 1] = _np(k, BK)
+    if cache.per_key:
+        Gc = np.zeros((n, HV, LP, BK), np.float32)
+        Gc[:, :, :L - 1] = _np(cache.ring_g[slots], BK)
+        gtot = Gc[:, :, L - 2] + _np(g, BK)                                     # [n, HV, BK]
+        Gc[:, :, L - 1:] = gtot[:, :, None, :]
+        Kd = Kr * np.exp(Gc)
+        Kd2 = Kr * np.exp(gtot[:, :, None, :] - Gc)
+        dL = np.exp(gtot)
+    else:
+        Gc = np.zeros((n, HV, LP), np.float32)
+        Gc[:, :, :L - 1] = cache.ring_g[slots][..., 0].cpu().numpy()
+        gtot = Gc[:, :, L - 2] + g[..., 0].cpu().numpy()                        # [n, HV]
+        Gc[:, :, L - 1:] = gtot[..., None]
+        Kd = Kr * np.exp(Gc)[..., None]
+        Kd2 = Kr * np.exp(gtot[..., None] - Gc)[..., None]
+        dL = np.exp(gtot[..., None] + np.zeros(BK, np.float32))
+    return Kr, Gc, Kd, Kd2, dL
+
+
+def _correction_solve(cache, slots, beta, Kr, Gc, LP: int):
+    """Separate delta-rule spec: the betas ``br [n, HV, LP]`` and ``T = (I + M diag(br))^{-1} [n, HV, LP, LP]`` with
+    ``M_ij = sum_k k_i k_j d_{i+1:j}`` (i < j), as the product ``(I - N)(I + N^2)...`` of the kernel's dots."""
+    L = cache.window
+    n, HV = Kr.shape[:2]
+    br = np.zeros((n, HV, LP), np.float32)
+    br[:, :, :L - 1] = cache.ring_beta[slots].cpu().numpy()
+    br[:, :, L - 1] = beta.cpu().numpy()
+    upper = np.arange(LP)[:, None] < np.arange(LP)[None, :]
+    if cache.per_key:
+        M = np.zeros((n, HV, LP, LP), np.float32)
+        for i in range(L):
+            ki = Kr[:, :, i][:, :, None, :]
+            e = np.exp(np.minimum(Gc - Gc[:, :, i][:, :, None, :], np.float32(0.0)))
+            row = _npsum(Kr * e * ki)
+            M[:, :, i, i + 1:] = row[:, :, i + 1:]
+    else:
+        Dm = np.exp(np.minimum(Gc[..., None, :] - Gc[..., :, None], np.float32(0.0)))
+        M = np.where(upper, _dot(Kr, np.swapaxes(Kr, -1, -2)) * Dm, np.float32(0.0)).astype(np.float32)
+    N = M * br[:, :, None, :]
+    eye = np.eye(LP, dtype=np.float32)
+    T, Np = eye - N, N
+    for _ in range(LP.bit_length() - 2):        # Np = N^(2^s), s = 1 .. log2(LP) - 1
+        Np = _dot(Np, Np)
+        T = _dot(T, eye + Np)
+    return br, T
+
+
 def chunked_flush_state(cache, S0, slots, k, v, g, beta):
     """S_L after the L - 1 ring entries of ``slots`` and the current input, chunked form (kernel op order).
 
@@ -217,25 +273,7 @@ def chunked_flush_state(cache, S0, slots, k, v, g, beta):
     BK, LP = block_k(K), flush_entries(L)
     n, HV, V = v.shape
     dev = S0.device
-    Kr = np.zeros((n, HV, LP, BK), np.float32)
-    Kr[:, :, :L - 1] = _np(cache.ring_k[slots], BK)
-    Kr[:, :, L - 1] = _np(k, BK)
-    if cache.per_key:
-        Gc = np.zeros((n, HV, LP, BK), np.float32)
-        Gc[:, :, :L - 1] = _np(cache.ring_g[slots], BK)
-        gtot = Gc[:, :, L - 2] + _np(g, BK)                                     # [n, HV, BK]
-        Gc[:, :, L - 1:] = gtot[:, :, None, :]
-        Kd = Kr * np.exp(Gc)
-        Kd2 = Kr * np.exp(gtot[:, :, None, :] - Gc)
-        dL = np.exp(gtot)
-    else:
-        Gc = np.zeros((n, HV, LP), np.float32)
-        Gc[:, :, :L - 1] = cache.ring_g[slots][..., 0].cpu().numpy()
-        gtot = Gc[:, :, L - 2] + g[..., 0].cpu().numpy()                        # [n, HV]
-        Gc[:, :, L - 1:] = gtot[..., None]
-        Kd = Kr * np.exp(Gc)[..., None]
-        Kd2 = Kr * np.exp(gtot[..., None] - Gc)[..., None]
-        dL = np.exp(gtot[..., None] + np.zeros(BK, np.float32))
+    Kr, Gc, Kd, Kd2, dL = _flush_keys(cache, slots, k, g, BK, LP)
     # rows in sub-blocks of R (the kernel's flush tile; matmul rounding depends on the row count)
     R = replay_flush_rows(cache)
     nb = -(-V // R)
@@ -263,26 +301,7 @@ def chunked_flush_state(cache, S0, slots, k, v, g, beta):
         U = Vr.copy()
         U[..., L - 1] = beta.cpu().numpy()[:, :, None, None] * (vf - acc)
     elif cache.delta:
-        br = np.zeros((n, HV, LP), np.float32)
-        br[:, :, :L - 1] = cache.ring_beta[slots].cpu().numpy()
-        br[:, :, L - 1] = beta.cpu().numpy()
-        upper = np.arange(LP)[:, None] < np.arange(LP)[None, :]
-        if cache.per_key:
-            M = np.zeros((n, HV, LP, LP), np.float32)
-            for i in range(L):
-                ki = Kr[:, :, i][:, :, None, :]
-                e = np.exp(np.minimum(Gc - Gc[:, :, i][:, :, None, :], np.float32(0.0)))
-                row = _npsum(Kr * e * ki)
-                M[:, :, i, i + 1:] = row[:, :, i + 1:]
-        else:
-            Dm = np.exp(np.minimum(Gc[..., None, :] - Gc[..., :, None], np.float32(0.0)))
-            M = np.where(upper, _dot(Kr, np.swapaxes(Kr, -1, -2)) * Dm, np.float32(0.0)).astype(np.float32)
-        N = M * br[:, :, None, :]
-        eye = np.eye(LP, dtype=np.float32)
-        T, Np = eye - N, N
-        for _ in range(LP.bit_length() - 2):        # Np = N^(2^s), s = 1 .. log2(LP) - 1
-            Np = _dot(Np, Np)
-            T = _dot(T, eye + Np)
+        br, T = _correction_solve(cache, slots, beta, Kr, Gc, LP)
         P = _dot(S0n, np.swapaxes(Kd, -1, -2)[:, :, None])                     # [n, HV, nb, R, LP]
         U = _dot((Vr - P) * br[:, :, None, None, :], T[:, :, None])
     else:
