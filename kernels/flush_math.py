@@ -84,7 +84,7 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
     (j < L-1, else 0), so that the current correction is u_{L-1} = beta (v - S_hp kdl - U cl).
     Returns (Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl) (unused entries are placeholders; ``DOTP`` = ``"tf32x3"``: Kd
     and Kd2 are their TF32 parts, Kdl and Kd2l the remainders, :func:`_tf32_split`). ``DOTP``: the input precision
-    of the fp32 dots (:func:`flush_dot_precision`).
+    of the fp32 dots (:func:`.launch.flush_dot_precision`).
     """
     offs_j = tl.arange(0, LP)
     mring = offs_j < L - 1
@@ -173,7 +173,7 @@ def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, K
     ``UMODE`` (delta rule, nvfp4 two-pass flush): 1 also saves U (recomputed: entries 0..L-2 into the ring's
     u slots, dead after a flush; cached: they are there already; entry L-1 into the output row, overwritten
     later), 2 reloads that U instead of computing it again (bit-identical values).
-    ``DOTP``: the input precision of the fp32 dots (:func:`flush_dot_precision`)."""
+    ``DOTP``: the input precision of the fp32 dots (:func:`.launch.flush_dot_precision`)."""
     offs_j = tl.arange(0, LP)
     mring = offs_j < L - 1
     last = (offs_j == L - 1)[None, :]

@@ -38,7 +38,7 @@ def _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, 
     reloads of the inputs in the chunk's layout. GK = 1: ``gam`` is the scalar decay; per-key decays (GK = K):
     the chunk of gamma_{1:t} = exp(G_{h-1} + g_t), G_{h-1} from the ring row at ``gp_ptr`` (0 unless
     ``has_prev``): the fused kernel's whole-row arithmetic, element by element. ``NV4R``: the scaled inputs of
-    :func:`_read_rowdot`, ``(gamma pq) q`` and ``(gamma pk) k`` (``pq = 2**s_q``, ``pk = 2**s_k``)."""
+    :func:`.ring._read_rowdot`, ``(gamma pq) q`` and ``(gamma pk) k`` (``pq = 2**s_q``, ``pk = 2**s_k``)."""
     q = tl.load(q_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
     k = tl.load(k_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
     if GK == 1:
@@ -52,7 +52,7 @@ def _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, 
 @triton.jit
 def _product_inputs(gam, q, k, pq, pk, DELTA: tl.constexpr, NV4R: tl.constexpr):
     """The inputs of the read-copy products from gamma (a scalar or like ``q``), q and k: ``gamma q`` and (delta
-    rule) ``gamma k``; ``NV4R``: scaled as :func:`_read_rowdot` does, ``(gamma pq) q`` and ``(gamma pk) k``.
+    rule) ``gamma k``; ``NV4R``: scaled as :func:`.ring._read_rowdot` does, ``(gamma pq) q`` and ``(gamma pk) k``.
     Returns ``(xq, xk)`` (``xk = xq`` without the delta rule)."""
     if NV4R:
         xq = (gam * pq) * q
@@ -67,9 +67,9 @@ def _product_inputs(gam, q, k, pq, pk, DELTA: tl.constexpr, NV4R: tl.constexpr):
 def _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, pk, xs_ptr,
                        K: tl.constexpr, BK: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
                        NV4R: tl.constexpr, XSCR: tl.constexpr):
-    """Add key chunk ``kc`` of the read copy, ``S``, ``SB`` ``[BVA, KC]`` (:func:`_load_read`), to the row sums:
+    """Add key chunk ``kc`` of the read copy, ``S``, ``SB`` ``[BVA, KC]`` (:func:`.tiles._load_read`), to the row sums:
     ``acc_q += S_c (gamma q)_c`` and (delta rule) ``acc_k += S_c (gamma k)_c`` (``[BVA]`` each; gamma chunks:
-    :func:`_chunk_factors`). ``NV4R`` (nvfp4 read copy): the chunk's block sums of :func:`_read_rowdot` with the
+    :func:`_chunk_factors`). ``NV4R`` (nvfp4 read copy): the chunk's block sums of :func:`.ring._read_rowdot` with the
     whole key row's scalings ``pq = 2**s_q``, ``pk = 2**s_k`` (the caller unscales the totals). ``XSCR``: the
     chunk's inputs are loaded from the program's scratch row ``xs_ptr`` (``[2, BK]``: the q and k inputs of the
     whole row, the same values :func:`_chunk_factors` computes). Returns ``(acc_q, acc_k)``."""
@@ -112,11 +112,11 @@ def _nonflush_kernel(
     is loaded before ``h`` is known and with ``PREFETCH`` each next chunk is loaded before the current one is
     reduced; ``STAGES`` > 0: a loop software-pipelined over that many stages (asynchronous copies of the next
     chunks into shared memory; :func:`.launch.plan_nonflush`). Either way the chunks' row sums are added in chunk
-    order, as :func:`_read_rowdot` and :func:`.reference._chunked_npsum` add them.
+    order, as :func:`.ring._read_rowdot` and :func:`.reference._chunked_npsum` add them.
     Per-key decays (kda): each chunk computes its own slice of gamma_{1:t} from the ring's last cumulative log
     decay (:func:`_chunk_factors`).
     ``xs_ptr`` (:class:`.launch.NonflushPlan` ``input_scratch``; else None): the inputs of the chunks' products, ``gamma q`` and ``gamma k``
-    (nvfp4: scaled, :func:`_read_rowdot`), are computed once for the whole key row and stored in the program's
+    (nvfp4: scaled, :func:`.ring._read_rowdot`), are computed once for the whole key row and stored in the program's
     scratch row ``xs_ptr + (b * HV + head) * 2 * BK`` (fp32 ``[2, BK]``); after a barrier each chunk loads its
     slice. Otherwise every thread recomputes the chunk's inputs for the columns it holds, in every chunk.
     Flush rows (``h + 1 >= L``) are left to the flush launches."""

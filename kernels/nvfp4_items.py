@@ -115,7 +115,7 @@ def _nvfp4_commit_item(
     """Pass 2 of the few-flush-rows nvfp4 flush (:func:`.flush._flush_kernel` with ``amx_ptr``, after
     :func:`_nvfp4_part_kernel`), item ``w`` = the ``w % NVF``-th ``BVF``-row sub-block of (listed flush row, head)
     ``w / NVF``: the head's encode scale from the ``NVF`` amaxes of its pass-1 items, then the sub-block's S_L
-    rows from the scratch -> outputs and both casts (:func:`_commit_flush_rows`); sub-block 0 stores the head's
+    rows from the scratch -> outputs and both casts (:func:`.flush_math._commit_flush_rows`); sub-block 0 stores the head's
     scale."""
     offs_k = tl.arange(0, BK)
     mk = offs_k < K

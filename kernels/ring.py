@@ -90,11 +90,11 @@ def _chunks_in_order(p):
 
 @triton.jit
 def _read_rowdot(S, SB, inv, gam, v, NV4R: tl.constexpr):
-    """``sum_k S[r, k] gam[k] v[k]`` of a read-copy tile ``[R, BK]`` (:func:`_load_read`; ``gam``, ``v`` ``[BK]``) in
+    """``sum_k S[r, k] gam[k] v[k]`` of a read-copy tile ``[R, BK]`` (:func:`.tiles._load_read`; ``gam``, ``v`` ``[BK]``) in
     the non-flush order: the sums of the ``BK // KC`` (<= 4) K chunks of ``KC = max(16, BK // 4)``
     (:func:`.reference.nonflush_kc`), added in chunk order (:func:`_chunks_in_order`). ``NV4R`` (an nvfp4 read
     copy): ``S`` holds the E2M1 values times 2**-126 and ``SB`` the block scales; each chunk sums its blocks'
-    ``s_b sum raw x'`` with the input scaled by a power of two, ``x' = (gam 2**s) v`` (:func:`_read_scale`), and the
+    ``s_b sum raw x'`` with the input scaled by a power of two, ``x' = (gam 2**s) v`` (:func:`.tiles._read_scale`), and the
     total is divided by ``s_enc`` (``inv = 1 / s_enc``) and unscaled (:func:`_nvfp4_unscale`): two multiplies per
     element fewer than decoding the values first, and the exact values q s_b / s_enc enter the products."""
     R: tl.constexpr = S.shape[0]
@@ -111,7 +111,7 @@ def _read_rowdot(S, SB, inv, gam, v, NV4R: tl.constexpr):
 
 @triton.jit
 def _nonflush_rows(S, SB, inv, Ur, cq, ck, gam, q, kt, vt, beta, DELTA: tl.constexpr, NV4R: tl.constexpr):
-    """Output rows of a non-flush step from the read-copy tile ``S``, ``SB`` [BV, BK] (:func:`_load_read`;
+    """Output rows of a non-flush step from the read-copy tile ``S``, ``SB`` [BV, BK] (:func:`.tiles._load_read`;
     ``inv = 1 / s_enc`` for an nvfp4 one, ``NV4R``) and the ring's corrections
     (mamba2: raw inputs) ``Ur`` [L1P, BV] (zero at j >= h): o = S (gam q) + sum_j u_j cq_j + u_t (k_t . q_t)
     with u_t = beta (v_t - S (gam k_t) - sum_j u_j ck_j) (delta rule) or v_t. Returns (o, u_t), [BV] each."""

@@ -62,7 +62,7 @@ def _load_nvfp4_parts(p0, p1, sh, offs_v, mv, K, V, BK: tl.constexpr, K0=0):
 @triton.jit
 def _load_read(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, BK: tl.constexpr, K0=0):
     """A non-flush step's read-copy tile ``[BV, BK]`` (key columns ``offs_k = K0 + arange(0, BK)``) as
-    :func:`_read_rowdot` takes it: ``(S, SB)``. nvfp4: ``S`` the E2M1 values times 2**-126
+    :func:`.ring._read_rowdot` takes it: ``(S, SB)``. nvfp4: ``S`` the E2M1 values times 2**-126
     (:func:`.rounding.nvfp4_raw`), ``SB`` the block scales s_b fp32 ``[BV, BK // 16]``; other formats: the
     decoded values (:func:`_load_tile`, ``VALUES``) and ``SB = S`` (unused)."""
     if FMT == fcode.NVFP4:

@@ -1,8 +1,8 @@
 """Compare two source trees on the GPU in one device call: the benchmark's key rows, the device checks, and the bits.
 
-For the old tree (``--old DIR``: an export of an earlier commit, e.g. ``git archive 5ac1e64 quant kernels
-replayssm_quant scripts pyproject.toml | tar -x -C .old``) and this one, each importable on its own
-(a package folder per tree, as ``setup.sh`` builds it):
+For the old tree (``--old DIR``: an export of an earlier commit, e.g. ``mkdir -p .old && git archive 5ac1e64 quant
+kernels replayssm_quant scripts pyproject.toml eval/__init__.py | tar -x -C .old``) and this one, each importable on
+its own (a package folder per tree, as ``setup.sh`` builds it):
 
 1. ``scripts/gpu/bench.py`` of that tree: fp32 and nvfp4/fp16 (replay; fp32 also conventional) at batch 1 and 256
    for gdn, mamba2 and kda, with the device correctness checks (``correctness.csv``) -> ``OUT/<tree>/bench/``;
@@ -45,12 +45,18 @@ def site_for(root: str, name: str) -> str:
     return site
 
 
-def run_tree(root: str, name: str, out: str, rep_ms: int) -> None:
-    env = dict(os.environ, PYTHONPATH=site_for(root, name), PYTHONUNBUFFERED="1")
+SMOKE_BENCH_ARGS = ["--cpu-smoke", "--families", "gdn", "--specs", "fp32", "--batches", "1", "--window", "2"]
+
+
+def run_tree(root: str, name: str, out: str, rep_ms: int, smoke: bool = False) -> None:
+    """Bench and hash one tree (``smoke``: a tiny CPU run in the interpreter, to check this script's plumbing)."""
+    others = [p for p in os.environ.get("PYTHONPATH", "").split(":") if p and not p.rstrip("/").endswith("rq_site")]
+    env = dict(os.environ, PYTHONPATH=":".join([site_for(root, name)] + others), PYTHONUNBUFFERED="1")
     os.makedirs(os.path.join(out, name), exist_ok=True)
     bench = [sys.executable, os.path.join(root, "scripts", "gpu", "bench.py"), "--out",
-             os.path.join(out, name, "bench"), "--rep-ms", str(rep_ms), *BENCH_ARGS]
+             os.path.join(out, name, "bench"), "--rep-ms", str(rep_ms), *(SMOKE_BENCH_ARGS if smoke else BENCH_ARGS)]
     dump = [sys.executable, os.path.abspath(__file__), "--dump", os.path.join(out, name, "hashes.json")]
+    dump += ["--smoke"] if smoke else []
     for cmd in (bench, dump):
         print(f"[{name}] {' '.join(cmd)}", flush=True)
         subprocess.run(cmd, cwd=root, env=env, check=True)
@@ -132,13 +138,18 @@ def main(argv=None):
     p.add_argument("--out", help="output folder")
     p.add_argument("--rep-ms", type=int, default=20)
     p.add_argument("--dump", help=argparse.SUPPRESS)   # internal: hash one tree's run into this file
+    p.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)   # CPU interpreter, tiny: plumbing test
     a = p.parse_args(argv)
     if a.dump:
+        if a.smoke:
+            return dump(a.dump, "cpu", {"gdn": dict(num_heads=2, head_k=16, head_v=16)}, (2,))
         return dump(a.dump)
-    if not a.old or not a.out or not os.path.isdir(os.path.join(a.old, "kernels")):
-        sys.exit("tree_compare: --old DIR (an exported tree with kernels/) and --out DIR are required")
+    if not a.old or not a.out or not all(os.path.isfile(os.path.join(a.old, d, "__init__.py"))
+                                         for d in ("quant", "kernels", "eval")):
+        sys.exit("tree_compare: --old DIR (an exported tree: quant/, kernels/, eval/__init__.py, replayssm_quant/, "
+                 "scripts/, pyproject.toml; see --help) and --out DIR are required")
     for name, root in (("old", a.old), ("new", NEW_ROOT)):
-        run_tree(root, name, a.out, a.rep_ms)
+        run_tree(root, name, a.out, a.rep_ms, a.smoke)
     print(compare(a.out))
 
 
