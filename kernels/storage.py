@@ -82,9 +82,13 @@ class StoredState:
             self.data = torch.zeros(*shape, K, dtype=_INT_DTYPE[fmt.name], device=device)
 
     def tensors(self):
-        """``(data, scales, s_enc)``; absent parts are ``data`` itself (dummy kernel pointers)."""
+        """``(data, scales, s_enc)`` for dumping and comparing whole caches; absent parts are ``data`` itself."""
         return self.data, (self.scales if self.scales is not None else self.data), \
             (self.s_enc if self.s_enc is not None else self.data)
+
+    def kernel_tensors(self):
+        """``(data, scales, s_enc)`` as the kernels take them: None for the parts a format does not have."""
+        return self.data, self.scales, self.s_enc
 
     def bytes_per_slot(self) -> int:
         n = self.data[0].numel() * self.data.element_size()
