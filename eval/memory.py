@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from .models.configs import ssm_mixers
+from .models.fast_ssd import discretized_dt
 from .models.tokenizer import BOS_ID
 
 LN2 = math.log(2.0)
@@ -45,14 +46,8 @@ def _chunk_functions():
             (mm, "mamba2_chunk_scan", "mamba2")]
 
 
-def _mamba2_log_decay(dt, A, dt_bias=None, dt_softplus=False, dt_limit=(0.0, float("inf")), **_):
-    dt = dt.float()
-    if dt_bias is not None:
-        dt = dt + dt_bias.float()
-    if dt_softplus:
-        dt = F.softplus(dt)
-    dt = dt.clamp(min=dt_limit[0], max=dt_limit[1])
-    return A.float() * dt                                            # [B, T, H]
+def _mamba2_log_decay(dt, A, dt_bias=None, dt_softplus=False, dt_limit=(0.0, float("inf"))):
+    return A.float() * discretized_dt(dt, dt_bias, dt_softplus, dt_limit)   # [B, T, H]
 
 
 @contextlib.contextmanager
@@ -234,6 +229,7 @@ def measure_folder(folder, data_dir=None, device=None, reset_at: int = 2048, n_w
     from .gutenberg import heldout_books, read_books
     from .synthetic_tasks import heldout_recall_tasks
     from .training.data import heldout_windows
+    from .training.evaluate import accuracy_by_quartile, add_quartiles
     from .training.loop import task_family_of
 
     folder = Path(folder)
@@ -256,12 +252,9 @@ def measure_folder(folder, data_dir=None, device=None, reset_at: int = 2048, n_w
         tasks = heldout_recall_tasks(n_recall)
         rows = []
         for reset_state in tqdm((False, True), desc="recall reset", disable=not progress, leave=False):
-            df = recall_with_reset(model, tasks, reset_state)
-            df["quartile"] = pd.qcut(df["distance"].rank(method="first"), 4, labels=["Q1", "Q2", "Q3", "Q4"])
-            for q, g in df.groupby("quartile", observed=True):
-                rows.append({"state": "reset before query" if reset_state else "kept", "quartile": q, "n": len(g),
-                             "distance_min": int(g["distance"].min()), "distance_max": int(g["distance"].max()),
-                             "accuracy_pct": float(g["correct"].mean() * 100)})
+            q = accuracy_by_quartile(add_quartiles(recall_with_reset(model, tasks, reset_state), "distance"), "distance")
+            q.insert(0, "state", "reset before query" if reset_state else "kept")
+            rows += q.to_dict(orient="records")
         res["recall_reset"] = rows
     res["seconds"] = round(time.time() - t0, 1)
     (folder / "memory.json").write_text(json.dumps(res, indent=1, default=str))

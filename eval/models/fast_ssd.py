@@ -28,6 +28,16 @@ def segsum_exp(a: torch.Tensor) -> torch.Tensor:
     return ss.masked_fill(~incl, float("-inf")).exp()
 
 
+def discretized_dt(dt, dt_bias=None, dt_softplus: bool = False, dt_limit=(0.0, float("inf"))) -> torch.Tensor:
+    """Mamba-2's step size ``clamp(softplus(dt + dt_bias))`` in float32, shape of ``dt`` ([b, l, h])."""
+    dt = dt.float()
+    if dt_bias is not None:
+        dt = dt + dt_bias.float()
+    if dt_softplus:
+        dt = F.softplus(dt)
+    return dt.clamp(min=dt_limit[0], max=dt_limit[1])
+
+
 def mamba2_chunk_scan(hidden_states, dt, A, B, C, chunk_size: int, D=None, dt_bias=None, initial_states=None,
                       dt_softplus: bool = False, dt_limit=(0.0, float("inf")), return_final_states: bool = False,
                       **kwargs):
@@ -40,12 +50,7 @@ def mamba2_chunk_scan(hidden_states, dt, A, B, C, chunk_size: int, D=None, dt_bi
     with torch.autocast(device_type=hidden_states.device.type, enabled=False):
         bsz, seqlen, h, p = hidden_states.shape
         g = B.shape[2]
-        dt = dt.float()
-        if dt_bias is not None:
-            dt = dt + dt_bias.float()
-        if dt_softplus:
-            dt = F.softplus(dt)
-        dt = dt.clamp(min=dt_limit[0], max=dt_limit[1])
+        dt = discretized_dt(dt, dt_bias, dt_softplus, dt_limit)
         x = hidden_states.float()
         Bh = B.float().repeat_interleave(h // g, dim=2)
         Ch = C.float().repeat_interleave(h // g, dim=2)

@@ -98,16 +98,20 @@ def task_accuracy(model, tasks: list[dict], batch_size: int = 16, device=None, p
     for i, t in enumerate(tasks):
         rows.append({"task": t["task"], "gen_len": t["gen_len"], "correct": bool(score(preds[i], t["target"])),
                      "prediction_head": preds[i][:40], "target_head": t["target"][:40]})
-    df = pd.DataFrame(rows)
-    df["quartile"] = pd.qcut(df["gen_len"].rank(method="first"), 4, labels=["Q1", "Q2", "Q3", "Q4"])
+    return add_quartiles(pd.DataFrame(rows), "gen_len")
+
+
+def add_quartiles(df: pd.DataFrame, by: str) -> pd.DataFrame:
+    """``df`` with a ``quartile`` column (Q1..Q4 of ``by``, ties split by row order)."""
+    df["quartile"] = pd.qcut(df[by].rank(method="first"), 4, labels=["Q1", "Q2", "Q3", "Q4"])
     return df
 
 
-def accuracy_by_quartile(df: pd.DataFrame) -> pd.DataFrame:
-    """Per length quartile: n, min/max gen_len, exact-match accuracy (%)."""
+def accuracy_by_quartile(df: pd.DataFrame, by: str = "gen_len") -> pd.DataFrame:
+    """Per quartile of ``by`` (gen_len, or distance for recall): n, ``{by}_min``/``{by}_max``, exact-match accuracy (%)."""
     g = df.groupby("quartile", observed=True)
     return pd.DataFrame({
-        "n": g.size(), "gen_len_min": g["gen_len"].min(), "gen_len_max": g["gen_len"].max(),
+        "n": g.size(), f"{by}_min": g[by].min(), f"{by}_max": g[by].max(),
         "accuracy_pct": g["correct"].mean() * 100.0,
     }).reset_index()
 
@@ -174,15 +178,5 @@ def recall_accuracy(model, tasks: list[dict], batch_size: int = 16, device=None,
             rows[i] = {"task": tasks[i]["task"], "distance": tasks[i]["distance"], "correct": bool((got == want).all()),
                        "prediction_head": bytes(int(t) for t in got if t < 256).decode("utf-8", "replace"),
                        "target_head": tasks[i]["target"]}
-    df = pd.DataFrame([rows[i] for i in range(len(tasks))])
-    df["quartile"] = pd.qcut(df["distance"].rank(method="first"), 4, labels=["Q1", "Q2", "Q3", "Q4"])
-    return df
+    return add_quartiles(pd.DataFrame([rows[i] for i in range(len(tasks))]), "distance")
 
-
-def recall_by_quartile(df: pd.DataFrame) -> pd.DataFrame:
-    """Per distance quartile: n, min/max distance (bytes), exact-match accuracy (%)."""
-    g = df.groupby("quartile", observed=True)
-    return pd.DataFrame({
-        "n": g.size(), "distance_min": g["distance"].min(), "distance_max": g["distance"].max(),
-        "accuracy_pct": g["correct"].mean() * 100.0,
-    }).reset_index()

@@ -533,7 +533,7 @@ def evaluate_folder(folder: Path, s: TrainSettings, device=None, progress: bool 
     if s.family == "recall":
         tasks = heldout_recall_tasks(s.eval_tasks, RECALL_MIN_DIST, s.eval_recall_max_dist)
         df = ev.recall_accuracy(model, tasks, s.eval_task_batch, device, progress)
-        q = ev.recall_by_quartile(df)
+        q = ev.accuracy_by_quartile(df, "distance")
     else:
         tasks = heldout_tasks(s.eval_tasks, DEFAULT_MIN_LEN, s.eval_task_max_len)
         df = ev.task_accuracy(model, tasks, s.eval_task_batch, device, progress)

@@ -177,3 +177,16 @@ def test_shipped_long_model_recalls_through_its_state(model_dir):
     zeroed = recall_with_reset(model, tasks, reset=True)
     assert kept["correct"].sum() >= 5, kept
     assert zeroed["correct"].sum() <= 2, zeroed
+
+
+@pytest.mark.parametrize("name", ["gdn-long", "mamba2-long"])
+def test_long_model_names_resolve_to_their_folders(name):
+    from replayssm_quant.eval.adapters.loading import DEMO_MODELS, default_models_dir, load_model
+
+    assert DEMO_MODELS[name] == name and default_models_dir() == DEFAULT_DIR
+    if not _shipped(name):
+        with pytest.raises(ValueError, match=f"embedded model '{name}' is missing"):
+            load_model(name)
+        return
+    lm = load_model(name)
+    assert type(lm.model).__name__ == EXPECTED[name][1] and lm.source == str(DEFAULT_DIR / name)

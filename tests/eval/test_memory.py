@@ -116,3 +116,39 @@ def test_recall_with_reset_matches_the_batched_evaluation():
     assert list(split["correct"]) == list(df["correct"])
     assert list(split["prediction"]) == list(df["prediction_head"])   # the argmax bytes, position by position
     assert all(len(p) for p in split["prediction"])
+
+
+def test_memory_command_writes_the_files_the_report_reads(tmp_path):
+    """`train-demo --memory FOLDER` on a tiny recall-family folder -> memory.json + decay.csv, and
+    `train-demo --report` renders its memory section and plot from them."""
+    import json
+
+    import numpy as np
+
+    from replayssm_quant.cli import main
+    from replayssm_quant.eval import gutenberg
+    from replayssm_quant.eval.training.loop import save_model_folder
+
+    books = tmp_path / "books"
+    books.mkdir()
+    rng = np.random.default_rng(0)
+    for name in gutenberg.HELDOUT_BOOKS:
+        (books / name).write_bytes(bytes(rng.integers(97, 123, 3000, dtype=np.uint8)))
+    folder = tmp_path / "models" / "mamba2-long"
+    save_model_folder(build_model("mamba2-long", "tiny"), folder)
+    (folder / "train_meta.json").write_text(json.dumps({"settings": {"arch": "mamba2-long"}}))
+    assert main(["train-demo", "--memory", str(folder), "--data-dir", str(books), "--device", "cpu", "--no-progress",
+                 "--memory-windows", "2", "--memory-reset-at", "32", "--memory-decay-window", "64",
+                 "--memory-recall", "4"]) == 0
+    m = json.loads((folder / "memory.json").read_text())
+    assert m["reset_at"] == 32 and [r["distance_from"] for r in m["reset"]] == list(memory.RESET_BINS[:-1])
+    assert {r["state"] for r in m["recall_reset"]} == {"kept", "reset before query"} and len(m["recall_reset"]) == 8
+    import pandas as pd
+
+    d = pd.read_csv(folder / "decay.csv")
+    assert len(d) == m["heads"] == 2 * 4 and m["heads_median_decay16_ge_0.9"] == memory.heads_remembering(d)
+    assert main(["train-demo", "--memory", str(tmp_path / "nope")]) == 2          # not a model folder
+    assert main(["train-demo", "--report", "--models-dir", str(tmp_path / "models"), "--out", str(tmp_path / "r")]) == 0
+    text = (tmp_path / "r" / "README.md").read_text()
+    assert "## Memory of the SSM states" in text and "reset before query" in text
+    assert (tmp_path / "r" / "memory_decay.png").stat().st_size > 1000
