@@ -61,8 +61,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-#: Format codes for the ``FMT`` constexpr (docs/CONTRACTS.md); 6 = the bare E2M1 element.
-FORMAT_CODE = {"fp32": 0, "bf16": 1, "fp16": 2, "fp8": 3, "e5m2": 4, "nvfp4": 5, "e2m1": 6}
+#: Format codes for the ``FMT`` constexpr (docs/CONTRACTS.md); 6 = the bare E2M1 element. Code 3 is the raw
+#: E4M3 cast (``e4m3``); the row-scaled ``fp8`` / ``int8`` have their own device functions (:mod:`.rowscaled`).
+FORMAT_CODE = {"fp32": 0, "bf16": 1, "fp16": 2, "e4m3": 3, "e5m2": 4, "nvfp4": 5, "e2m1": 6}
 
 FLT_MAX = 3.4028234663852886e38
 

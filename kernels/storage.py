@@ -7,7 +7,7 @@ format      tensors
 =========== =========================================================================
 fp32        ``data float32 [S, HV, V, K]``
 bf16, fp16  ``data int16 [S, HV, V, K]`` (bit patterns)
-fp8, e5m2   ``data uint8 [S, HV, V, K]`` (bit patterns)
+e4m3, e5m2  ``data uint8 [S, HV, V, K]`` (bit patterns)
 nvfp4       ``data uint8 [S, HV, V, K//2]`` codes, ``scales uint8 [S, HV, V, K//16]``
             (E4M3 bits), ``s_enc float32 [S, HV]``
 =========== =========================================================================
@@ -29,7 +29,7 @@ from replayssm_quant.quant.philox import ELEMS_PER_CALL, grouped_rbits
 TAG_FLUSH = 0          # recurrence-checkpoint cast at a flush (and at load_state)
 TAG_CONVENTIONAL = 1   # conventional per-step write
 
-_INT_DTYPE = {"bf16": torch.int16, "fp16": torch.int16, "fp8": torch.uint8, "e5m2": torch.uint8}
+_INT_DTYPE = {"bf16": torch.int16, "fp16": torch.int16, "e4m3": torch.uint8, "e5m2": torch.uint8}
 
 
 def sr_rbits(seed: int, slots: torch.Tensor, num_heads: int, V: int, K: int,
@@ -67,6 +67,9 @@ class StoredState:
     """
 
     def __init__(self, fmt: FormatInfo, num_slots: int, num_heads: int, V: int, K: int, device):
+        if fmt.row_scaled:
+            raise ValueError(f"state format {fmt.name} (row-scaled: one fp32 scale per state row) is not in the "
+                             "decode kernels yet; use e4m3 for the raw E4M3 cast or a 16-bit format")
         self.fmt, self.V, self.K = fmt, V, K
         shape = (num_slots, num_heads, V)
         self.scales = self.s_enc = None

@@ -170,13 +170,13 @@ def test_conventional_fp32_equals_oracle(family):
 
 CASES = [  # (family, spec, mode, block_v)
     ("gdn", "fp32", "replay", 8), ("gdn", "bf16", "replay", None), ("gdn", "fp16+sr", "replay", 8),
-    ("gdn", "fp8+sr", "replay", None), ("gdn", "e5m2", "replay", 16), ("gdn", "nvfp4+sr", "replay", None),
-    ("gdn", "nvfp4/fp16", "replay", 8), ("gdn", "nvfp4/fp8+sr", "replay", None),
-    ("gdn", "fp8/fp32", "replay", 8), ("gdn", "fp32", "conventional", 8),
-    ("gdn", "fp8+sr", "conventional", None), ("gdn", "nvfp4+sr", "conventional", None),
-    ("kda", "fp32", "replay", 8), ("kda", "bf16/fp16+sr", "replay", 16), ("kda", "nvfp4/fp8+sr", "replay", None),
+    ("gdn", "e4m3+sr", "replay", None), ("gdn", "e5m2", "replay", 16), ("gdn", "nvfp4+sr", "replay", None),
+    ("gdn", "nvfp4/fp16", "replay", 8), ("gdn", "nvfp4/e4m3+sr", "replay", None),
+    ("gdn", "e4m3/fp32", "replay", 8), ("gdn", "fp32", "conventional", 8),
+    ("gdn", "e4m3+sr", "conventional", None), ("gdn", "nvfp4+sr", "conventional", None),
+    ("kda", "fp32", "replay", 8), ("kda", "bf16/fp16+sr", "replay", 16), ("kda", "nvfp4/e4m3+sr", "replay", None),
     ("kda", "fp16", "conventional", None), ("kda", "nvfp4+sr", "conventional", 8),
-    ("mamba2", "fp32", "replay", 8), ("mamba2", "fp8+sr", "replay", None),
+    ("mamba2", "fp32", "replay", 8), ("mamba2", "e4m3+sr", "replay", None),
     ("mamba2", "nvfp4/fp16", "replay", 8), ("mamba2", "nvfp4+sr", "replay", 16), ("mamba2", "bf16+sr", "conventional", 8),
     # default flush sub-block (16 >= V): nvfp4 flushes the whole head in one pass
     ("gdn", "nvfp4+sr", "conventional", "default"), ("kda", "nvfp4/fp16", "replay", "default"),
@@ -238,7 +238,7 @@ def test_bf16_activations():
 # --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("spec,backend", [("nvfp4/fp32", "torch"), ("fp8/fp32", "torch"),
+@pytest.mark.parametrize("spec,backend", [("nvfp4/fp32", "torch"), ("e4m3/fp32", "torch"),
                                           ("bf16/fp32", "torch"), ("nvfp4/fp32", "triton")])
 def test_dual_fp32_recurrence_checkpoint_equals_oracle(family, spec, backend):
     HV, K, V, L, T = 2, 32, 12, 4, 12
@@ -284,7 +284,7 @@ def test_shared_low_precision_recurrence_does_drift():
 def test_padded_rows_touch_nothing(backend):
     HV, K, V = 2, 32, 10
     x = random_decode_inputs("kda", 6, 3, HV, K, V, generator=_gen(14), device=DEV)
-    c = _cache("kda", "nvfp4/fp8+sr", HV, K, V, backend, L=3, slots=4)
+    c = _cache("kda", "nvfp4/e4m3+sr", HV, K, V, backend, L=3, slots=4)
     c.load_state(torch.tensor([0, 1, 2, 3]), torch.randn(4, HV, V, K, generator=_gen(15)).to(DEV))
     _step(c, torch.tensor([0, 1, 2]), x, 0)          # slots now mid-ring
     _step(c, torch.tensor([2, 1, 0]), x, 1)          # next step would flush them
@@ -301,7 +301,7 @@ def test_padded_rows_touch_nothing(backend):
             assert torch.equal(a[:3], b[:3])
 
 
-@pytest.mark.parametrize("spec", ["fp8/fp16+sr", "nvfp4+sr", "bf16"])
+@pytest.mark.parametrize("spec", ["e4m3/fp16+sr", "nvfp4+sr", "bf16"])
 def test_load_state_casts_like_a_flush(spec):
     HV, K, V = 2, 32, 8
     S = torch.randn(2, HV, V, K, generator=_gen(16)).to(DEV)
@@ -338,7 +338,7 @@ def test_stochastic_rounding_reproducible_from_seed():
     S0 = torch.randn(2, HV, V, K, generator=_gen(18)).to(DEV)
 
     def run(seed):
-        c = _cache("gdn", "nvfp4/fp8+sr", HV, K, V, "triton", L=3, slots=2, seed=seed)
+        c = _cache("gdn", "nvfp4/e4m3+sr", HV, K, V, "triton", L=3, slots=2, seed=seed)
         c.load_state(torch.tensor([0, 1]), S0)
         for t in range(6):
             _step(c, torch.tensor([0, 1]), x, t)
@@ -346,7 +346,7 @@ def test_stochastic_rounding_reproducible_from_seed():
 
     a, b, other = run(5), run(5), run(6)
     assert all(torch.equal(u, w) for u, w in zip(a, b))
-    assert not torch.equal(a[0], other[0])           # the fp8 recurrence checkpoint depends on the seed
+    assert not torch.equal(a[0], other[0])           # the e4m3 recurrence checkpoint depends on the seed
 
 
 def test_bytes_per_slot():
@@ -362,7 +362,7 @@ def test_bytes_per_slot():
 
 @pytest.mark.parametrize("backend,split", [("torch", None), ("triton", False), ("triton", True)],
                          ids=["torch", "fused", "split"])
-@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("kda", "fp8/fp32"), ("mamba2", "fp16+sr"),
+@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("kda", "e4m3/fp32"), ("mamba2", "fp16+sr"),
                                          ("gdn", "fp32")])
 def test_half_precision_ring_is_exact_for_half_precision_inputs(family, spec, backend, split):
     """A ring that keeps k and v in bf16 (``ring_dtype``), fed bf16 activations, gives the same bits as the
@@ -389,7 +389,7 @@ def test_half_precision_ring_is_exact_for_half_precision_inputs(family, spec, ba
                        None if x["beta"] is None else x["beta"][0])
 
 
-@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp8+sr"), ("mamba2", "nvfp4+sr"), ("gdn", "nvfp4+sr"),
+@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/e4m3+sr"), ("mamba2", "nvfp4+sr"), ("gdn", "nvfp4+sr"),
                                          ("kda", "nvfp4")])
 @pytest.mark.parametrize("split", [False, True, "scratch"], ids=["fused", "split", "split-scratch"])
 def test_nvfp4_two_pass_flush_bit_exact(family, spec, split):
@@ -416,8 +416,8 @@ def test_nvfp4_two_pass_flush_bit_exact(family, spec, split):
     assert cs[1].flush_count[:-1].max() >= 3
 
 
-@pytest.mark.parametrize("family,spec,fbv", [("gdn", "fp32", 16), ("kda", "fp16+sr", 32), ("mamba2", "fp8/fp32", 16),
-                                             ("gdn", "fp8/bf16+sr", 32)])
+@pytest.mark.parametrize("family,spec,fbv", [("gdn", "fp32", 16), ("kda", "fp16+sr", 32), ("mamba2", "e4m3/fp32", 16),
+                                             ("gdn", "e4m3/bf16+sr", 32)])
 def test_split_flush_sub_block_items_bit_exact(family, spec, fbv):
     """The split flush launch with few flush rows makes every pair of 16-row sub-blocks (every 32-row sub-block)
     a work item of its own (decode._flush_kernel; in the interpreter 4 programs: one flush row of HV = 2 heads
@@ -429,7 +429,7 @@ def test_split_flush_sub_block_items_bit_exact(family, spec, fbv):
 
 
 @pytest.mark.parametrize("family,spec,parts", [("gdn", "nvfp4/fp16", 2), ("mamba2", "nvfp4+sr", 2),
-                                               ("kda", "nvfp4/fp8+sr", 2), ("gdn", "nvfp4+sr", 1)])
+                                               ("kda", "nvfp4/e4m3+sr", 2), ("gdn", "nvfp4+sr", 1)])
 def test_split_nvfp4_flush_sub_block_items_bit_exact(family, spec, parts):
     """nvfp4 checkpoints with few flush rows: every 16-row sub-block of a flushing head is an item of its own, S_L
     and its amax in decode._nvfp4_part_kernel, the encode in decode._flush_kernel (V = 40: three sub-blocks, the
@@ -507,18 +507,18 @@ def test_gpu_launch_config_heuristic(monkeypatch):
     # replay, large grid: 4096-element tiles, flush launch capped, split into non-flush + flush launches
     assert cfg("fp32", 16, 256) == (32, 16, 4, False, 128, True)
     assert cfg("nvfp4/fp16", 16, 256) == (32, 16, 4, True, 128, True)    # every family and spec splits
-    assert cfg("fp8/fp16", 16, 256)[5] is True and cfg("fp32", 16, 256, family="mamba2")[5] is True
+    assert cfg("e4m3/fp16", 16, 256)[5] is True and cfg("fp32", 16, 256, family="mamba2")[5] is True
     assert cfg("fp32", 16, 256, family="kda")[5] is True
     assert cfg("fp32", 16, 1) == (16, 16, 4, False, None, False)     # batch 1: fine split, no cap, one launch
     assert cfg("fp32", 16, 1, per_key=True)[0] == 32                 # kda: V-blocks of >= 32 rows
     assert cfg("fp32", 1, 1, per_key=True)[0] == 8                   # (conventional: unchanged)
     assert cfg("fp32", 1, 256) == (64, 32, 8, False, None, False)    # conventional: unchanged 8192 tiles
     # conventional 16- / 8-bit checkpoints: one sub-block per program; 16-bit with per-key decays or V <= 64: 4096
-    assert cfg("fp16", 1, 256) == (64, 64, 8, False, None, False) and cfg("fp8+sr", 1, 256)[:3] == (64, 64, 8)
-    assert cfg("fp16", 1, 256, per_key=True)[:3] == (32, 32, 4) and cfg("fp8", 1, 256, per_key=True)[:2] == (64, 64)
+    assert cfg("fp16", 1, 256) == (64, 64, 8, False, None, False) and cfg("e4m3+sr", 1, 256)[:3] == (64, 64, 8)
+    assert cfg("fp16", 1, 256, per_key=True)[:3] == (32, 32, 4) and cfg("e4m3", 1, 256, per_key=True)[:2] == (64, 64)
     assert cfg("fp16", 1, 256, flush_block_v=16)[:2] == (64, 16) and cfg("bf16", 1, 1)[:2] == (8, 8)
-    assert cfg("fp8+sr", 1, 256)[4] == 80 and cfg("fp8", 1, 256)[4] is None    # SR into 8 bits: 3 programs per SM
-    assert cfg("fp8+sr", 1, 256, maxnreg=0)[4] is None and cfg("fp16+sr", 1, 256)[4] is None
+    assert cfg("e4m3+sr", 1, 256)[4] == 80 and cfg("e4m3", 1, 256)[4] is None    # SR into 8 bits: 3 programs per SM
+    assert cfg("e4m3+sr", 1, 256, maxnreg=0)[4] is None and cfg("fp16+sr", 1, 256)[4] is None
     assert cfg("fp32", 16, 256, block_v=64) == (64, 32, 8, False, 128, True)
     assert cfg("fp32", 16, 256, block_v=64, maxnreg=0) == (64, 32, 8, False, None, True)
     assert cfg("fp32", 16, 256, maxnreg=96) == (32, 16, 4, False, 96, True)
@@ -561,15 +561,15 @@ def test_nonflush_launch_config(monkeypatch):
 
     # staged key-chunk loop (3 stages, 2 warps for K = 128) for fp32, 16-bit and nvfp4 read copies
     assert cfg("fp32") == (128, 32, False, 2, None, 3)
-    assert cfg("fp8/fp16+sr") == (128, 32, True, 2, None, 0) and cfg("fp8+sr")[2] is True
+    assert cfg("e4m3/fp16+sr") == (128, 32, True, 2, None, 0) and cfg("e4m3+sr")[2] is True
     # register cap 128: the delta rule (gdn: any program; kda: 4+ warps, or staged 2-warp programs of a compressed
     # read copy), not mamba2; the knob overrides (0: none)
     kda, gdn = dict(per_key=True, delta=True), dict(delta=True)
     assert cfg("fp32", **kda)[3:] == (2, None, 3) and cfg("fp16", **kda)[3:] == (2, 128, 3)
     assert cfg("fp32", nonflush_stages=0, **kda)[2:] == (True, 4, 128, 0)
     assert cfg("nvfp4/fp16", **kda)[3:] == (2, 128, 3) and cfg("nvfp4/fp16", **gdn)[3:] == (2, 128, 3)
-    assert cfg("fp8+sr", **kda)[2:] == (False, 2, 128, 3) and cfg("fp8+sr", **gdn)[2:] == (True, 2, 128, 0)
-    assert cfg("fp8+sr", batch=64, **kda)[3:] == (2, None, 0)         # small grids: unstaged, uncapped
+    assert cfg("e4m3+sr", **kda)[2:] == (False, 2, 128, 3) and cfg("e4m3+sr", **gdn)[2:] == (True, 2, 128, 0)
+    assert cfg("e4m3+sr", batch=64, **kda)[3:] == (2, None, 0)         # small grids: unstaged, uncapped
     assert cfg("nvfp4/fp16", batch=64, **kda)[3:] == (2, None, 0) and cfg("nvfp4/fp16", batch=64, **gdn)[5] == 3
     assert cfg("fp16", **gdn)[3:] == (2, 128, 3) and cfg("fp32", **gdn)[4] == 128
     assert cfg("fp16")[4] is None and cfg("fp32", V=64)[4] is None                 # mamba2
@@ -586,7 +586,7 @@ def test_nonflush_launch_config(monkeypatch):
     assert cfg("fp32", V=13, K=48)[:2] == (16, 16)             # BK = 64: four chunks of 16
     assert cfg("fp32", V=256, K=256) == (256, 64, False, 8, None, 3)
     assert cfg("fp32", V=256, K=256, nonflush_stages=0) == (256, 64, True, 16, None, 0)
-    assert cfg("nvfp4/fp16", nonflush_warps=8)[3] == 8 and cfg("fp8+sr", nonflush_stages=2)[5] == 2
+    assert cfg("nvfp4/fp16", nonflush_warps=8)[3] == 8 and cfg("e4m3+sr", nonflush_stages=2)[5] == 2
     with pytest.raises(ValueError, match="nonflush_warps=3: a power of two"):
         cfg("fp32", nonflush_warps=3)
     # fp32 / 16-bit read copies staged from 32 programs per SM (B * HV >= 4224 here), nvfp4 at any batch
@@ -618,7 +618,7 @@ def test_flush_launch_config(monkeypatch):
     assert cfg("nvfp4/fp16", V=16)[5] is False            # one sub-block holds the head: one pass, no scratch
     assert cfg("fp16", flush_block_v=32)[:3] == (128, 32, 4)
     # no software pipeline of the sub-block loop unless a checkpoint is nvfp4 (Triton's default there); the knob
-    assert cfg("fp8+sr")[7] == 1 and cfg("nvfp4+sr")[7] is None and cfg("nvfp4+sr", flush_stages=1)[7] == 1
+    assert cfg("e4m3+sr")[7] == 1 and cfg("nvfp4+sr")[7] is None and cfg("nvfp4+sr", flush_stages=1)[7] == 1
     # a dual nvfp4 spec's split flush: on the GPU 3xTF32 dots (flush_dot_precision), no pipeline; with IEEE dots
     # (the default off the GPU) the default pipeline
     assert cfg("nvfp4/fp16", flush_dot="tf32x3")[7] == 1 and cfg("nvfp4/fp16", flush_dot="ieee")[7] is None
@@ -632,10 +632,10 @@ def test_flush_launch_config(monkeypatch):
     monkeypatch.setattr(decode, "_num_sms", lambda device: 132)
     assert cfg("fp16", device="cuda")[:2] == (128, 32) and cfg("bf16+sr", V=64, device="cuda")[:2] == (64, 32)
     assert cfg("fp16", V=16, device="cuda")[:2] == (16, 16) and cfg("fp16", flush_block_v=16, device="cuda")[1] == 16
-    assert cfg("fp32", device="cuda")[1] == 16 and cfg("fp8/fp16", device="cuda")[1] == 16
+    assert cfg("fp32", device="cuda")[1] == 16 and cfg("e4m3/fp16", device="cuda")[1] == 16
     assert cfg("nvfp4/fp16", device="cuda")[7] == 1
     # and for a dual nvfp4 spec's 16-bit recurrence checkpoint with short heads (mamba2: V = 64), not an 8-bit one
-    assert cfg("nvfp4/fp16", V=64, device="cuda")[1] == 32 and cfg("nvfp4/fp8+sr", V=64, device="cuda")[1] == 16
+    assert cfg("nvfp4/fp16", V=64, device="cuda")[1] == 32 and cfg("nvfp4/e4m3+sr", V=64, device="cuda")[1] == 16
     assert cfg("nvfp4/fp16", device="cuda")[1] == 16 and cfg("nvfp4/fp16", V=64)[1] == 16
     for bad in (24, 8):
         with pytest.raises(ValueError, match="power of two and a multiple of the flush sub-block 16"):
@@ -659,12 +659,12 @@ def test_flush_dot_precision():
 
     assert prec("fp32") == "ieee" and prec("nvfp4/fp32", flush_dot="tf32x3") == "ieee"
     assert prec("nvfp4/fp16") == decode.flush_dot_precision(SimpleNamespace(spec=parse_state_spec("fp16")))
-    assert prec("nvfp4/fp16", flush_dot="tf32x3") == "tf32x3" and prec("fp8+sr", flush_dot="ieee") == "ieee"
+    assert prec("nvfp4/fp16", flush_dot="tf32x3") == "tf32x3" and prec("e4m3+sr", flush_dot="ieee") == "ieee"
     with pytest.raises(ValueError, match="flush_dot='tf32': allowed 'ieee', 'tf32x3'"):
         prec("fp16", flush_dot="tf32")
-    assert prec("nvfp4/fp16", True) == "tf32x3" and prec("nvfp4/fp8+sr", True) == "tf32x3"
+    assert prec("nvfp4/fp16", True) == "tf32x3" and prec("nvfp4/e4m3+sr", True) == "tf32x3"
     assert prec("nvfp4/fp16") == "ieee" and prec("nvfp4/fp16", True, flush_dot="ieee") == "ieee"
-    assert prec("nvfp4/fp32", True) == "ieee" and prec("nvfp4+sr", True) == "ieee" and prec("fp8/fp16", True) == "ieee"
+    assert prec("nvfp4/fp32", True) == "ieee" and prec("nvfp4+sr", True) == "ieee" and prec("e4m3/fp16", True) == "ieee"
     assert prec("nvfp4/fp16", True, device="cpu") == "ieee"   # the interpreter: IEEE unless asked
     assert prec("nvfp4/fp16", True, device="cpu", flush_dot="tf32x3") == "tf32x3"
 
@@ -691,7 +691,7 @@ def test_nvfp4_flush_parts_rule(monkeypatch):
         parts(flush_nvfp4_items=3)
 
 
-@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("kda", "nvfp4/fp8+sr"), ("mamba2", "nvfp4/fp16")])
+@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("kda", "nvfp4/e4m3+sr"), ("mamba2", "nvfp4/fp16")])
 def test_split_flush_tf32x3_dots_close_to_ieee(family, spec):
     """The split flush with ``flush_dot="tf32x3"`` (the GPU default of dual nvfp4 specs: the key operands split into
     TF32 hi + lo once per (row, head), the recurrence tile unsplit, :func:`kernels.decode._dot_tf32x3`) against
@@ -706,7 +706,7 @@ def test_split_flush_tf32x3_dots_close_to_ieee(family, spec):
     cs = [_cache(family, spec, HV, K, V, "triton", L=L, slots=3, seed=6, block_v=16, flush_block_v=16,
                  split_flush=True, flush_dot=d) for d in ("ieee", "tf32x3")]
     idx = torch.tensor([2, 0, 1], device=DEV)
-    # one fp16 / fp8 (E4M3) step: relative spacing, or the subnormal spacing below the normal range
+    # one fp16 / e4m3 (E4M3) step: relative spacing, or the subnormal spacing below the normal range
     rel, sub = (2.0 ** -10, 2.0 ** -24) if spec.endswith("fp16") else (2.0 ** -3, 2.0 ** -9)
     for episode in range(2):
         for c in cs:
@@ -805,21 +805,21 @@ def _split_pair(family, spec, block_v, K=48, V=13, **kw):
 
 
 @pytest.mark.parametrize("family,spec,block_v,knobs", [
-    ("gdn", "fp32", 8, {}), ("gdn", "nvfp4+sr", None, {}), ("kda", "nvfp4/fp8+sr", None, {}),
-    ("mamba2", "fp8+sr", 8, {}), ("gdn", "bf16/fp32", 16, {}),
+    ("gdn", "fp32", 8, {}), ("gdn", "nvfp4+sr", None, {}), ("kda", "nvfp4/e4m3+sr", None, {}),
+    ("mamba2", "e4m3+sr", 8, {}), ("gdn", "bf16/fp32", 16, {}),
     # the non-flush launch's unrolled chunk loop with the register prefetch the other way than its default (on
     # for fp32 / 8-bit read copies), and its staged loop where the default (here: a small grid) is unrolled
     ("gdn", "fp16", 8, dict(nonflush_prefetch=True, nonflush_stages=0)),
     ("kda", "nvfp4/fp16", None, dict(nonflush_stages=3)),
     ("mamba2", "fp32", 16, dict(nonflush_prefetch=False, nonflush_stages=0)),
-    ("gdn", "nvfp4/fp16", None, dict(nonflush_warps=4)), ("kda", "fp8+sr", None, dict(nonflush_stages=3)),
-    ("mamba2", "fp8+sr", 8, dict(nonflush_stages=2)), ("gdn", "fp32", 8, dict(nonflush_stages=0)),
+    ("gdn", "nvfp4/fp16", None, dict(nonflush_warps=4)), ("kda", "e4m3+sr", None, dict(nonflush_stages=3)),
+    ("mamba2", "e4m3+sr", 8, dict(nonflush_stages=2)), ("gdn", "fp32", 8, dict(nonflush_stages=0)),
     # key dims with one (K <= 16) and two non-flush key chunks (K = 48 above: four)
-    ("gdn", "fp32", 8, dict(K=16)), ("kda", "fp8/fp16+sr", None, dict(K=24)),
+    ("gdn", "fp32", 8, dict(K=16)), ("kda", "e4m3/fp16+sr", None, dict(K=24)),
     # flush launch knobs: work items of several 16-row sub-blocks (V = 40: the last one partly masked), the
     # next sub-block's tile prefetched
     ("gdn", "fp32", 16, dict(V=40, flush_item_v=64, flush_prefetch=True)),
-    ("kda", "fp8/fp16+sr", 16, dict(V=40, flush_item_v=64, flush_prefetch=True)),
+    ("kda", "e4m3/fp16+sr", 16, dict(V=40, flush_item_v=64, flush_prefetch=True)),
     ("mamba2", "fp16", 16, dict(V=40, flush_item_v=32, flush_prefetch=True)),
     ("gdn", "bf16/fp32", 16, dict(V=40, flush_item_v=64))])
 def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
@@ -876,7 +876,7 @@ def test_split_phases_touch_only_their_rows(phase, monkeypatch):
 
     HV, K, V, L = 2, 48, 13, 4
     x = random_decode_inputs("gdn", 4, 4, HV, K, V, generator=_gen(62), device=DEV)
-    c = _cache("gdn", "fp8/fp16+sr", HV, K, V, "triton", L=L, seed=3, block_v=8, split_flush=True)
+    c = _cache("gdn", "e4m3/fp16+sr", HV, K, V, "triton", L=L, seed=3, block_v=8, split_flush=True)
     c.load_state(torch.tensor([0, 1, 2]), torch.randn(3, HV, V, K, generator=_gen(63)).to(DEV))
     for t in range(L - 1):                             # slot 2 is now one step before its flush
         _step(c, torch.tensor([2, -1, -1, -1]), x, t)
@@ -918,7 +918,7 @@ def test_split_phases_touch_only_their_rows(phase, monkeypatch):
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
-@pytest.mark.parametrize("family,spec", [("gdn", "fp32"), ("kda", "fp8+sr"), ("gdn", "nvfp4+sr"),
+@pytest.mark.parametrize("family,spec", [("gdn", "fp32"), ("kda", "e4m3+sr"), ("gdn", "nvfp4+sr"),
                                          ("gdn", "bf16/fp32"), ("kda", "nvfp4/fp16")])
 def test_flush_corrections_cached_for_shared_recomputed_for_separate(family, spec, backend):
     """Shared spec (Algorithm 1): the flush builds S_L from the corrections u_j cached in the ring (no raw

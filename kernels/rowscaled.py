@@ -1,0 +1,96 @@
+"""Triton device functions for the row-scaled 8-bit formats ``fp8`` and ``int8`` (DESIGN.md sec. 4).
+
+The exact arithmetic (one scale per row of the contiguous last dim, the order of the divisions and
+multiplies, saturation, NaN, int8's NaN code) is pinned in the docstring of
+:mod:`replayssm_quant.quant.reference` (section "Row-scaled fp8 and int8"); these functions give the
+same bits as its ``rowscaled_quantize`` / ``rowscaled_dequantize`` on the GPU and in the interpreter
+(every division is ``tl.math.div_rn``; the element rounding is the integer bit arithmetic of
+:mod:`.rounding`, or for fp8 RNE on the GPU its hardware cast, which gives the same bits).
+
+Public (all ``@triton.jit``; ``FMT`` a constexpr from :data:`ROW_FMT`):
+
+* ``row_amax(x [R, C])`` -> fp32 ``[R]``: max |x| per row, NaN ignored, +-inf as FLT_MAX (pad with 0).
+* ``row_scales(amax [R], FMT)`` -> (d, r) fp32 ``[R]``: decode scale and encode factor.
+* ``row_encode(x [R, C], FMT, SR, rbits)`` -> (codes int32 ``[R, C]``, d fp32 ``[R]``): fp8 codes are the
+  E4M3 bit patterns (0..255), int8 codes the signed values (-127..127, -128 = NaN), to be stored as
+  uint8 / int8. ``rbits`` uint32 ``[R, C]`` (SR only, else ``None``).
+* ``row_encode_scaled(x, d, r, FMT, SR, rbits)``: the same with the row's scales already computed.
+* ``row_decode(codes [R, C], d [R, 1] or [R], FMT, NAN_BITS=True)`` -> fp32 ``[R, C]``, value = fp32(q * d);
+  ``NAN_BITS=False`` (kernels that only compute with the values) skips the NaN canonicalisation.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .rounding import _canonical_nan, _encode_ieee, decode_bits, encode_bits
+
+#: constexpr codes of the row-scaled formats for these functions (not kernel FORMAT_CODEs)
+ROW_FMT = {"fp8": 0, "int8": 1}
+
+FLT_MAX = 3.4028234663852886e38
+
+
+@triton.jit
+def row_amax(x):
+    """max |x| over axis 1 of the fp32 tile ``[R, C]``, NaN ignored, +-inf counted as FLT_MAX -> ``[R]``."""
+    ax = tl.where(x != x, 0.0, tl.minimum(tl.abs(x.to(tl.float32)), 3.4028234663852886e38))
+    return tl.max(ax, axis=1)
+
+
+@triton.jit
+def row_scales(amax, FMT: tl.constexpr):
+    """(d, r): d = min(fp32(amax / M), D_MAX), r = min(fp32(M / amax), FLT_MAX); both 1 where amax == 0."""
+    zero = amax == 0
+    safe = tl.where(zero, 1.0, amax)
+    if FMT == 0:
+        m = tl.full(safe.shape, 448.0, tl.float32)
+        d = tl.minimum(tl.math.div_rn(safe, m), 7.595588094610019e+35)
+    else:
+        tl.static_assert(FMT == 1, "row_scales: FMT must be 0 (fp8) or 1 (int8)")
+        m = tl.full(safe.shape, 127.0, tl.float32)
+        d = tl.minimum(tl.math.div_rn(safe, m), 2.6793883890187504e+36)
+    r = tl.minimum(tl.math.div_rn(m, safe), 3.4028234663852886e38)
+    return tl.where(zero, 1.0, d), tl.where(zero, 1.0, r)
+
+
+@triton.jit
+def row_encode_scaled(x, r, FMT: tl.constexpr, SR: tl.constexpr, rbits):
+    """Codes (int32 ``[R, C]``) of the fp32 tile ``x`` whose rows have encode factors ``r`` (``[R]``)."""
+    x = x.to(tl.float32)
+    nan = x != x
+    xc = tl.where(nan, x, tl.minimum(tl.maximum(x, -3.4028234663852886e38), 3.4028234663852886e38))
+    xs = xc * r[:, None]
+    if FMT == 0:
+        code = encode_bits(xs, 3, SR, rbits)               # FORMAT_CODE 3: the E4M3 element (raw cast)
+    else:
+        sm = _encode_ieee(xs, 8, 7, -6, 0x7F, -1, SR, rbits)   # |xs| to an integer (subnormal spacing 1), sign bit 7
+        mag = sm & 0x7F
+        code = tl.where(nan, -128, tl.where((sm >> 7) != 0, -mag, mag))
+    return code
+
+
+@triton.jit
+def row_encode(x, FMT: tl.constexpr, SR: tl.constexpr, rbits):
+    """Row-scaled encode of the fp32 tile ``x [R, C]`` (pad with 0): (codes int32 ``[R, C]``, d fp32 ``[R]``)."""
+    d, r = row_scales(row_amax(x), FMT)
+    return row_encode_scaled(x, r, FMT, SR, rbits), d
+
+
+@triton.jit
+def row_decode(codes, d, FMT: tl.constexpr, NAN_BITS: tl.constexpr = True):
+    """codes (uint8 E4M3 bits for fp8, int8 for int8, or int32 holding them) ``[R, C]`` and decode scales
+    ``d`` (``[R]`` or ``[R, 1]``) -> fp32 ``[R, C]`` = fp32(q * d), NaN as 0x7FC00000 unless ``NAN_BITS=False``."""
+    if FMT == 0:
+        q = decode_bits(codes.to(tl.int32) & 0xFF, 3, NAN_BITS)
+    else:
+        c = codes.to(tl.int32)
+        q = tl.where(c == -128, float("nan"), c.to(tl.float32))
+    if len(d.shape) == 1:
+        v = q * d[:, None]
+    else:
+        v = q * d
+    if NAN_BITS:
+        v = _canonical_nan(v)
+    return v
