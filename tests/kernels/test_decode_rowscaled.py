@@ -1,0 +1,73 @@
+"""Row-scaled fp8 / int8 states in the decode paths (issue 24): the checkpoints hold codes plus one fp32 scale per
+state row, computed from the exact new state at every cast (load_state, flush, conventional step)."""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from test_decode import DEV, FAMILIES, _cache, _gen, _rel, _step  # noqa: E402
+
+from replayssm_quant.kernels import oracle_sequence  # noqa: E402
+from replayssm_quant.kernels.inputs import random_decode_inputs  # noqa: E402
+from replayssm_quant.quant.reference import round_to_format, rowscaled_quantize  # noqa: E402
+
+ROW = ["fp8", "int8"]
+
+
+@pytest.mark.parametrize("fmt", ROW)
+def test_checkpoint_stores_codes_and_one_scale_per_row(fmt):
+    HV, K, V = 2, 24, 5
+    c = _cache("gdn", fmt, HV, K, V, "torch", slots=3)
+    S = torch.randn(1, HV, V, K, generator=_gen(1))
+    S[0, 0, 1] *= 1e-6                               # a small row next to O(1) rows: its own scale keeps it
+    S[0, 1, 2] = 0.0
+    c.load_state(torch.tensor([1]), S.to(DEV))
+    assert c.hp.data.dtype == (torch.uint8 if fmt == "fp8" else torch.int8) and c.hp.data.shape == (3, HV, V, K)
+    assert c.hp.scales.dtype == torch.float32 and c.hp.scales.shape == (3, HV, V)
+    codes, d = rowscaled_quantize(S, fmt)
+    assert torch.equal(c.hp.data[1].cpu(), codes[0]) and torch.equal(c.hp.scales[1].cpu(), d[0])
+    got = c.checkpoint(torch.tensor([1])).cpu()
+    assert torch.equal(got, round_to_format(S, fmt))
+    step = 2 ** -4 if fmt == "fp8" else 1 / 127      # relative to the row's amax
+    amax = S.abs().amax(-1, keepdim=True)
+    assert ((got - S).abs() <= amax * step + 1e-30).all()
+    assert _rel(got[0, 0, 1], S[0, 0, 1]) < step     # the raw cast would flush this row to zero:
+    assert round_to_format(S[0, 0, 1], "e4m3").abs().max() == 0
+    assert c.hp.bytes_per_slot() == HV * V * (K + 4)          # codes + one fp32 scale per row
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("read", ROW)
+def test_fp32_recurrence_with_rowscaled_read_copy_equals_oracle(family, read):
+    """Algorithm 3: the fp32 recurrence checkpoint equals the float64 oracle after every flush while the
+    non-flush outputs carry the 8-bit read copy's error."""
+    HV, K, V, L, T = 2, 32, 12, 4, 12
+    x = random_decode_inputs(family, T, 2, HV, K, V, generator=_gen(10), device=DEV, decay_scale=0.02)
+    S0 = torch.randn(2, HV, V, K, generator=_gen(11)).to(DEV)
+    c = _cache(family, f"{read}/fp32", HV, K, V, "torch", L=L, slots=2)
+    slots = torch.tensor([1, 0], device=DEV)
+    c.load_state(slots, S0)
+    o_ref, s_ref = oracle_sequence(family, S0.cpu(), *(None if x[n] is None else x[n].cpu()
+                                                        for n in ("q", "k", "v", "g", "beta")))
+    read_err = 0.0
+    for t in range(T):
+        o = _step(c, slots, x, t).cpu()
+        if (t + 1) % L == 0:
+            assert _rel(o, o_ref[t]) < 1e-5
+            assert _rel(c.checkpoint(slots).cpu(), s_ref[t]) < 1e-5
+            assert torch.equal(c.lp.decode(slots).cpu(), round_to_format(c.checkpoint(slots).cpu(), read))
+        else:
+            read_err = max(read_err, _rel(o, o_ref[t]))
+    assert read_err > 1e-4
+
+
+@pytest.mark.parametrize("spec", ["fp8", "nvfp4/int8+sr"])
+def test_triton_backend_refuses_rowscaled_until_integrated(spec):
+    c = _cache("gdn", spec, 2, 16, 4, "triton", slots=2)
+    x = random_decode_inputs("gdn", 1, 1, 2, 16, 4, generator=_gen(2), device=DEV)
+    with pytest.raises(ValueError, match="not in the Triton decode kernels yet"):
+        _step(c, torch.tensor([0]), x, 0)
