@@ -17,6 +17,8 @@ Public (all ``@triton.jit``; ``FMT`` a constexpr from :data:`ROW_FMT`):
 * ``row_encode_scaled(x, d, r, FMT, SR, rbits)``: the same with the row's scales already computed.
 * ``row_decode(codes [R, C], d [R, 1] or [R], FMT, NAN_BITS=True)`` -> fp32 ``[R, C]``, value = fp32(q * d);
   ``NAN_BITS=False`` (kernels that only compute with the values) skips the NaN canonicalisation.
+* ``load_row_tile`` / ``store_row_tile``: a decode kernel's ``[BV, BK]`` tile of a stored state (codes
+  ``[.., V, K]``, scales ``[.., V]``): decode, or encode whole rows (amax over the K real columns).
 """
 
 from __future__ import annotations
@@ -94,3 +96,23 @@ def row_decode(codes, d, FMT: tl.constexpr, NAN_BITS: tl.constexpr = True):
     if NAN_BITS:
         v = _canonical_nan(v)
     return v
+
+
+@triton.jit
+def load_row_tile(p0, p1, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, NAN_BITS: tl.constexpr = False):
+    """Decode rows ``offs_v``, key columns ``offs_k`` of the row-scaled state ``sh`` (slot * HV + head): codes
+    ``p0 [.., V, K]``, scales ``p1 [.., V]`` -> fp32 ``[BV, BK]``, 0 outside [V, K] (zero codes, scale 1)."""
+    m = mv[:, None] & mk[None, :]
+    codes = tl.load(p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :], mask=m, other=0)
+    d = tl.load(p1 + sh * V + offs_v, mask=mv, other=1.0)
+    return row_decode(codes, d, FMT, NAN_BITS)
+
+
+@triton.jit
+def store_row_tile(S, p0, p1, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, SR: tl.constexpr, rbits):
+    """Encode the fp32 tile ``S [BV, BK]`` (whole rows: ``offs_k`` covers the key dim) into codes ``p0`` and one
+    scale per row ``p1`` of state ``sh``; each row's amax over its K real columns (the padding is ignored)."""
+    m = mv[:, None] & mk[None, :]
+    codes, d = row_encode(tl.where(m, S, 0.0), FMT, SR, rbits)
+    tl.store(p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :], codes.to(p0.dtype.element_ty), mask=m)
+    tl.store(p1 + sh * V + offs_v, d, mask=mv)
