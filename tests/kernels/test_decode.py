@@ -238,7 +238,8 @@ def test_bf16_activations():
 # --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("spec,backend", [("nvfp4/fp32", "torch"), ("e4m3/fp32", "torch"),
+@pytest.mark.parametrize("spec,backend", [("nvfp4/fp32", "torch"), ("e4m3/fp32", "torch"), ("fp8/fp32", "torch"),
+                                          ("int8/fp32", "torch"),
                                           ("bf16/fp32", "torch"), ("nvfp4/fp32", "triton")])
 def test_dual_fp32_recurrence_checkpoint_equals_oracle(family, spec, backend):
     HV, K, V, L, T = 2, 32, 12, 4, 12
