@@ -9,7 +9,8 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from test_decode import DEV, _cache, _gen, _rel, _step  # noqa: E402
+from test_decode import DEV, FAMILIES, _cache, _gen, _rel, _step  # noqa: E402
+from test_decode import test_triton_bit_exact_vs_torch as _bit_exact  # noqa: E402
 
 from replayssm_quant.kernels.inputs import random_decode_inputs  # noqa: E402
 from replayssm_quant.quant.reference import round_to_format, rowscaled_quantize  # noqa: E402
@@ -45,3 +46,18 @@ def test_triton_backend_refuses_rowscaled_until_integrated(spec):
     x = random_decode_inputs("gdn", 1, 1, 2, 16, 4, generator=_gen(2), device=DEV)
     with pytest.raises(ValueError, match="not in the Triton decode kernels yet"):
         _step(c, torch.tensor([0]), x, 0)
+
+
+SPECS = [  # (spec, mode, block_v): every decode path that holds an 8-bit row-scaled state
+    ("fp8", "replay", 8), ("int8", "replay", None), ("nvfp4/fp8+sr", "replay", None),
+    ("nvfp4/int8+sr", "replay", 16), ("int8/fp16", "replay", 8), ("fp8+sr", "conventional", None),
+    ("int8+sr", "conventional", 8),
+]
+BIT_EXACT = [(f, *c, i % 2 == 1) for i, (f, c) in enumerate((f, c) for f in FAMILIES for c in SPECS)]
+
+
+@pytest.mark.parametrize("family,spec,mode,block_v,split", BIT_EXACT)
+def test_rowscaled_triton_bit_exact_vs_torch(family, spec, mode, block_v, split):
+    """test_decode's bit-exactness check (checkpoint codes and row scales, read copy, ring, counters, outputs)
+    on the row-scaled specs, each family, fused and split launches alternating."""
+    _bit_exact(family, spec, mode, block_v, split)
