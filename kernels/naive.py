@@ -81,3 +81,54 @@ def oracle_sequence(family: str, S0: torch.Tensor, q, k, v, g, beta=None):
         outs.append(o)
         states.append(S)
     return torch.stack(outs), torch.stack(states)
+
+
+def _entry_step(family, S, k, v, g, beta, u=None):
+    """One recurrence step in float64 with the correction ``u`` given (a cached one) or computed from ``S``.
+    Returns ``(S_new, u)``; shapes as :func:`oracle_step` (``S [..., HV, V, K]``)."""
+    a = torch.exp(g)
+    S = S * (a.unsqueeze(-2) if PER_KEY_DECAY[family] else a[..., None, None])
+    if u is None:
+        u = beta.unsqueeze(-1) * (v - torch.einsum("...vk,...k->...v", S, k)) if DELTA_RULE[family] else v
+    return S + u.unsqueeze(-1) * k.unsqueeze(-2), u
+
+
+def replay_decode(family: str, S0: torch.Tensor, q, k, v, g, beta=None, window: int = 16, read=None,
+                  recur=None):
+    """Algorithm 1 (replay decode) and Algorithm 3 (dual checkpoint) in float64, step by step (DESIGN.md sec. 3).
+
+    The state is a checkpoint plus a ring of the inputs since it; every ``window``-th step flushes. ``recur`` /
+    ``read``: functions rounding a float64 state ``[B, HV, V, K]`` into the recurrence / read format (None: exact).
+    ``read=None`` is Algorithm 1 (one checkpoint serves reads and the recurrence; the flush uses the corrections
+    cached by the non-flush steps); a ``read`` function is Algorithm 3: non-flush steps read the read copy and cache
+    corrections computed from it (outputs only), the flush replays the ring from the recurrence checkpoint
+    recomputing every correction from the raw ``v_j``, ``beta_j``, and casts the new state into both formats.
+
+    Args: as :func:`oracle_sequence` (``S0 [B, HV, V, K]``, inputs ``[T, B, ...]``), all rows in phase.
+    Returns: ``(o float64 [T, B, HV, V], ckpt float64 [T, B, HV, V, K])``, ``ckpt[t]`` the recurrence checkpoint
+    after step ``t``.
+    """
+    check_family(family)
+    d, same = torch.float64, (lambda x: x)
+    recur, rd = recur or same, read or recur or same
+    S0 = S0.to(d)
+    hp, lp = recur(S0), rd(S0)
+    ring, outs, ckpts = [], [], []
+    for t in range(q.shape[0]):
+        qt, kt, vt, gt = (x[t].to(d) for x in (q, k, v, g))
+        bt = None if beta is None else beta[t].to(d)
+        if len(ring) + 1 < window:   # non-flush: output from the read copy + ring; cache this step's correction
+            S = lp
+            for kj, vj, gj, bj, uj in ring:
+                S, _ = _entry_step(family, S, kj, vj, gj, bj, uj)
+            S, u = _entry_step(family, S, kt, vt, gt, bt)
+            ring.append((kt, vt, gt, bt, u))
+        else:                        # flush: rebuild S_L from the recurrence checkpoint, cast it into both copies
+            S = hp
+            for kj, vj, gj, bj, uj in ring:
+                S, _ = _entry_step(family, S, kj, vj, gj, bj, uj if read is None else None)
+            S, _ = _entry_step(family, S, kt, vt, gt, bt)
+            hp, lp, ring = recur(S), rd(S), []
+        outs.append(torch.einsum("...vk,...k->...v", S, qt))
+        ckpts.append(hp)
+    return torch.stack(outs), torch.stack(ckpts)

@@ -24,6 +24,8 @@ import torch
 import triton
 import triton.language as tl
 
+from replayssm_quant.quant import format_codes as fcode
+
 from . import rounding as rd
 
 #: storage dtype of the element formats
@@ -48,7 +50,7 @@ def _quantize_elem_kernel(x_ptr, out_ptr, n, seed, FMT: tl.constexpr, SR: tl.con
     else:
         rb = None
     bits = rd.encode_bits(x, FMT, SR, rb)
-    if FMT == 0:
+    if FMT == fcode.FP32:
         tl.store(out_ptr + offs, bits.to(tl.float32, bitcast=True), mask=mask)
     else:
         tl.store(out_ptr + offs, bits.to(out_ptr.dtype.element_ty), mask=mask)
@@ -59,7 +61,7 @@ def _dequantize_elem_kernel(bits_ptr, out_ptr, n, FMT: tl.constexpr, BLOCK: tl.c
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     b = tl.load(bits_ptr + offs, mask=mask, other=0)
-    if FMT == 0:
+    if FMT == fcode.FP32:
         b = b.to(tl.int32, bitcast=True)
     else:
         b = b.to(tl.int32)
@@ -245,3 +247,7 @@ def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch
                                                                  s_enc.contiguous(), out, nblocks, R * C // 16,
                                                                  NB=NV_NB)
     return out
+
+
+# the row-scaled launchers belong to the same "triton" backend of replayssm_quant.quant
+from .quantize_rowscaled import rowscaled_dequantize, rowscaled_quantize  # noqa: E402,F401

@@ -18,8 +18,9 @@ import triton
 import triton.language as tl
 
 from . import rounding as rd
-from .quantize import _check_input, _check_out
-from .rowscaled import ROW_FMT, row_amax, row_decode, row_encode_scaled, row_scales
+from replayssm_quant.quant.format_codes import FORMAT_CODE
+
+from .rowscaled import row_amax, row_decode, row_encode_scaled, row_scales
 
 #: storage dtype of the codes
 CODE_DTYPE = {"fp8": torch.uint8, "int8": torch.int8}
@@ -98,6 +99,8 @@ def _check_fmt(fmt: str, what: str) -> str:
 def rowscaled_quantize(x: torch.Tensor, fmt: str, sr: bool = False, seed: int = 0, out=None):
     """float32 ``x [..., C]`` (at least one dim) -> (codes ``[..., C]`` uint8 (fp8) / int8 (int8), d float32
     ``[...]``); ``out`` = optional tuple of the two."""
+    from .quantize import _check_input, _check_out   # (quantize imports this module: no import cycle at load)
+
     _check_fmt(fmt, "rowscaled_quantize")
     x = _check_input(x)
     if x.dim() < 1:
@@ -111,13 +114,15 @@ def rowscaled_quantize(x: torch.Tensor, fmt: str, sr: bool = False, seed: int = 
         return codes, d.fill_(1.0)
     br, bc = _tile(C)
     _rowscaled_quantize_kernel[(triton.cdiv(n_rows, br),)](
-        x_ptr=x, codes_ptr=codes, d_ptr=d, n_rows=n_rows, C=C, seed=seed, FMT=ROW_FMT[fmt], SR=bool(sr),
+        x_ptr=x, codes_ptr=codes, d_ptr=d, n_rows=n_rows, C=C, seed=seed, FMT=FORMAT_CODE[fmt], SR=bool(sr),
         ALIGNED=C % 8 == 0 and bc % 8 == 0, BR=br, BC=bc)
     return codes, d
 
 
 def rowscaled_dequantize(codes: torch.Tensor, d: torch.Tensor, fmt: str, out=None) -> torch.Tensor:
     """Inverse of :func:`rowscaled_quantize` -> float32 ``[..., C]`` (into ``out`` if given)."""
+    from .quantize import _check_out
+
     _check_fmt(fmt, "rowscaled_dequantize")
     if not isinstance(codes, torch.Tensor) or codes.dtype != CODE_DTYPE[fmt]:
         raise ValueError(f"{fmt} codes must be {CODE_DTYPE[fmt]}, got {getattr(codes, 'dtype', type(codes).__name__)}")
@@ -130,5 +135,5 @@ def rowscaled_dequantize(codes: torch.Tensor, d: torch.Tensor, fmt: str, out=Non
     if n_rows:
         br, bc = _tile(C)
         _rowscaled_dequantize_kernel[(triton.cdiv(n_rows, br),)](
-            codes_ptr=codes, d_ptr=d, out_ptr=out, n_rows=n_rows, C=C, FMT=ROW_FMT[fmt], BR=br, BC=bc)
+            codes_ptr=codes, d_ptr=d, out_ptr=out, n_rows=n_rows, C=C, FMT=FORMAT_CODE[fmt], BR=br, BC=bc)
     return out

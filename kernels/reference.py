@@ -124,8 +124,8 @@ def cumulative_log_decay(G_prev: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     through input t (``G_prev``: the previous entry's, 0 for the first input after a flush).
 
     Why cumulative: a step needs the decay from every live entry j to now, ``exp(G_t - G_j)``; with raw
-    ``g_j`` in the ring that is a reverse cumsum over the ring, a scan that cost per-key decays (kda) 6-25%
-    of a non-flush step on the H200 (reports/bench/sweeps_2026-11-30e). The price: ``G_t - G_j`` carries
+    ``g_j`` in the ring that is a reverse cumsum over the ring, a scan over ``[L-1, K]`` per step for per-key decays
+    (kda). The price: ``G_t - G_j`` carries
     the rounding of ``G`` (absolute ~ ``|G_t| 2^-24``) where a sum of the ``g_l`` after j would not."""
     return G_prev + g
 
@@ -158,9 +158,10 @@ def replay_flush_rows(cache) -> int:
     the (power-of-two) head and the ``block_v`` knob, at least 16 (tl.dot). On the GPU the launcher may
     split V further at small batches (its fp32 dots do not round like numpy's anyway)."""
     V = max(16, 1 << (int(cache.head_v) - 1).bit_length())
-    rows = min(getattr(cache, "flush_block_v", None) or 16, V)
-    if getattr(cache, "block_v", None):
-        rows = min(rows, cache.block_v)
+    knobs = cache.knobs
+    rows = min(knobs.flush_block_v or 16, V)
+    if knobs.block_v:
+        rows = min(rows, knobs.block_v)
     return max(16, rows)
 
 
@@ -180,6 +181,62 @@ def _npsum(x: np.ndarray) -> np.ndarray:
 def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """fp32 matmul as ``tl.dot(a, b)`` under the interpreter (numpy matmul plus a zero accumulator)."""
     return np.matmul(a, b, dtype=np.float32) + np.float32(0.0)
+
+
+def _flush_keys(cache, slots, k, g, BK: int, LP: int):
+    """The flush's entries, zero-padded to ``LP`` and ``BK``: ring keys plus the current one ``Kr [n, HV, LP, BK]``,
+    cumulative log decays ``Gc`` (``[n, HV, LP]``; kda ``[n, HV, LP, BK]``; padded entries repeat the last), and
+    ``Kd = k_j d_{1:j}``, ``Kd2 = k_j d_{j+1:L}``, ``dL = d_{1:L}`` (``[n, HV, BK]``), float32 numpy."""
+    L = cache.window
+    n, HV = k.shape[:2]
+    Kr = np.zeros((n, HV, LP, BK), np.float32)
+    Kr[:, :, :L - 1] = _np(cache.ring_k[slots], BK)
+    Kr[:, :, L - 1] = _np(k, BK)
+    if cache.per_key:
+        Gc = np.zeros((n, HV, LP, BK), np.float32)
+        Gc[:, :, :L - 1] = _np(cache.ring_g[slots], BK)
+        gtot = Gc[:, :, L - 2] + _np(g, BK)                                     # [n, HV, BK]
+        Gc[:, :, L - 1:] = gtot[:, :, None, :]
+        Kd = Kr * np.exp(Gc)
+        Kd2 = Kr * np.exp(gtot[:, :, None, :] - Gc)
+        dL = np.exp(gtot)
+    else:
+        Gc = np.zeros((n, HV, LP), np.float32)
+        Gc[:, :, :L - 1] = cache.ring_g[slots][..., 0].cpu().numpy()
+        gtot = Gc[:, :, L - 2] + g[..., 0].cpu().numpy()                        # [n, HV]
+        Gc[:, :, L - 1:] = gtot[..., None]
+        Kd = Kr * np.exp(Gc)[..., None]
+        Kd2 = Kr * np.exp(gtot[..., None] - Gc)[..., None]
+        dL = np.exp(gtot[..., None] + np.zeros(BK, np.float32))
+    return Kr, Gc, Kd, Kd2, dL
+
+
+def _correction_solve(cache, slots, beta, Kr, Gc, LP: int):
+    """Separate delta-rule spec: the betas ``br [n, HV, LP]`` and ``T = (I + M diag(br))^{-1} [n, HV, LP, LP]`` with
+    ``M_ij = sum_k k_i k_j d_{i+1:j}`` (i < j), as the product ``(I - N)(I + N^2)...`` of the kernel's dots."""
+    L = cache.window
+    n, HV = Kr.shape[:2]
+    br = np.zeros((n, HV, LP), np.float32)
+    br[:, :, :L - 1] = cache.ring_beta[slots].cpu().numpy()
+    br[:, :, L - 1] = beta.cpu().numpy()
+    upper = np.arange(LP)[:, None] < np.arange(LP)[None, :]
+    if cache.per_key:
+        M = np.zeros((n, HV, LP, LP), np.float32)
+        for i in range(L):
+            ki = Kr[:, :, i][:, :, None, :]
+            e = np.exp(np.minimum(Gc - Gc[:, :, i][:, :, None, :], np.float32(0.0)))
+            row = _npsum(Kr * e * ki)
+            M[:, :, i, i + 1:] = row[:, :, i + 1:]
+    else:
+        Dm = np.exp(np.minimum(Gc[..., None, :] - Gc[..., :, None], np.float32(0.0)))
+        M = np.where(upper, _dot(Kr, np.swapaxes(Kr, -1, -2)) * Dm, np.float32(0.0)).astype(np.float32)
+    N = M * br[:, :, None, :]
+    eye = np.eye(LP, dtype=np.float32)
+    T, Np = eye - N, N
+    for _ in range(LP.bit_length() - 2):        # Np = N^(2^s), s = 1 .. log2(LP) - 1
+        Np = _dot(Np, Np)
+        T = _dot(T, eye + Np)
+    return br, T
 
 
 def chunked_flush_state(cache, S0, slots, k, v, g, beta):
@@ -216,25 +273,7 @@ def chunked_flush_state(cache, S0, slots, k, v, g, beta):
     BK, LP = block_k(K), flush_entries(L)
     n, HV, V = v.shape
     dev = S0.device
-    Kr = np.zeros((n, HV, LP, BK), np.float32)
-    Kr[:, :, :L - 1] = _np(cache.ring_k[slots], BK)
-    Kr[:, :, L - 1] = _np(k, BK)
-    if cache.per_key:
-        Gc = np.zeros((n, HV, LP, BK), np.float32)
-        Gc[:, :, :L - 1] = _np(cache.ring_g[slots], BK)
-        gtot = Gc[:, :, L - 2] + _np(g, BK)                                     # [n, HV, BK]
-        Gc[:, :, L - 1:] = gtot[:, :, None, :]
-        Kd = Kr * np.exp(Gc)
-        Kd2 = Kr * np.exp(gtot[:, :, None, :] - Gc)
-        dL = np.exp(gtot)
-    else:
-        Gc = np.zeros((n, HV, LP), np.float32)
-        Gc[:, :, :L - 1] = cache.ring_g[slots][..., 0].cpu().numpy()
-        gtot = Gc[:, :, L - 2] + g[..., 0].cpu().numpy()                        # [n, HV]
-        Gc[:, :, L - 1:] = gtot[..., None]
-        Kd = Kr * np.exp(Gc)[..., None]
-        Kd2 = Kr * np.exp(gtot[..., None] - Gc)[..., None]
-        dL = np.exp(gtot[..., None] + np.zeros(BK, np.float32))
+    Kr, Gc, Kd, Kd2, dL = _flush_keys(cache, slots, k, g, BK, LP)
     # rows in sub-blocks of R (the kernel's flush tile; matmul rounding depends on the row count)
     R = replay_flush_rows(cache)
     nb = -(-V // R)
@@ -262,26 +301,7 @@ def chunked_flush_state(cache, S0, slots, k, v, g, beta):
         U = Vr.copy()
         U[..., L - 1] = beta.cpu().numpy()[:, :, None, None] * (vf - acc)
     elif cache.delta:
-        br = np.zeros((n, HV, LP), np.float32)
-        br[:, :, :L - 1] = cache.ring_beta[slots].cpu().numpy()
-        br[:, :, L - 1] = beta.cpu().numpy()
-        upper = np.arange(LP)[:, None] < np.arange(LP)[None, :]
-        if cache.per_key:
-            M = np.zeros((n, HV, LP, LP), np.float32)
-            for i in range(L):
-                ki = Kr[:, :, i][:, :, None, :]
-                e = np.exp(np.minimum(Gc - Gc[:, :, i][:, :, None, :], np.float32(0.0)))
-                row = _npsum(Kr * e * ki)
-                M[:, :, i, i + 1:] = row[:, :, i + 1:]
-        else:
-            Dm = np.exp(np.minimum(Gc[..., None, :] - Gc[..., :, None], np.float32(0.0)))
-            M = np.where(upper, _dot(Kr, np.swapaxes(Kr, -1, -2)) * Dm, np.float32(0.0)).astype(np.float32)
-        N = M * br[:, :, None, :]
-        eye = np.eye(LP, dtype=np.float32)
-        T, Np = eye - N, N
-        for _ in range(LP.bit_length() - 2):        # Np = N^(2^s), s = 1 .. log2(LP) - 1
-            Np = _dot(Np, Np)
-            T = _dot(T, eye + Np)
+        br, T = _correction_solve(cache, slots, beta, Kr, Gc, LP)
         P = _dot(S0n, np.swapaxes(Kd, -1, -2)[:, :, None])                     # [n, HV, nb, R, LP]
         U = _dot((Vr - P) * br[:, :, None, None, :], T[:, :, None])
     else:
@@ -315,7 +335,7 @@ def _pow2(n: np.ndarray) -> np.ndarray:
 
 
 def _read_scale(x: np.ndarray, gmax: np.ndarray) -> np.ndarray:
-    """``decode._read_scale`` over the last dim of ``x [..., BK]`` (``gmax [...]`` the max decay): int32 ``[...]``,
+    """``tiles._read_scale`` over the last dim of ``x [..., BK]`` (``gmax [...]`` the max decay): int32 ``[...]``,
     ``min(252 - e, 253 - e_gamma, 127)`` with the biased exponents of max |x| and of ``gmax``."""
     e = (np.max(np.abs(x), axis=-1).astype(np.float32).view(np.int32) >> 23) & 0xFF
     eg = (np.asarray(gmax, np.float32).view(np.int32) >> 23) & 0xFF
@@ -325,7 +345,7 @@ def _read_scale(x: np.ndarray, gmax: np.ndarray) -> np.ndarray:
 def _read_dot(cache, slots, BK: int):
     """The non-flush reduction ``(gam [n, HV, BK], v [n, HV, BK]) -> sum_k S_lp[..., r, k] gam_k v_k``
     ``[n, HV, V]`` over the read copy of ``slots``, in the kernels' order (:func:`_chunked_npsum` chunks). nvfp4
-    read copies as ``decode._read_rowdot``: with ``x' = (gam 2**s) v``, per chunk ``sum_b s_b sum_{k in b}
+    read copies as ``ring._read_rowdot``: with ``x' = (gam 2**s) v``, per chunk ``sum_b s_b sum_{k in b}
     (q_k 2**-126) x'_k``, the chunk sums added in order, then ``((acc / s_enc) 2**c) 2**d`` with c + d = 126 - s
     (``1 / s_enc`` rounded once): the exact values ``q s_b / s_enc`` enter the products, not their fp32
     roundings."""

@@ -26,7 +26,7 @@ Public (all ``@triton.jit``):
 * ``nvfp4_block_scale(scale_bits)`` -> s_b fp32 (the E4M3 block scale; NaN code -> NaN).
 * ``nvfp4_raw(codes [R, C//2])`` -> fp32 [R, C], the E2M1 values times 2**-126 (no block factor): for
   kernels that only sum products with the read copy and apply the block scales per block
-  (:func:`.decode._read_rowdot`).
+  (:func:`.ring._read_rowdot`).
 * ``pow2_f32(n)`` -> 2**n (fp32, exact) for int32 n in [-126, 127].
 
 * ``sr_bits8(seed, g0, c1, c2, c3)`` -> uint32 Philox bits (10 rounds), eight elements per call, 16 random
@@ -42,9 +42,9 @@ rounded in the right direction, give E2M1(fp32(xs / s_b)) bit for bit by a binar
 compares (:func:`_e2m1_rne_scaled`); SR still divides per element (it needs the discarded bits).
 A kernel that only sums products with the values (the non-flush read) can skip both decode multiplies:
 ``nvfp4_raw`` gives the value times 2**-126 and the block scale ``nvfp4_block_scale`` multiplies per block
-(:func:`.decode._read_rowdot`).
+(:func:`.ring._read_rowdot`).
 
-``FMT`` is a ``tl.constexpr`` from :data:`FORMAT_CODE`; ``rbits`` is a uint32
+``FMT`` is a ``tl.constexpr`` format code (:mod:`replayssm_quant.quant.format_codes`); ``rbits`` is a uint32
 (or int32) tensor shaped like ``x``, only read when ``SR`` is true (pass
 ``None`` otherwise). For ``nvfp4_encode``/``nvfp4_decode`` ``s_enc`` is one fp32
 scalar per tile; the ``_pairs`` variants also take ``[NB, 1]``.
@@ -61,9 +61,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-#: Format codes for the ``FMT`` constexpr (docs/CONTRACTS.md); 6 = the bare E2M1 element. Code 3 is the raw
-#: E4M3 cast (``e4m3``); the row-scaled ``fp8`` / ``int8`` have their own device functions (:mod:`.rowscaled`).
-FORMAT_CODE = {"fp32": 0, "bf16": 1, "fp16": 2, "e4m3": 3, "e5m2": 4, "nvfp4": 5, "e2m1": 6}
+from replayssm_quant.quant import format_codes as fcode
+from replayssm_quant.quant.format_codes import FORMAT_CODE  # noqa: F401  (the ``FMT`` codes, by format name)
 
 FLT_MAX = 3.4028234663852886e38
 
@@ -143,30 +142,30 @@ def encode_bits(x, FMT: tl.constexpr, SR: tl.constexpr, rbits):
     """Round fp32 ``x`` into format FMT; returns int32 bit patterns (16/8/4 bits in the low bits).
 
     RNE, or with SR stochastic rounding using the uint32 tensor ``rbits`` (shaped like x).
-    Saturating, NaN-preserving, signed zero kept. FMT=0 (fp32) returns the raw bits.
+    Saturating, NaN-preserving, signed zero kept. ``fcode.FP32`` returns the raw bits.
     """
     x = x.to(tl.float32)
-    if FMT == 0:
+    if FMT == fcode.FP32:
         r = x.to(tl.int32, bitcast=True)
-    elif FMT == 1:
+    elif FMT == fcode.BF16:
         if HW_CASTS and not SR:
             r = _encode_hw(x, 16, 3.3895313892515355e38, 0x7FC0, tl.bfloat16, tl.int16)
         else:
             r = _encode_ieee(x, 16, 7, 127, 0x7F7F, 0x7FC0, SR, rbits)
-    elif FMT == 2:
+    elif FMT == fcode.FP16:
         if HW_CASTS and not SR:
             r = _encode_hw(x, 16, 65504.0, 0x7E00, tl.float16, tl.int16)
         else:
             r = _encode_ieee(x, 16, 10, 15, 0x7BFF, 0x7E00, SR, rbits)
-    elif FMT == 3:
+    elif FMT == fcode.E4M3:
         if HW_CASTS and not SR:
             r = _encode_hw(x, 8, 448.0, 0x7F, tl.float8e4nv, tl.int8)
         else:
             r = _encode_ieee(x, 8, 3, 7, 0x7E, 0x7F, SR, rbits)
-    elif FMT == 4:
+    elif FMT == fcode.E5M2:
         r = _encode_ieee(x, 8, 2, 15, 0x7B, 0x7F, SR, rbits)
     else:
-        tl.static_assert(FMT == 6, "encode_bits: FMT must be 0,1,2,3,4 or 6 (nvfp4 uses nvfp4_encode)")
+        tl.static_assert(FMT == fcode.E2M1, "encode_bits: FMT must be an element format code (nvfp4 uses nvfp4_encode)")
         r = _encode_ieee(x, 4, 1, 1, 0x7, -1, SR, rbits)
     return r
 
@@ -177,11 +176,11 @@ def decode_bits(bits, FMT: tl.constexpr, NAN_BITS: tl.constexpr = True):
 
     ``NAN_BITS=False`` (kernels that only compute with the values): on the GPU a NaN code decodes to some
     NaN rather than the reference's bit pattern (saves the fix-up after the fp16 / fp8 cvt)."""
-    if FMT == 0:
+    if FMT == fcode.FP32:
         r = bits.to(tl.int32).to(tl.float32, bitcast=True)
-    elif FMT == 1:
+    elif FMT == fcode.BF16:
         r = ((bits.to(tl.int32) & 0xFFFF) << 16).to(tl.float32, bitcast=True)
-    elif FMT == 2:
+    elif FMT == fcode.FP16:
         if HW_CASTS:   # cvt.f32.f16; a NaN keeps its payload as in the integer path
             b = bits.to(tl.int32)
             h = b.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32).to(tl.int32, bitcast=True)
@@ -191,7 +190,7 @@ def decode_bits(bits, FMT: tl.constexpr, NAN_BITS: tl.constexpr = True):
             r = h.to(tl.float32, bitcast=True)
         else:
             r = _decode_ieee(bits, 16, 5, 10, 15, 0x7E00, True, 5.960464477539063e-08)
-    elif FMT == 3:
+    elif FMT == fcode.E4M3:
         if HW_CASTS:   # cvt e4m3x2 -> f16x2 -> f32 (exact); NaN as 0x7FC00000 with the sign
             b = bits.to(tl.int32)
             h = b.to(tl.int8).to(tl.float8e4nv, bitcast=True).to(tl.float32).to(tl.int32, bitcast=True)
@@ -201,10 +200,10 @@ def decode_bits(bits, FMT: tl.constexpr, NAN_BITS: tl.constexpr = True):
             r = h.to(tl.float32, bitcast=True)
         else:
             r = _decode_ieee(bits, 8, 4, 3, 7, 0x7F, False, 0.001953125)
-    elif FMT == 4:
+    elif FMT == fcode.E5M2:
         r = _decode_ieee(bits, 8, 5, 2, 15, 0x7F, True, 1.52587890625e-05)
     else:
-        tl.static_assert(FMT == 6, "decode_bits: FMT must be 0,1,2,3,4 or 6 (nvfp4 uses nvfp4_decode)")
+        tl.static_assert(FMT == fcode.E2M1, "decode_bits: FMT must be an element format code (nvfp4 uses nvfp4_decode)")
         r = _decode_ieee(bits, 4, 2, 1, 1, -1, False, 0.5)
     return r
 

@@ -7,7 +7,8 @@ same bits as its ``rowscaled_quantize`` / ``rowscaled_dequantize`` on the GPU an
 (every division is ``tl.math.div_rn``; the element rounding is the integer bit arithmetic of
 :mod:`.rounding`, or for fp8 RNE on the GPU its hardware cast, which gives the same bits).
 
-Public (all ``@triton.jit``; ``FMT`` a constexpr from :data:`ROW_FMT`):
+Public (all ``@triton.jit``; ``FMT`` the constexpr format code ``fcode.FP8`` or ``fcode.INT8`` of
+:mod:`replayssm_quant.quant.format_codes`):
 
 * ``row_amax(x [R, C])`` -> fp32 ``[R]``: max |x| per row, NaN ignored, +-inf as FLT_MAX (pad with 0).
 * ``row_scales(amax [R], FMT)`` -> (d, r) fp32 ``[R]``: decode scale and encode factor.
@@ -26,10 +27,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .rounding import _canonical_nan, _encode_ieee, decode_bits, encode_bits
+from replayssm_quant.quant import format_codes as fcode
 
-#: constexpr codes of the row-scaled formats for these functions (not kernel FORMAT_CODEs)
-ROW_FMT = {"fp8": 0, "int8": 1}
+from .rounding import _canonical_nan, _encode_ieee, decode_bits, encode_bits
 
 FLT_MAX = 3.4028234663852886e38
 
@@ -46,11 +46,11 @@ def row_scales(amax, FMT: tl.constexpr):
     """(d, r): d = min(fp32(amax / M), D_MAX), r = min(fp32(M / amax), FLT_MAX); both 1 where amax == 0."""
     zero = amax == 0
     safe = tl.where(zero, 1.0, amax)
-    if FMT == 0:
+    if FMT == fcode.FP8:
         m = tl.full(safe.shape, 448.0, tl.float32)
         d = tl.minimum(tl.math.div_rn(safe, m), 7.595588094610019e+35)
     else:
-        tl.static_assert(FMT == 1, "row_scales: FMT must be 0 (fp8) or 1 (int8)")
+        tl.static_assert(FMT == fcode.INT8, "row_scales: FMT must be fcode.FP8 or fcode.INT8")
         m = tl.full(safe.shape, 127.0, tl.float32)
         d = tl.minimum(tl.math.div_rn(safe, m), 2.6793883890187504e+36)
     r = tl.minimum(tl.math.div_rn(m, safe), 3.4028234663852886e38)
@@ -64,8 +64,8 @@ def row_encode_scaled(x, r, FMT: tl.constexpr, SR: tl.constexpr, rbits):
     nan = x != x
     xc = tl.where(nan, x, tl.minimum(tl.maximum(x, -3.4028234663852886e38), 3.4028234663852886e38))
     xs = xc * r[:, None]
-    if FMT == 0:
-        code = encode_bits(xs, 3, SR, rbits)               # FORMAT_CODE 3: the E4M3 element (raw cast)
+    if FMT == fcode.FP8:
+        code = encode_bits(xs, fcode.E4M3, SR, rbits)      # the raw E4M3 cast of x / d
     else:
         sm = _encode_ieee(xs, 8, 7, -6, 0x7F, -1, SR, rbits)   # |xs| to an integer (subnormal spacing 1), sign bit 7
         mag = sm & 0x7F
@@ -84,8 +84,8 @@ def row_encode(x, FMT: tl.constexpr, SR: tl.constexpr, rbits):
 def row_decode(codes, d, FMT: tl.constexpr, NAN_BITS: tl.constexpr = True):
     """codes (uint8 E4M3 bits for fp8, int8 for int8, or int32 holding them) ``[R, C]`` and decode scales
     ``d`` (``[R]`` or ``[R, 1]``) -> fp32 ``[R, C]`` = fp32(q * d), NaN as 0x7FC00000 unless ``NAN_BITS=False``."""
-    if FMT == 0:
-        q = decode_bits(codes.to(tl.int32) & 0xFF, 3, NAN_BITS)
+    if FMT == fcode.FP8:
+        q = decode_bits(codes.to(tl.int32) & 0xFF, fcode.E4M3, NAN_BITS)
     else:
         c = codes.to(tl.int32)
         q = tl.where(c == -128, float("nan"), c.to(tl.float32))

@@ -33,6 +33,7 @@ from replayssm_quant.quant import parse_state_spec, StateSpec
 from replayssm_quant.quant.philox import check_seed
 from replayssm_quant.quant.spec import check_mode
 
+from .launch import LaunchKnobs
 from .naive import DELTA_RULE, PER_KEY_DECAY, check_family
 from .reference import cached_corrections, replay_ring, torch_step
 from .storage import StoredState, TAG_CONVENTIONAL, TAG_FLUSH, sr_rbits
@@ -63,11 +64,13 @@ class SSMStateCache:
             activations of any dtype; ``torch.bfloat16`` / ``torch.float16`` hold activations of that dtype
             exactly in half the bytes (:meth:`step` then refuses k, v of another dtype). The ring's betas,
             cumulative log decays and corrections stay float32.
+        knobs: :class:`.launch.LaunchKnobs`, overrides of the Triton launcher's heuristics (default: none; the
+            results are the same bits whatever the knobs, only the launches differ).
     """
 
     def __init__(self, family: str, spec, num_slots: int, num_heads: int, head_k: int, head_v: int,
                  window: int = 16, mode: str = "replay", seed: int = 0, device="cpu", backend: str = "triton",
-                 ring_dtype: torch.dtype = torch.float32):
+                 ring_dtype: torch.dtype = torch.float32, knobs: LaunchKnobs | None = None):
         self.family = check_family(family)
         self.spec: StateSpec = spec if isinstance(spec, StateSpec) else parse_state_spec(spec)
         self.mode = check_mode(mode)
@@ -78,6 +81,9 @@ class SSMStateCache:
             raise ValueError(f"ring_dtype {ring_dtype!r}: allowed torch.float32, torch.bfloat16, torch.float16 (the "
                              "dtype of the activations k, v the ring keeps)")
         self.ring_dtype = ring_dtype
+        if knobs is not None and not isinstance(knobs, LaunchKnobs):
+            raise ValueError(f"knobs must be a LaunchKnobs (replayssm_quant.kernels.launch), got {type(knobs).__name__}")
+        self.knobs = knobs or LaunchKnobs()
         for name, x in (("num_slots", num_slots), ("num_heads", num_heads), ("head_k", head_k),
                         ("head_v", head_v), ("window", window)):
             _pos_int(name, x)
@@ -225,7 +231,8 @@ class SSMStateCache:
                 beta: ``[B, HV]`` (gdn, kda) or ``None`` (mamba2). float32 / bfloat16 / float16; k and v in
                 ``ring_dtype`` unless that is float32.
             out: optional float32 ``[B, HV, V]`` to write into (triton backend).
-            validate: check slot ranges and duplicates (host syncs; the benchmark turns it off).
+            validate: check slot ranges and duplicates and that ``g <= 0`` (host syncs: the benchmark and the
+                model decode sessions turn it off; the kernels take any ``g`` and a positive one grows the state).
 
         Returns:
             float32 ``[B, HV, V]``.
@@ -242,6 +249,9 @@ class SSMStateCache:
                                  f"(ring_dtype): pass {self.ring_dtype} k and v or create the cache with "
                                  "ring_dtype=torch.float32")
         g = self._act("g", g, (B, HV, K) if self.per_key else (B, HV))
+        if validate and g.numel() and bool((g > 0).any()):
+            raise ValueError(f"g holds positive log decays (max {float(g.max()):.4g}): the log decay g must be <= 0 "
+                             "(a decay a = exp(g) in (0, 1]; Mamba-2: g = dt * A with A < 0)")
         if self.delta:
             if beta is None:
                 raise ValueError(f"family {self.family!r} needs beta [B, HV]")
@@ -253,7 +263,7 @@ class SSMStateCache:
             raise ValueError(f"out must be a contiguous float32 tensor of shape {(B, HV, V)}")
         if self.backend == "triton":
             from .decode import triton_advance, triton_step
-            res = triton_step(self, slot_idx, q, k, v, g, beta if self.delta else g, out)
+            res = triton_step(self, slot_idx, q, k, v, g, beta, out)
             triton_advance(self, slot_idx)
             return res
         g = g.float()

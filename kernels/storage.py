@@ -33,9 +33,6 @@ TAG_CONVENTIONAL = 1   # conventional per-step write
 
 _INT_DTYPE = {"bf16": torch.int16, "fp16": torch.int16, "e4m3": torch.uint8, "e5m2": torch.uint8}
 _ROW_CODE_DTYPE = {"fp8": torch.uint8, "int8": torch.int8}
-#: whether the Triton decode kernels hold row-scaled (fp8, int8) checkpoints; until then :meth:`StoredState.tensors`
-#: (the kernels' view of a checkpoint) refuses them, so no kernel computes with the codes as a raw format
-ROW_SCALED_IN_KERNELS = False
 
 
 def sr_rbits(seed: int, slots: torch.Tensor, num_heads: int, V: int, K: int,
@@ -92,12 +89,13 @@ class StoredState:
             self.data = torch.zeros(*shape, K, dtype=_INT_DTYPE[fmt.name], device=device)
 
     def tensors(self):
-        """``(data, scales, s_enc)``; absent parts are ``data`` itself (dummy kernel pointers)."""
-        if self.fmt.row_scaled and not ROW_SCALED_IN_KERNELS:
-            raise ValueError(f"state format {self.fmt.name} (row-scaled: one fp32 scale per state row) is not in "
-                             "the Triton decode kernels yet: use backend='torch', or e4m3 for the raw E4M3 cast")
+        """``(data, scales, s_enc)`` for dumping and comparing whole caches; absent parts are ``data`` itself."""
         return self.data, (self.scales if self.scales is not None else self.data), \
             (self.s_enc if self.s_enc is not None else self.data)
+
+    def kernel_tensors(self):
+        """``(data, scales, s_enc)`` as the kernels take them: None for the parts a format does not have."""
+        return self.data, self.scales, self.s_enc
 
     def bytes_per_slot(self) -> int:
         n = self.data[0].numel() * self.data.element_size()

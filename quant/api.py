@@ -17,9 +17,10 @@ nvfp4      ``data`` uint8 codes ``[..., R, C//2]`` (element 2i low nibble),
 =========  ==========================================================================
 
 Rounding semantics (RNE/SR, saturation, NaN, signed zero, NVFP4 arithmetic and
-NaN blocks, the row-scaled fp8/int8 scale arithmetic) are those of :mod:`.reference`; the
-Triton kernels (:mod:`replayssm_quant.kernels.quantize`,
-:mod:`replayssm_quant.kernels.quantize_rowscaled`) give the same bits. Stochastic
+NaN blocks, the row-scaled fp8/int8 scale arithmetic) are those of :mod:`.reference`; the Triton kernels
+(:mod:`replayssm_quant.kernels.quantize` and its row-scaled launchers, which ``replayssm_quant.kernels`` registers
+here as the ``"triton"`` backend when ``replayssm_quant.kernels`` is imported: quant/ never imports kernels/) give
+the same bits. Stochastic
 rounding draws Philox bits keyed by ``seed`` and the flat element index
 (:func:`.philox.flat_rbits`), so the same seed gives the same result on every
 backend and device.
@@ -27,6 +28,7 @@ backend and device.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 import torch
@@ -36,6 +38,20 @@ from .formats import FORMATS, ROW_SCALED, get_format
 from .philox import check_seed, flat_rbits
 
 BACKENDS = ("auto", "torch", "triton")
+
+#: accelerated implementations by backend name, registered by the package that holds them (:func:`register_backend`)
+_ACCELERATED: dict = {}
+
+
+def register_backend(name: str, impl) -> None:
+    """Register ``impl`` as backend ``name`` (``"triton"``: ``"replayssm_quant.kernels.quantize"``, registered when
+    ``replayssm_quant.kernels`` is imported): an object, or the name of a module imported on first use, with
+    ``quantize_elem(x, fmt, sr, seed)``, ``nvfp4_quantize(x, sr, seed)``, ``rowscaled_quantize(x, fmt, sr, seed)``,
+    ``dequantize_elem(bits, fmt)``, ``nvfp4_dequantize(codes, scales, s_enc)`` and ``rowscaled_dequantize(codes,
+    scales, fmt)`` returning the storage of :class:`QuantizedTensor`."""
+    if name not in BACKENDS or name in ("auto", "torch"):
+        raise ValueError(f"register_backend: {name!r} is not an accelerated backend name")
+    _ACCELERATED[name] = impl
 
 
 @dataclass
@@ -73,12 +89,20 @@ class QuantizedTensor:
         return dequantize(self, backend)
 
 
-def _use_triton(backend: str, device: torch.device) -> bool:
+def _triton(backend: str, device: torch.device):
+    """The registered Triton implementation when ``backend`` asks for it, else None (the torch reference).
+    ``"auto"``: Triton on CUDA tensors once ``replayssm_quant.kernels`` is imported (the same bits either way)."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
-    if backend == "auto":
-        return device.type == "cuda"
-    return backend == "triton"
+    if backend == "torch" or (backend == "auto" and device.type != "cuda"):
+        return None
+    if backend == "triton" and "triton" not in _ACCELERATED:
+        raise ValueError("backend='triton' needs the Triton kernels: import replayssm_quant.kernels first (it "
+                         "registers them; replayssm_quant.quant does not import kernels)")
+    impl = _ACCELERATED.get("triton")
+    if isinstance(impl, str):
+        impl = _ACCELERATED["triton"] = importlib.import_module(impl)
+    return impl
 
 
 def _as_float32(x) -> torch.Tensor:
@@ -102,7 +126,8 @@ def quantize(x: torch.Tensor, fmt, rounding: str = "rne", seed: int = 0, backend
         rounding: ``"rne"`` (nearest even) or ``"sr"`` (stochastic; not for fp32,
             which has nothing to round).
         seed: SR seed, int in [0, 2**63).
-        backend: ``"auto"`` (Triton on CUDA tensors, torch reference otherwise),
+        backend: ``"auto"`` (Triton on CUDA tensors once ``replayssm_quant.kernels`` is imported, torch reference
+            otherwise),
             ``"torch"`` or ``"triton"`` (CPU tensors need TRITON_INTERPRET=1).
 
     Returns:
@@ -116,14 +141,13 @@ def quantize(x: torch.Tensor, fmt, rounding: str = "rne", seed: int = 0, backend
                          f"({', '.join(n for n in FORMATS if n != 'fp32')})")
     x = _as_float32(x)
     sr = rounding == "sr"
-    if _use_triton(backend, x.device):
-        from replayssm_quant.kernels import quantize as kq
+    kq = _triton(backend, x.device)
+    if kq is not None:
         if f == "nvfp4":
             codes, sb, s_enc = kq.nvfp4_quantize(x, sr, seed)
             return QuantizedTensor(f, x.shape, codes, sb, s_enc, rounding, seed)
         if f in ROW_SCALED:
-            from replayssm_quant.kernels import quantize_rowscaled as kr
-            codes, d = kr.rowscaled_quantize(x, f, sr, seed)
+            codes, d = kq.rowscaled_quantize(x, f, sr, seed)
             return QuantizedTensor(f, x.shape, codes, d, rounding=rounding, seed=seed)
         return QuantizedTensor(f, x.shape, kq.quantize_elem(x, f, sr, seed), rounding=rounding, seed=seed)
     rbits = flat_rbits(seed, x.numel(), x.device).reshape(x.shape) if sr else None
@@ -145,13 +169,12 @@ def dequantize(q: QuantizedTensor, backend: str = "auto") -> torch.Tensor:
     if not isinstance(q, QuantizedTensor):
         raise ValueError(f"dequantize takes a QuantizedTensor, got {type(q).__name__}")
     f = get_format(q.fmt).name
-    if _use_triton(backend, q.device):
-        from replayssm_quant.kernels import quantize as kq
+    kq = _triton(backend, q.device)
+    if kq is not None:
         if f == "nvfp4":
             return kq.nvfp4_dequantize(q.data, q.scales, q.s_enc)
         if f in ROW_SCALED:
-            from replayssm_quant.kernels import quantize_rowscaled as kr
-            return kr.rowscaled_dequantize(q.data, q.scales, f)
+            return kq.rowscaled_dequantize(q.data, q.scales, f)
         return kq.dequantize_elem(q.data, f)
     if f in ROW_SCALED:
         return ref.rowscaled_dequantize(q.data, q.scales, f)

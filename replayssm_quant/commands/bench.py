@@ -20,7 +20,7 @@ def configure(parser):
                         help="comma list of state specs (default fp32,fp16,fp8+sr,int8+sr,nvfp4+sr,nvfp4/fp16,nvfp4/fp8+sr,nvfp4/int8+sr)")
     parser.add_argument("--batches", type=_csv("batches"), default=None,
                         help="comma list of batch sizes (default 1,16,64,256,512)")
-    parser.add_argument("--window", type=int, default=16, help="replay window L (default 16)")
+    parser.add_argument("--window", type=int, default=None, help="replay window L (default 16; --cpu-smoke 4)")
     parser.add_argument("--rep-ms", type=int, default=40, help="do_bench rep time per measurement, ms (default 40)")
     parser.add_argument("--block-v", type=int, default=None, help="force the kernel's V block (default: heuristic)")
     parser.add_argument("--flush-block-v", type=int, default=None,
@@ -43,7 +43,8 @@ def configure(parser):
                         help="dtype in which the replay rings keep k and v (SSMStateCache ring_dtype; bfloat16 holds "
                              "the benchmark's bf16 activations exactly in half the ring bytes; default float32)")
     parser.add_argument("--cpu-smoke", action="store_true",
-                        help="tiny shapes in the Triton CPU interpreter (tests only; times are meaningless)")
+                        help="tiny shapes in the Triton CPU interpreter, to check the pipeline (times are meaningless); "
+                             "default specs fp32,nvfp4/fp16, batches 1,2, window 4 (a few minutes)")
 
 
 def _ints(option: str, values) -> list[int] | None:
@@ -75,7 +76,7 @@ def run(args):
     for x in [args.maxnreg] + sweep_mr:
         if x is not None and x != 0 and not 24 <= x <= 255:
             raise ValueError(f"--maxnreg/--sweep-maxnreg must be 0 (no cap) or in 24..255, got {x}")
-    if args.window < 1:
+    if args.window is not None and args.window < 1:
         raise ValueError(f"--window must be >= 1, got {args.window}")
     df = run_bench(args.out, families=args.families, specs=args.specs, batches=batches, window=args.window,
                    rep_ms=args.rep_ms, cpu_smoke=args.cpu_smoke, block_v=args.block_v,

@@ -19,17 +19,16 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
 from replayssm_quant.kernels.bench import SHAPES, parse_knobs  # noqa: E402
 from replayssm_quant.kernels.inputs import random_decode_inputs  # noqa: E402
+from replayssm_quant.kernels.launch import LaunchKnobs  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
 def _cache(a, rows, backend, device, split=None):
     sh = SHAPES[a.family]
-    c = SSMStateCache(a.family, a.spec, rows, sh["num_heads"], sh["head_k"], sh["head_v"], window=a.window,
-                      device=device, backend=backend, seed=3)
+    knobs = parse_knobs(getattr(a, "knobs", "") or "")
     if split is not None:
-        c.split_flush = split
-    for name, value in parse_knobs(getattr(a, "knobs", "") or "").items():
-        setattr(c, name, value)
-    return c
+        knobs["split_flush"] = split
+    return SSMStateCache(a.family, a.spec, rows, sh["num_heads"], sh["head_k"], sh["head_v"], window=a.window,
+                         device=device, backend=backend, seed=3, knobs=LaunchKnobs(**knobs))
 
 
 def dump(a):

@@ -7,7 +7,7 @@ non-flushing rows, as the benchmark's), then the outputs of every step and every
 ring, counters) compared with the baseline's. Prints one line per variant and exits 1 if any differs.
 
     source scripts/gpu/setup.sh && python3 scripts/gpu/knob_identity_check.py --families gdn,kda \\
-        --specs fp32,nvfp4/fp16 --variants "default;flush_stream=2"
+        --specs fp32,nvfp4/fp16 --variants "default;flush_stream=0"
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
 from replayssm_quant.kernels.bench import SHAPES, bench_inputs, parse_knobs  # noqa: E402
+from replayssm_quant.kernels.launch import LaunchKnobs  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
 
@@ -28,9 +29,7 @@ def run(family, spec, knobs, batch, steps, window=16, mode="replay"):
     sh = SHAPES[family]
     dev = torch.device("cuda")
     c = SSMStateCache(family, spec, batch, sh["num_heads"], sh["head_k"], sh["head_v"], window=window,
-                      mode=mode, device=dev, backend="triton", seed=7)
-    for name, value in knobs.items():
-        setattr(c, name, value)
+                      mode=mode, device=dev, backend="triton", seed=7, knobs=LaunchKnobs(**knobs))
     idx = torch.arange(batch, device=dev, dtype=torch.int32)
     gen = torch.Generator().manual_seed(5)
     c.load_state(idx, torch.randn(batch, sh["num_heads"], sh["head_v"], sh["head_k"], generator=gen).to(dev) * 0.3)
@@ -62,7 +61,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--families", default="gdn,mamba2,kda")
     p.add_argument("--specs", default="fp32,nvfp4/fp16,nvfp4+sr")
-    p.add_argument("--variants", default="default;flush_stream=2", help="knob sets separated by ';', first = baseline")
+    p.add_argument("--variants", default="default;flush_stream=0", help="knob sets separated by ';', first = baseline")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--mode", default="replay", choices=("replay", "conventional"))

@@ -1,8 +1,8 @@
 """Sweep of launcher knobs (GPU): time decode steps (replay, or ``--mode conventional``) of families x specs at one
 batch under several knob sets.
 
-Each variant is a set of launcher knobs (``kernels.bench.LAUNCH_KNOBS``: cache attributes read by
-``kernels.decode``), written ``name=value,name=value`` (``kernels.bench.parse_knobs``); ``default`` is the
+Each variant is a set of launcher knobs (``kernels.bench.LAUNCH_KNOBS``: the fields of
+``kernels.launch.LaunchKnobs``), written ``name=value,name=value`` (``kernels.bench.parse_knobs``); ``default`` is the
 heuristic. Columns as
 ``replayssm-quant bench`` (``nonflush_us`` = one of the L - 1 non-flush steps, ``flush_us`` = the flush step,
 ``time_us`` = per step over L steps with every slot flushing on the same step, ``staggered_us`` = per step over
@@ -10,7 +10,7 @@ L steps with the slots' flushes spread over the L steps; phases not asked for ar
 ``OUT/<stem>.csv`` / ``.md`` after every measurement (a run cut short keeps what it measured).
 
     source scripts/gpu/setup.sh && python3 scripts/gpu/launch_sweep.py --out "$OUT/sweep" --families gdn \\
-        --specs fp32,nvfp4/fp16 --phases flush --variants "default;flush_item_v=128,flush_prefetch=1"
+        --specs fp32,nvfp4/fp16 --phases flush --variants "default;flush_stages=2"
 """
 
 from __future__ import annotations
@@ -25,14 +25,17 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
-from replayssm_quant.kernels.bench import (PHASES, SHAPES, Timer, bench_inputs, bench_kernel,  # noqa: E402
-                                           parse_knobs, write_table)
+from replayssm_quant.kernels.bench import PHASES, SHAPES, Timer, bench_inputs, bench_kernel, parse_knobs  # noqa: E402
+from replayssm_quant.kernels.bench_report import write_table  # noqa: E402
+from replayssm_quant.kernels.launch import LaunchKnobs  # noqa: E402
 
 
 def parse_variant(text: str) -> dict:
     """``"a=1,b=true"`` -> ``{"a": 1, "b": True}``; ``"default"`` -> ``{}`` (:func:`kernels.bench.parse_knobs`)."""
     try:
-        return parse_knobs(text)
+        knobs = parse_knobs(text)
+        LaunchKnobs(**knobs)   # the values checked before any device work
+        return knobs
     except ValueError as e:
         raise SystemExit(f"launch_sweep: {e}") from None
 
@@ -69,7 +72,7 @@ def main(argv=None):
         pd.DataFrame(rows).to_csv(os.path.join(a.out, f"{a.stem}.csv"), index=False)
     cols = ["family", "spec", "variant", "time_us", "staggered_us", "nonflush_us", "flush_us", "block_v", "flush_block_v",
             "num_warps", "nonflush_warps", "nonflush_maxnreg", "nonflush_stages", "flush_item_v", "flush_warps",
-            "flush_programs", "maxnreg", "prefetch", "flush_prefetch", "flush_scratch", "flush_nvfp4_items", "flush_dot",
+            "flush_programs", "maxnreg", "prefetch", "flush_scratch", "flush_nvfp4_items", "flush_dot",
             "flush_stream", "flush_stages"]
     print(write_table(a.out, a.stem, f"Launcher knob sweep ({a.mode}, batch {a.batch}, L = 16, phases "
                                      f"{', '.join(phases)})",

@@ -1,4 +1,4 @@
-"""Sweep of the split step's non-flush launch (GPU): the data behind :func:`kernels.decode.nonflush_config`.
+"""Sweep of the split step's non-flush launch (GPU): the data behind :func:`kernels.launch.plan_nonflush`.
 
 For each family x spec at one batch, times the replay step (split on) with and without the non-flush launch's
 read-copy chunk prefetch (``nonflush_prefetch``): :mod:`launch_sweep` with those two knob sets, output

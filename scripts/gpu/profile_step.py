@@ -24,7 +24,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
-from replayssm_quant.kernels.bench import RING_DTYPES, SHAPES, _fill_states, bench_inputs, write_table  # noqa: E402
+from replayssm_quant.kernels.bench import RING_DTYPES, SHAPES, _fill_states, bench_inputs  # noqa: E402
+from replayssm_quant.kernels.bench_report import write_table  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
 

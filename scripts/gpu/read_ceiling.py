@@ -22,7 +22,8 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
-from replayssm_quant.kernels.bench import Timer, copy_bandwidth, write_table  # noqa: E402
+from replayssm_quant.kernels.bench import Timer, copy_bandwidth  # noqa: E402
+from replayssm_quant.kernels.bench_report import write_table  # noqa: E402
 
 
 @triton.jit

@@ -30,9 +30,20 @@ def test_bench_bad_arguments(capsys):
     assert "--maxnreg/--sweep-maxnreg must be 0" in capsys.readouterr().err
 
 
+def test_cpu_smoke_defaults_are_small():
+    """A CPU smoke run without options times 2 specs x 2 batches at window 4 (it ran 5 batches x 6 specs at window
+    16, 11+ minutes in the interpreter); a GPU run keeps the full table."""
+    from replayssm_quant.kernels.bench import BATCHES, SPECS, configs, run_defaults
+
+    specs, batches, window = run_defaults(True)
+    assert len(configs(specs)) * len(batches) * window <= 3 * 2 * 4 and window == 4
+    assert run_defaults(False) == (SPECS, BATCHES, 16)
+    assert run_defaults(True, ["fp16"], [8], 2) == (["fp16"], [8], 2)
+
+
 @pytest.mark.skipif(torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") != "1",
                     reason="CPU interpreter smoke run")
-def test_bench_cpu_smoke_writes_report(tmp_path):
+def test_bench_cpu_smoke_writes_report(tmp_path, capfd):
     import pandas as pd
 
     out = tmp_path / "bench"
@@ -56,6 +67,11 @@ def test_bench_cpu_smoke_writes_report(tmp_path):
     assert len(mem) == 3 and (mem.total_bytes > mem.checkpoint_bytes).all()
     report = (out / "report.md").read_text()
     assert "| fp32 | replay |" in report and "Memory per sequence slot" in report
+    # the report says what a CPU smoke run is, not what a GPU run measures; progress bars even without a terminal
+    assert "(CPU smoke run)" in report and "Triton interpreter" in report and "## Targets" not in report
+    assert "CUDA-graph replays" not in report and "L2" not in report.replace("no L2 rotation", "")
+    err = capfd.readouterr().err
+    assert "correctness" in err and "bench" in err
     assert "the ring's k and v in bfloat16" in report and set(df[df["mode"] == "replay"].ring_dtype) == {"bfloat16"}
     assert (out / "bench.png").stat().st_size > 10_000
     assert "split_flush" in df and not df.split_flush.any()     # auto: tiny CPU grids run the fused kernel
@@ -74,7 +90,8 @@ def test_bench_cpu_smoke_writes_report(tmp_path):
     assert sorted(split.nonflush_stages) == [0] * 10 + [3] * 2
     assert set(sw.groupby(["spec", "maxnreg"]).split_flush.nunique()) == {2}
     assert "## Tile sweep" in report
-    assert "staggered flushes, gdn replay:" in report and "B=1: replay fp32 / conventional fp32" in report
+    assert "staggered flushes, gdn replay:" in report
+    assert "B=1: replay fp32 / conventional fp32" not in report     # no targets for interpreter times
 
 
 @pytest.mark.parametrize("family", ["gdn", "mamba2"])
@@ -144,8 +161,9 @@ def test_bench_kernel_knobs_and_phases():
     shape = dict(num_heads=2, head_k=16, head_v=40)
     x = bench_inputs("gdn", 1, shape, 2, dev)
     r = bench_kernel("gdn", "fp32", "replay", 1, shape, 2, Timer(dev, 1), dev, x,
-                     dict(split_flush=True, flush_item_v=64, flush_prefetch=True, block_v=16), phases=("flush",))
-    assert r["split_flush"] and r["flush_item_v"] == 64 and r["flush_prefetch"] and not r["flush_scratch"]
+                     dict(split_flush=True, flush_stages=2, nonflush_stages=0, block_v=16), phases=("flush",))
+    assert r["split_flush"] and r["flush_item_v"] == 64 and r["flush_stages"] == 2 and not r["flush_scratch"]
+    assert r["nonflush_stages"] == 0
     assert r["flush_us"] > 0 and r["time_us"] != r["time_us"] and r["nonflush_us"] != r["nonflush_us"]  # NaN
     assert r["finite"] and r["staggered_us"] != r["staggered_us"]
     with pytest.raises(ValueError, match="unknown phase.*allowed: step, staggered, nonflush, flush"):
@@ -162,10 +180,10 @@ def test_launch_sweep_variants():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.parse_variant("default") == {}
-    assert mod.parse_variant("flush_item_v=128, flush_prefetch=true,maxnreg=none") == dict(
-        flush_item_v=128, flush_prefetch=True, maxnreg=None)
-    for bad, msg in (("flush_item=128", "bad knob"), ("flush_item_v", "bad knob"),
-                     ("flush_item_v=big", "not an integer")):
+    assert mod.parse_variant("flush_stages=2, nonflush_prefetch=true,maxnreg=none") == dict(
+        flush_stages=2, nonflush_prefetch=True, maxnreg=None)
+    for bad, msg in (("flush_item_v=128", "bad knob"), ("flush_stages", "bad knob"),
+                     ("flush_stages=big", "not an integer")):
         with pytest.raises(SystemExit, match=msg):
             mod.parse_variant(bad)
 
@@ -174,7 +192,7 @@ def test_targets_report_both_flush_phases():
     """The targets section states every ratio for aligned and staggered flushes, from the measured times."""
     import pandas as pd
 
-    from replayssm_quant.kernels.bench import _targets, add_ratios
+    from replayssm_quant.kernels.bench_report import _targets, add_ratios
 
     rows = [("fp32", "conventional", 256, 300.0, 300.0, 8), ("fp32", "replay", 256, 200.0, 150.0, 4.25),
             ("nvfp4/fp16", "replay", 256, 100.0, 60.0, 0.8125), ("fla fp32", "fla fused_recurrent", 256, 240, 240, 8),

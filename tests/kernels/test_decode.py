@@ -17,7 +17,8 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from replayssm_quant.kernels import SSMStateCache, oracle_sequence  # noqa: E402
-from replayssm_quant.kernels.decode import _tf32_split  # noqa: E402
+from replayssm_quant.kernels.flush_math import _tf32_split  # noqa: E402
+from replayssm_quant.kernels.launch import LaunchKnobs  # noqa: E402
 from replayssm_quant.kernels.inputs import random_decode_inputs  # noqa: E402
 from replayssm_quant.kernels.storage import sr_rbits  # noqa: E402
 from replayssm_quant.quant.reference import round_to_format  # noqa: E402
@@ -36,17 +37,12 @@ def _rel(a, b):
 
 
 def _cache(family, spec, HV, K, V, backend, mode="replay", L=4, slots=6, seed=0, block_v=None, flush_block_v=4,
-           split_flush=None, ring_dtype=torch.float32, **knobs):
-    c = SSMStateCache(family, spec, num_slots=slots, num_heads=HV, head_k=K, head_v=V, window=L, mode=mode,
-                      seed=seed, device=DEV, backend=backend, ring_dtype=ring_dtype)
-    if block_v:
-        c.block_v = block_v
-    if split_flush is not None:
-        c.split_flush = split_flush   # launcher knob: two launches (non-flush rows, flush rows) or one fused
-    c.flush_block_v = flush_block_v   # flush in sub-blocks of rows (kernel tuning knob; several per tile)
-    for name, value in knobs.items():  # other launcher knobs (kernels.decode.flush_config, nonflush_config)
-        setattr(c, name, value)
-    return c
+           ring_dtype=torch.float32, **knobs):
+    """A cache with launcher knobs (:class:`LaunchKnobs`): by default flushes in sub-blocks of 4 rows (several per
+    tile); ``split_flush``: two launches (non-flush rows, flush rows) or one fused."""
+    return SSMStateCache(family, spec, num_slots=slots, num_heads=HV, head_k=K, head_v=V, window=L, mode=mode,
+                         seed=seed, device=DEV, backend=backend, ring_dtype=ring_dtype,
+                         knobs=LaunchKnobs(block_v=block_v, flush_block_v=flush_block_v, **knobs))
 
 
 def _step(c, idx, x, t, poison=True):
@@ -239,7 +235,7 @@ def test_bf16_activations():
 
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("spec,backend", [("nvfp4/fp32", "torch"), ("e4m3/fp32", "torch"), ("fp8/fp32", "torch"),
-                                          ("int8/fp32", "torch"),
+                                          ("int8/fp32", "torch"), ("fp8/fp32", "triton"), ("int8/fp32", "triton"),
                                           ("bf16/fp32", "torch"), ("nvfp4/fp32", "triton")])
 def test_dual_fp32_recurrence_checkpoint_equals_oracle(family, spec, backend):
     HV, K, V, L, T = 2, 32, 12, 4, 12
@@ -392,18 +388,18 @@ def test_half_precision_ring_is_exact_for_half_precision_inputs(family, spec, ba
 
 @pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/e4m3+sr"), ("mamba2", "nvfp4+sr"), ("gdn", "nvfp4+sr"),
                                          ("kda", "nvfp4")])
-@pytest.mark.parametrize("split", [False, True, "scratch"], ids=["fused", "split", "split-scratch"])
+@pytest.mark.parametrize("split", [False, True], ids=["fused", "split"])
 def test_nvfp4_two_pass_flush_bit_exact(family, spec, split):
     """V = 40 with 16-row flush sub-blocks: the nvfp4 flush takes the two-pass path (amax pass saving the
     corrections, then the encode pass reloading them; shared delta-rule specs: only the current correction,
     the others are the ring's cached ones); still bit for bit the torch reference. Fused: the pv == 0 program of
-    the head's 16-row V-blocks (3, the last one masked: 40 = 16 + 16 + 8) flushes the whole head; split: the
-    same as a work item of the persistent flush launch; split-scratch: pass 2 reloads S_L from the flush launch's
-    fp32 scratch instead of recomputing it."""
+    the head's 16-row V-blocks (3, the last one masked: 40 = 16 + 16 + 8) flushes the whole head, pass 2
+    recomputing S_L; split: the same as a work item of the persistent flush launch, pass 2 reloading S_L from the
+    flush launch's fp32 scratch."""
     HV, K, V, L = 1, 32, 40, 3
     x = random_decode_inputs(family, 7, 2, HV, K, V, generator=_gen(21), device=DEV)
     S0 = torch.randn(2, HV, V, K, generator=_gen(22)).to(DEV)
-    kw = dict(block_v=16, split_flush=True, flush_scratch=split == "scratch") if split else {}
+    kw = dict(block_v=16, split_flush=True) if split else {}
     cs = [_cache(family, spec, HV, K, V, b, L=L, slots=3, seed=5, flush_block_v=16, **kw)
           for b in ("torch", "triton")]
     for c in cs:
@@ -421,7 +417,7 @@ def test_nvfp4_two_pass_flush_bit_exact(family, spec, split):
                                              ("gdn", "e4m3/bf16+sr", 32)])
 def test_split_flush_sub_block_items_bit_exact(family, spec, fbv):
     """The split flush launch with few flush rows makes every pair of 16-row sub-blocks (every 32-row sub-block)
-    a work item of its own (decode._flush_kernel; in the interpreter 4 programs: one flush row of HV = 2 heads
+    a work item of its own (flush._flush_kernel; in the interpreter 4 programs: one flush row of HV = 2 heads
     is 2 items, half the grid; V = 40: rows 0-31 and 32-63, the second item partly / wholly masked), else one
     item per (row, head) walks the head's 4 (2) sub-blocks. Ring positions staggered so most steps flush one
     row, a reload puts two slots in phase (two flush rows: whole-head items). Bit for bit the torch reference
@@ -429,16 +425,15 @@ def test_split_flush_sub_block_items_bit_exact(family, spec, fbv):
     _staggered_split_flush_bit_exact(family, spec, 24, dict(block_v=fbv, flush_block_v=fbv))
 
 
-@pytest.mark.parametrize("family,spec,parts", [("gdn", "nvfp4/fp16", 2), ("mamba2", "nvfp4+sr", 2),
-                                               ("kda", "nvfp4/e4m3+sr", 2), ("gdn", "nvfp4+sr", 1)])
-def test_split_nvfp4_flush_sub_block_items_bit_exact(family, spec, parts):
+@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("mamba2", "nvfp4+sr"), ("kda", "nvfp4/e4m3+sr"),
+                                         ("gdn", "nvfp4+sr")])
+def test_split_nvfp4_flush_sub_block_items_bit_exact(family, spec):
     """nvfp4 checkpoints with few flush rows: every 16-row sub-block of a flushing head is an item of its own, S_L
-    and its amax in decode._nvfp4_part_kernel, the encode in decode._flush_kernel (V = 40: three sub-blocks, the
+    and its amax in nvfp4_items._nvfp4_part_kernel, the encode in flush._flush_kernel (V = 40: three sub-blocks, the
     last partly masked; one flush row of HV = 2 heads fills half of the interpreter's 4 programs), else the
-    whole-head two-pass items of decode._flush_kernel (two flush rows). ``parts`` = 1 (knob flush_nvfp4_items): the
-    encode in a launch of its own, decode._nvfp4_commit_kernel. Bit for bit the torch reference either way (the
-    head's encode scale from the sub-blocks' amaxes; SR included)."""
-    _staggered_split_flush_bit_exact(family, spec, 32, dict(block_v=16, flush_block_v=16, flush_nvfp4_items=parts))
+    whole-head two-pass items of flush._flush_kernel (two flush rows). Bit for bit the torch reference either way
+    (the head's encode scale from the sub-blocks' amaxes; SR included)."""
+    _staggered_split_flush_bit_exact(family, spec, 32, dict(block_v=16, flush_block_v=16, flush_nvfp4_items=True))
 
 
 def _staggered_split_flush_bit_exact(family, spec, K, knobs):
@@ -491,211 +486,10 @@ def test_stale_ring_entries_never_leak(family, split):
         assert _rel(o[1].cpu(), o[0].cpu()) <= 1e-5, t
 
 
-def test_gpu_launch_config_heuristic(monkeypatch):
-    """The GPU launcher's tiles (checked without a GPU: a cuda-typed stand-in cache, 132 SMs)."""
-    from types import SimpleNamespace
-
-    from replayssm_quant.kernels import decode
-    from replayssm_quant.quant import parse_state_spec
-
-    monkeypatch.setattr(decode, "_num_sms", lambda device: 132)
-
-    def cfg(spec, window, batch, family="gdn", **knobs):
-        c = SimpleNamespace(head_v=128, head_k=128, num_heads=32, window=window, spec=parse_state_spec(spec),
-                            device=torch.device("cuda"), family=family, **knobs)
-        return decode.launch_config(c, batch)
-
-    # replay, large grid: 4096-element tiles, flush launch capped, split into non-flush + flush launches
-    assert cfg("fp32", 16, 256) == (32, 16, 4, False, 128, True)
-    assert cfg("nvfp4/fp16", 16, 256) == (32, 16, 4, True, 128, True)    # every family and spec splits
-    assert cfg("e4m3/fp16", 16, 256)[5] is True and cfg("fp32", 16, 256, family="mamba2")[5] is True
-    assert cfg("fp32", 16, 256, family="kda")[5] is True
-    assert cfg("fp32", 16, 1) == (16, 16, 4, False, None, False)     # batch 1: fine split, no cap, one launch
-    assert cfg("fp32", 16, 1, per_key=True)[0] == 32                 # kda: V-blocks of >= 32 rows
-    assert cfg("fp32", 1, 1, per_key=True)[0] == 8                   # (conventional: unchanged)
-    assert cfg("fp32", 1, 256) == (64, 32, 8, False, None, False)    # conventional: unchanged 8192 tiles
-    # conventional 16- / 8-bit checkpoints: one sub-block per program; 16-bit with per-key decays or V <= 64: 4096
-    assert cfg("fp16", 1, 256) == (64, 64, 8, False, None, False) and cfg("e4m3+sr", 1, 256)[:3] == (64, 64, 8)
-    assert cfg("fp16", 1, 256, per_key=True)[:3] == (32, 32, 4) and cfg("e4m3", 1, 256, per_key=True)[:2] == (64, 64)
-    assert cfg("fp16", 1, 256, flush_block_v=16)[:2] == (64, 16) and cfg("bf16", 1, 1)[:2] == (8, 8)
-    assert cfg("e4m3+sr", 1, 256)[4] == 80 and cfg("e4m3", 1, 256)[4] is None    # SR into 8 bits: 3 programs per SM
-    assert cfg("e4m3+sr", 1, 256, maxnreg=0)[4] is None and cfg("fp16+sr", 1, 256)[4] is None
-    assert cfg("fp32", 16, 256, block_v=64) == (64, 32, 8, False, 128, True)
-    assert cfg("fp32", 16, 256, block_v=64, maxnreg=0) == (64, 32, 8, False, None, True)
-    assert cfg("fp32", 16, 256, maxnreg=96) == (32, 16, 4, False, 96, True)
-    # the split_flush knob forces it either way; conventional never splits
-    assert cfg("fp32", 16, 256, split_flush=False)[5] is False
-    assert cfg("fp32", 16, 1, split_flush=True)[5] is True
-    assert cfg("fp32", 1, 256, split_flush=True)[5] is False
-    assert cfg("fp32", 16, 2)[5] is False     # BV = 16: 2 * 32 * 8 = 512 programs: capped, not split (<= 8 per SM)
-    assert cfg("fp32", 16, 2)[4] == 128
-    m2 = SimpleNamespace(head_v=64, head_k=128, num_heads=128, window=16, spec=parse_state_spec("fp32"),
-                         device=torch.device("cuda"), family="mamba2")   # Nemotron-H: batch 1 is 512 programs
-    assert decode.launch_config(m2, 1)[4:] == (128, False) and decode.launch_config(m2, 8)[5] is True
-    m2.window, m2.spec = 1, parse_state_spec("fp16")
-    assert decode.launch_config(m2, 256)[:3] == (32, 32, 4)   # conventional fp16, V = 64: 4096-element tiles
-    m2.spec = parse_state_spec("nvfp4+sr")   # conventional nvfp4: whole-head 8-warp programs, capped on large grids
-    assert decode.launch_config(m2, 256) == (64, 64, 8, True, 128, False)
-    assert decode.launch_config(m2, 3)[4] == 128 and decode.launch_config(m2, 2)[4] is None   # 384 / 256 programs
-    m2.maxnreg = 0
-    assert decode.launch_config(m2, 256)[4] is None                                          # the knob: no cap
-    assert cfg("nvfp4+sr", 1, 256) == (128, 128, 16, True, 128, False) and cfg("nvfp4", 1, 1)[4] is None
-    assert cfg("fp32", 16, 16)[5] is True     # BV = 32: 16 * 32 * 4 = 2048 programs > 8 per SM
-
-
-def test_nonflush_launch_config(monkeypatch):
-    """The split step's non-flush launch: all V rows, four key chunks (KC = max(16, BK / 4)), a software-pipelined
-    chunk loop (3 stages) for nvfp4 read copies and, on large grids, fp32 and 16-bit ones (and kda's 8-bit ones),
-    2 warps for staged loops and compressed read copies, register prefetch of the unstaged fp32 / 8-bit loops, a
-    register cap for the delta rule except kda's fp32 2-warp programs (H200 sweeps); the knobs override."""
-    from types import SimpleNamespace
-
-    from replayssm_quant.kernels import decode
-    from replayssm_quant.quant import parse_state_spec
-
-    def cfg(spec, V=128, K=128, per_key=False, delta=False, batch=256, **knobs):
-        return decode.nonflush_config(SimpleNamespace(head_v=V, head_k=K, spec=parse_state_spec(spec), num_heads=32,
-                                                      device=torch.device("cuda"), per_key=per_key, delta=delta,
-                                                      **knobs), batch)
-
-    monkeypatch.setattr(decode, "_num_sms", lambda device: 132)   # the H200
-
-    # staged key-chunk loop (3 stages, 2 warps for K = 128) for fp32, 16-bit and nvfp4 read copies
-    assert cfg("fp32") == (128, 32, False, 2, None, 3)
-    assert cfg("e4m3/fp16+sr") == (128, 32, True, 2, None, 0) and cfg("e4m3+sr")[2] is True
-    # register cap 128: the delta rule (gdn: any program; kda: 4+ warps, or staged 2-warp programs of a compressed
-    # read copy), not mamba2; the knob overrides (0: none)
-    kda, gdn = dict(per_key=True, delta=True), dict(delta=True)
-    assert cfg("fp32", **kda)[3:] == (2, None, 3) and cfg("fp16", **kda)[3:] == (2, 128, 3)
-    assert cfg("fp32", nonflush_stages=0, **kda)[2:] == (True, 4, 128, 0)
-    assert cfg("nvfp4/fp16", **kda)[3:] == (2, 128, 3) and cfg("nvfp4/fp16", **gdn)[3:] == (2, 128, 3)
-    assert cfg("e4m3+sr", **kda)[2:] == (False, 2, 128, 3) and cfg("e4m3+sr", **gdn)[2:] == (True, 2, 128, 0)
-    assert cfg("e4m3+sr", batch=64, **kda)[3:] == (2, None, 0)         # small grids: unstaged, uncapped
-    assert cfg("nvfp4/fp16", batch=64, **kda)[3:] == (2, None, 0) and cfg("nvfp4/fp16", batch=64, **gdn)[5] == 3
-    assert cfg("fp16", **gdn)[3:] == (2, 128, 3) and cfg("fp32", **gdn)[4] == 128
-    assert cfg("fp16")[4] is None and cfg("fp32", V=64)[4] is None                 # mamba2
-    assert cfg("fp32", nonflush_maxnreg=0, nonflush_stages=0, **kda)[4] is None and cfg("fp16", nonflush_maxnreg=96)[4] == 96
-    with pytest.raises(ValueError, match="nonflush_maxnreg=300: registers per thread, 24 to 255, or 0"):
-        cfg("fp32", nonflush_maxnreg=300)
-    assert cfg("fp16")[3] == 2 and cfg("nvfp4/fp16")[3] == 2 and cfg("nvfp4/fp16", V=64)[3:] == (2, None, 3)
-    assert cfg("nvfp4/fp16", V=64, nonflush_stages=0)[3] == 4     # unstaged nvfp4: 2 warps only for 4096 elements
-    assert cfg("fp16")[2] is False and cfg("nvfp4/fp16")[2] is False and cfg("bf16/fp32")[2] is False
-    assert cfg("nvfp4/fp16", nonflush_prefetch=True, nonflush_stages=0)[2] is True
-    assert cfg("fp32", nonflush_prefetch=True)[2] is False          # a staged loop has no register prefetch
-    assert cfg("fp32", nonflush_prefetch=False, nonflush_stages=0)[2] is False
-    assert cfg("fp32", V=64) == (64, 32, False, 2, None, 3)    # mamba2 heads
-    assert cfg("fp32", V=13, K=48)[:2] == (16, 16)             # BK = 64: four chunks of 16
-    assert cfg("fp32", V=256, K=256) == (256, 64, False, 8, None, 3)
-    assert cfg("fp32", V=256, K=256, nonflush_stages=0) == (256, 64, True, 16, None, 0)
-    assert cfg("nvfp4/fp16", nonflush_warps=8)[3] == 8 and cfg("e4m3+sr", nonflush_stages=2)[5] == 2
-    with pytest.raises(ValueError, match="nonflush_warps=3: a power of two"):
-        cfg("fp32", nonflush_warps=3)
-    # fp32 / 16-bit read copies staged from 32 programs per SM (B * HV >= 4224 here), nvfp4 at any batch
-    assert cfg("fp32", batch=132)[5] == 3 and cfg("fp32", batch=131)[2:] == (True, 4, None, 0)
-    assert cfg("fp16", batch=64)[5] == 0 and cfg("nvfp4/fp16", batch=1)[5] == 3
-    assert cfg("fp32", batch=16, nonflush_stages=2)[5] == 2
-    for bad in (9, -1, True, 2.0):
-        with pytest.raises(ValueError, match="nonflush_stages=.*: pipeline stages of the key-chunk loop, 0 .none. to 8"):
-            cfg("fp32", nonflush_stages=bad)
-
-
-def test_flush_launch_config(monkeypatch):
-    """The split step's flush launch: whole-head work items (flush terms once per (row, head)), no sub-block
-    prefetch, S_L kept in scratch between the two passes of an nvfp4 flush; knobs override; bad items refused."""
-    from types import SimpleNamespace
-
-    from replayssm_quant.kernels import decode
-    from replayssm_quant.quant import parse_state_spec
-
-    def cfg(spec, V=128, device="cpu", **knobs):
-        c = SimpleNamespace(head_v=V, head_k=128, num_heads=32, window=16, spec=parse_state_spec(spec),
-                            device=torch.device(device), family="gdn", **knobs)
-        return decode.flush_config(c, 256)
-
-    assert cfg("fp32") == (128, 16, 4, None, False, False, decode.FLUSH_PROGRAMS_PER_SM, 1)
-    assert cfg("fp32", V=64)[:6] == (64, 16, 4, None, False, False) and cfg("fp32", V=13)[0] == 16
-    assert cfg("fp32", flush_item_v=32, flush_prefetch=True, flush_programs=5)[:7] == (32, 16, 4, None, True, False, 5)
-    assert cfg("nvfp4/fp16")[4:6] == (False, True) and cfg("nvfp4+sr", flush_scratch=False)[5] is False
-    assert cfg("nvfp4/fp16", V=16)[5] is False            # one sub-block holds the head: one pass, no scratch
-    assert cfg("fp16", flush_block_v=32)[:3] == (128, 32, 4)
-    # no software pipeline of the sub-block loop unless a checkpoint is nvfp4 (Triton's default there); the knob
-    assert cfg("e4m3+sr")[7] == 1 and cfg("nvfp4+sr")[7] is None and cfg("nvfp4+sr", flush_stages=1)[7] == 1
-    # a dual nvfp4 spec's split flush: on the GPU 3xTF32 dots (flush_dot_precision), no pipeline; with IEEE dots
-    # (the default off the GPU) the default pipeline
-    assert cfg("nvfp4/fp16", flush_dot="tf32x3")[7] == 1 and cfg("nvfp4/fp16", flush_dot="ieee")[7] is None
-    assert cfg("nvfp4/fp16")[7] is None
-    assert cfg("nvfp4+sr", flush_dot="tf32x3")[7] == 1 and cfg("nvfp4/fp32")[7] is None
-    assert cfg("fp32", flush_stages=3)[7] == 3
-    for bad in (0, 9, True, 1.0):
-        with pytest.raises(ValueError, match="flush_stages=.*: pipeline stages of the flush sub-block loops, 1 .none. to 8"):
-            cfg("fp32", flush_stages=bad)
-    # GPU: 32-row sub-blocks for a shared 16-bit checkpoint (not a dual spec's, not over the knob)
-    monkeypatch.setattr(decode, "_num_sms", lambda device: 132)
-    assert cfg("fp16", device="cuda")[:2] == (128, 32) and cfg("bf16+sr", V=64, device="cuda")[:2] == (64, 32)
-    assert cfg("fp16", V=16, device="cuda")[:2] == (16, 16) and cfg("fp16", flush_block_v=16, device="cuda")[1] == 16
-    assert cfg("fp32", device="cuda")[1] == 16 and cfg("e4m3/fp16", device="cuda")[1] == 16
-    assert cfg("nvfp4/fp16", device="cuda")[7] == 1
-    # and for a dual nvfp4 spec's 16-bit recurrence checkpoint with short heads (mamba2: V = 64), not an 8-bit one
-    assert cfg("nvfp4/fp16", V=64, device="cuda")[1] == 32 and cfg("nvfp4/e4m3+sr", V=64, device="cuda")[1] == 16
-    assert cfg("nvfp4/fp16", device="cuda")[1] == 16 and cfg("nvfp4/fp16", V=64)[1] == 16
-    for bad in (24, 8):
-        with pytest.raises(ValueError, match="power of two and a multiple of the flush sub-block 16"):
-            cfg("fp32", flush_item_v=bad)
-    with pytest.raises(ValueError, match="flush_programs=-1: at least 1"):
-        cfg("fp32", flush_programs=-1)
-
-
-def test_flush_dot_precision():
-    """fp32 recurrence checkpoints are always flushed with IEEE fp32 dots; the others take the ``flush_dot`` knob
-    (default ``ieee``, but on the GPU 3xTF32 in the split flush launch of a dual spec with an nvfp4 read copy); an
-    unknown precision is refused with the allowed ones."""
-    from types import SimpleNamespace
-
-    from replayssm_quant.kernels import decode
-    from replayssm_quant.quant import parse_state_spec
-
-    def prec(spec, split=False, device="cuda", **knobs):
-        c = SimpleNamespace(spec=parse_state_spec(spec), device=torch.device(device), **knobs)
-        return decode.flush_dot_precision(c, split)
-
-    assert prec("fp32") == "ieee" and prec("nvfp4/fp32", flush_dot="tf32x3") == "ieee"
-    assert prec("nvfp4/fp16") == decode.flush_dot_precision(SimpleNamespace(spec=parse_state_spec("fp16")))
-    assert prec("nvfp4/fp16", flush_dot="tf32x3") == "tf32x3" and prec("e4m3+sr", flush_dot="ieee") == "ieee"
-    with pytest.raises(ValueError, match="flush_dot='tf32': allowed 'ieee', 'tf32x3'"):
-        prec("fp16", flush_dot="tf32")
-    assert prec("nvfp4/fp16", True) == "tf32x3" and prec("nvfp4/e4m3+sr", True) == "tf32x3"
-    assert prec("nvfp4/fp16") == "ieee" and prec("nvfp4/fp16", True, flush_dot="ieee") == "ieee"
-    assert prec("nvfp4/fp32", True) == "ieee" and prec("nvfp4+sr", True) == "ieee" and prec("e4m3/fp16", True) == "ieee"
-    assert prec("nvfp4/fp16", True, device="cpu") == "ieee"   # the interpreter: IEEE unless asked
-    assert prec("nvfp4/fp16", True, device="cpu", flush_dot="tf32x3") == "tf32x3"
-
-
-def test_nvfp4_flush_parts_rule(monkeypatch):
-    """The few-flush-rows nvfp4 items (decode.nvfp4_flush_parts): only for a two-pass flush with the S_L scratch; by
-    default pass 2 in the flush launch (2) up to 16 (row, head) pairs of a step per SM (132 SMs here), else off;
-    the knob forces 0 / 1 / 2 (True = 2) and refuses anything else with the allowed values."""
-    from types import SimpleNamespace
-
-    from replayssm_quant.kernels import decode
-
-    monkeypatch.setattr(decode, "_num_sms", lambda device: 132)
-    gpu = torch.device("cuda")
-
-    def parts(scratch=True, pairs=512, **knobs):
-        return decode.nvfp4_flush_parts(SimpleNamespace(**knobs), scratch, pairs, gpu)
-
-    assert parts() == 2 and parts(pairs=16 * 132) == 2 and parts(pairs=16 * 132 + 1) == 0
-    assert parts(scratch=False) == 0 and parts(scratch=False, flush_nvfp4_items=2) == 0
-    assert parts(pairs=10 ** 6, flush_nvfp4_items=1) == 1 and parts(flush_nvfp4_items=True) == 2
-    assert parts(flush_nvfp4_items=False) == 0 and parts(flush_nvfp4_items=0) == 0
-    with pytest.raises(ValueError, match="flush_nvfp4_items=3: 0 / false .*1 .*2 "):
-        parts(flush_nvfp4_items=3)
-
-
 @pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("kda", "nvfp4/e4m3+sr"), ("mamba2", "nvfp4/fp16")])
 def test_split_flush_tf32x3_dots_close_to_ieee(family, spec):
     """The split flush with ``flush_dot="tf32x3"`` (the GPU default of dual nvfp4 specs: the key operands split into
-    TF32 hi + lo once per (row, head), the recurrence tile unsplit, :func:`kernels.decode._dot_tf32x3`) against
+    TF32 hi + lo once per (row, head), the recurrence tile unsplit, :func:`kernels.flush_math._dot_tf32x3`) against
     the same launch with IEEE dots, from the same state: the flush-step outputs (from the fp32 S_L) within 1e-5
     relative and every recurrence-checkpoint element within one step of its format. (Only flushes from equal
     states are compared: after one, a checkpoint element or a read-copy code may round the other way.) A dropped
@@ -750,25 +544,6 @@ def test_tf32_split_exact_parts():
     assert float(lo[x == 1.0 + 3 * 2.0 ** -12]) == -(2.0 ** -12)       # rounded up to 1 + 2^-10, not truncated
 
 
-def test_flush_stream_knob():
-    """A split step's flush launches go to a side stream by default (``flush_stream`` 1; 0 off, 2 high priority);
-    other values are refused with the allowed ones; off the GPU there is no side stream."""
-    from types import SimpleNamespace
-
-    from replayssm_quant.kernels import decode
-    from replayssm_quant.kernels.bench import parse_knobs
-
-    def mode(**knobs):
-        return decode.flush_stream_mode(SimpleNamespace(**knobs))
-
-    assert mode() == 1 and mode(flush_stream=None) == 1 and mode(flush_stream=0) == 0 and mode(flush_stream=2) == 2
-    for bad in (3, -1, True, "1"):
-        with pytest.raises(ValueError, match=r"flush_stream=.*: allowed 0 \(off\), 1 \(side stream\), 2"):
-            mode(flush_stream=bad)
-    assert decode.flush_side_stream(SimpleNamespace(flush_stream=1), torch.device("cpu")) is None
-    assert parse_knobs("flush_stream=0,split_flush=true") == dict(flush_stream=0, split_flush=True)
-
-
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (CUDA-graph capture of two streams)")
 @pytest.mark.parametrize("family,spec", [("gdn", "fp32"), ("gdn", "nvfp4/fp16"), ("kda", "fp16")])
 def test_flush_side_stream_bit_identical_gpu(family, spec):
@@ -799,10 +574,11 @@ def test_flush_side_stream_bit_identical_gpu(family, spec):
     assert all(torch.equal(a, b) for a, b in zip(_all_tensors(cs[0]), _all_tensors(cs[1])))
 
 
-def _split_pair(family, spec, block_v, K=48, V=13, **kw):
+def _split_pair(family, spec, block_v, K=48, V=13, **knobs):
+    """A fused and a split cache (launcher ``knobs`` on the split one)."""
     HV, L = 2, 4
-    return [_cache(family, spec, HV, K, V, "triton", L=L, seed=11, block_v=block_v, split_flush=s, **kw)
-            for s in (False, True)]
+    return [_cache(family, spec, HV, K, V, "triton", L=L, seed=11, block_v=block_v, split_flush=s,
+                   **(knobs if s else {})) for s in (False, True)]
 
 
 @pytest.mark.parametrize("family,spec,block_v,knobs", [
@@ -817,30 +593,25 @@ def _split_pair(family, spec, block_v, K=48, V=13, **kw):
     ("mamba2", "e4m3+sr", 8, dict(nonflush_stages=2)), ("gdn", "fp32", 8, dict(nonflush_stages=0)),
     # key dims with one (K <= 16) and two non-flush key chunks (K = 48 above: four)
     ("gdn", "fp32", 8, dict(K=16)), ("kda", "e4m3/fp16+sr", None, dict(K=24)),
-    # flush launch knobs: work items of several 16-row sub-blocks (V = 40: the last one partly masked), the
-    # next sub-block's tile prefetched
-    ("gdn", "fp32", 16, dict(V=40, flush_item_v=64, flush_prefetch=True)),
-    ("kda", "e4m3/fp16+sr", 16, dict(V=40, flush_item_v=64, flush_prefetch=True)),
-    ("mamba2", "fp16", 16, dict(V=40, flush_item_v=32, flush_prefetch=True)),
-    ("gdn", "bf16/fp32", 16, dict(V=40, flush_item_v=64))])
+    # flush work items of several 16-row sub-blocks (V = 40: the last one partly masked)
+    ("gdn", "fp32", 16, dict(V=40)), ("kda", "e4m3/fp16+sr", 16, dict(V=40)), ("mamba2", "fp16", 16, dict(V=40)),
+    ("gdn", "bf16/fp32", 16, dict(V=40, flush_stages=2))])
 def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
     """The split step (launch 1: non-flush rows, launch 2: flush rows) == the fused kernel bit for bit:
     outputs, checkpoints, ring (cached corrections included), counters, on a schedule where one launch mixes
     flushing and non-flushing rows, padded rows and permuted slots; the output is NaN-poisoned before every
     step and must be fully overwritten (padded rows: zeros) in both modes. Stale ring entries hold 1e30."""
-    from replayssm_quant.kernels import decode
+    from replayssm_quant.kernels.launch import plan_step
 
     knobs = dict(knobs)
     HV, K, V = 2, knobs.pop("K", 48), knobs.pop("V", 13)
     x = random_decode_inputs(family, 9, 4, HV, K, V, generator=_gen(60), device=DEV)
     S0 = torch.randn(3, HV, V, K, generator=_gen(61)).to(DEV)
-    cs = _split_pair(family, spec, block_v, K, V)
-    for name, value in knobs.items():
-        setattr(cs[1], name, value)
+    cs = _split_pair(family, spec, block_v, K, V, **knobs)
     for c in cs:
         for r in _ring_tensors(c):
             r.fill_(1e30)
-    assert [decode.launch_config(c, 4)[5] for c in cs] == [False, True]
+    assert [plan_step(c, 4).split for c in cs] == [False, True]
     for c in cs:
         c.load_state(torch.tensor([4, 0]), S0[:2])
     schedule = [torch.tensor([4, -1, 0, -1]), torch.tensor([0, 4, -1, -1]), "load",
@@ -873,7 +644,7 @@ def test_split_phases_touch_only_their_rows(phase, monkeypatch):
     untouched and writes the outputs of the non-flush and padded rows only; the flush launches (_flush_rows_kernel
     listing the flush rows, the persistent _flush_kernel) leave every non-flushing slot untouched and write the
     flush rows' outputs only (padded and non-flush rows keep the NaN poison)."""
-    from replayssm_quant.kernels import decode
+    from replayssm_quant.kernels import decode, flush, fused, nonflush
 
     HV, K, V, L = 2, 48, 13, 4
     x = random_decode_inputs("gdn", 4, 4, HV, K, V, generator=_gen(62), device=DEV)
@@ -897,10 +668,10 @@ def test_split_phases_touch_only_their_rows(phase, monkeypatch):
                     self.kernel[grid](*args, **kw)
             return launch
 
-    monkeypatch.setattr(decode, "_nonflush_kernel", OnePhase(decode._nonflush_kernel, 1))
-    monkeypatch.setattr(decode, "_flush_rows_kernel", OnePhase(decode._flush_rows_kernel, 2))
-    monkeypatch.setattr(decode, "_flush_kernel", OnePhase(decode._flush_kernel, 2))
-    monkeypatch.setattr(decode, "_decode_step_kernel", OnePhase(decode._decode_step_kernel, 0))   # never
+    monkeypatch.setattr(nonflush, "_nonflush_kernel", OnePhase(nonflush._nonflush_kernel, 1))
+    monkeypatch.setattr(flush, "_flush_rows_kernel", OnePhase(flush._flush_rows_kernel, 2))
+    monkeypatch.setattr(flush, "_flush_kernel", OnePhase(flush._flush_kernel, 2))
+    monkeypatch.setattr(fused, "_decode_step_kernel", OnePhase(fused._decode_step_kernel, 0))   # never
     out = torch.full((4, HV, V), float("nan"), device=DEV)
     decode.triton_step(c, idx, x["q"][3], x["k"][3], x["v"][3], x["g"][3], x["beta"][3], out)
     assert phases == [1, 2, 2]
@@ -974,7 +745,7 @@ def test_bytes_per_slot_shared_ring_has_no_raw_inputs(family):
 def test_flush_rows_list_over_several_blocks():
     """_flush_rows_kernel lists the rows that flush (slot >= 0 and h + 1 >= L) in row order, also when the batch
     spans several BLOCK-row chunks (B = 11, BLOCK = 4, masked tail); entries past the count are not written."""
-    from replayssm_quant.kernels import decode
+    from replayssm_quant.kernels import flush
 
     g = _gen(70)
     L, B = 4, 11
@@ -983,8 +754,8 @@ def test_flush_rows_list_over_several_blocks():
     idx = torch.cat([idx, torch.tensor([-1, -1, -1, -1], dtype=torch.int32)])[torch.randperm(12, generator=g)][:B]
     rows = torch.full((B,), -7, dtype=torch.int32)
     n = torch.full((1,), -7, dtype=torch.int32)
-    decode._flush_rows_kernel[(1,)](idx.to(DEV), cnt.to(DEV), rows_d := rows.to(DEV), n_d := n.to(DEV), B, L=L,
-                                    BLOCK=4)
+    flush._flush_rows_kernel[(1,)](idx_ptr=idx.to(DEV), cnt_ptr=cnt.to(DEV), rows_ptr=(rows_d := rows.to(DEV)),
+                                   nrows_ptr=(n_d := n.to(DEV)), B=B, L=L, BLOCK=4)
     want = [b for b in range(B) if idx[b] >= 0 and cnt[idx[b].clamp_min(0)] + 1 >= L]
     assert 0 < len(want) < B
     assert n_d.item() == len(want) and rows_d[:len(want)].tolist() == want
@@ -1002,8 +773,8 @@ def test_nonflush_read_reduction_bit_exact(family, spec, launch, scale):
     interpreter (a stored
     correction or an output that rounds one block sum in another order differs), and stay within 1e-6 of the
     float64 sum over the decoded read copy, also for inputs scaled by 1e6 or 1e-12 (nvfp4: the power-of-two
-    scaling of the reduction, decode._read_scale; K = 48: a padded key chunk). ``split-flipxs``: the chunks'
-    inputs from the scratch row (decode.nonflush_input_scratch) where the default computes them per chunk and
+    scaling of the reduction, tiles._read_scale; K = 48: a padded key chunk). ``split-flipxs``: the chunks'
+    inputs from the scratch row (LaunchKnobs.nonflush_xscratch) where the default computes them per chunk and
     the other way round."""
     HV, K, V = 2, 48, 11
     x = random_decode_inputs(family, 1, 3, HV, K, V, generator=_gen(31), device=DEV)

@@ -40,14 +40,6 @@ def test_checkpoint_stores_codes_and_one_scale_per_row(fmt):
     assert c.hp.bytes_per_slot() == HV * V * (K + 4)          # codes + one fp32 scale per row
 
 
-@pytest.mark.parametrize("spec", ["fp8", "nvfp4/int8+sr"])
-def test_triton_backend_refuses_rowscaled_until_integrated(spec):
-    c = _cache("gdn", spec, 2, 16, 4, "triton", slots=2)
-    x = random_decode_inputs("gdn", 1, 1, 2, 16, 4, generator=_gen(2), device=DEV)
-    with pytest.raises(ValueError, match="not in the Triton decode kernels yet"):
-        _step(c, torch.tensor([0]), x, 0)
-
-
 SPECS = [  # (spec, mode, block_v): every decode path that holds an 8-bit row-scaled state
     ("fp8", "replay", 8), ("int8", "replay", None), ("nvfp4/fp8+sr", "replay", None),
     ("nvfp4/int8+sr", "replay", 16), ("int8/fp16", "replay", 8), ("fp8+sr", "conventional", None),

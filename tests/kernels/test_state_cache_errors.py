@@ -50,6 +50,9 @@ def test_bad_step_inputs():
         c.step(idx, q, k, v, torch.zeros(2, 2, 32), beta)
     with pytest.raises(ValueError, match="k has dtype torch.float64"):
         c.step(idx, q, k.double(), v, g, beta)
+    with pytest.raises(ValueError, match=r"g holds positive log decays \(max 0.5\): the log decay g must be <= 0"):
+        c.step(idx, q, k, v, torch.where(g == g.max(), 0.5, g), beta)
+    c.step(idx, q, k, v, g.abs(), beta, validate=False)          # unchecked: no host sync (CUDA graphs)
     with pytest.raises(ValueError, match="needs beta"):
         c.step(idx, q, k, v, g, None)
     with pytest.raises(ValueError, match="slot indices must be a 1-D int32/int64"):

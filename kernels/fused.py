@@ -1,0 +1,201 @@
+"""The fused decode step: one program per (V-block, head, row), non-flush and flush rows alike.
+
+Grid ``(cdiv(V, BV), HV, B)`` of :func:`_decode_step_kernel`; the V-block programs of one (row, head) are adjacent
+in launch order, so the ring tiles they share come from L2. Used for small replay grids and for conventional
+decoding (``L = 1``: every step a flush). Its program, :func:`_step_program`, is also the work item of the split
+step's flush launch (:mod:`.flush`, ``FLUSH_ONLY``).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from replayssm_quant.quant import format_codes as fcode
+
+from .flush_math import _commit_flush_rows, _flush_prep, _flush_S
+from .ring import (_append_keys, _append_rows, _current_log_decay, _load_ring_keys, _nonflush_rows,
+                   _ring_coeffs)
+from .rounding import nvfp4_amax, nvfp4_encode_scale
+from .tiles import _load_read, _load_step_inputs, _store_head_scale, _vec4
+
+
+@triton.jit
+def _step_program(
+    pv, head, b,
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
+    hp0, hp1, hp2, lp0, lp1, lp2,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr,
+    seed, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr,
+    LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
+    NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
+    FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
+    CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr, scr_ptr=None, DOTP: tl.constexpr = "ieee",
+):
+    """One (V-block ``pv``, head, row ``b``) of a decode step: the fused step's program, or (``FLUSH_ONLY``) a
+    work item of the split step's flush launch. ``scr_ptr`` (nvfp4 two-pass flush of the flush launch; None
+    otherwise): pass 1 keeps the fp32 S_L rows in the program's ``[NVF * BVF, BK]`` scratch and pass 2 reloads them
+    instead of recomputing S_L (same values). ``DOTP``: input precision of the flush's fp32 dots
+    (:func:`.launch.flush_dot_precision`)."""
+    SCRATCH: tl.constexpr = scr_ptr is not None
+    # FLUSH_ONLY (replay, L > 1): a work item of the split step's flush launch (_flush_kernel, after
+    # _nonflush_kernel): only flush rows are handled (a non-flush row reads h and writes nothing; no
+    # speculative non-flush loads). All launches of a step run before the counter advance, so they read the
+    # same ring counts h. The split is exact because the rows of one step have distinct slots (validated in
+    # SSMStateCache.step; the bench and the decode sessions never repeat a slot in one step) and a program
+    # reads and writes only its own row's slot (checkpoints, ring entries, flush counter), its own output row
+    # and the read-only inputs; a row is handled entirely by the non-flush or by the flush launch (flush iff
+    # h + 1 >= L), so they touch disjoint slots and output rows and their order does not matter.
+    offs_v = pv * BV + tl.arange(0, BV)
+    mv = offs_v < V
+    offs_k = tl.arange(0, BK)
+    mk = offs_k < K
+    bh = b.to(tl.int64) * HV + head
+    slot = tl.load(idx_ptr + b).to(tl.int64)
+    # every load that does not depend on the ring count h is issued before h is used (a padded row
+    # reads slot 0 and discards it): the chain is idx -> {h, read-copy tile, whole ring, inputs}
+    sh = tl.maximum(slot, 0) * HV + head
+    ring0 = sh * L1
+    h = tl.load(cnt_ptr + tl.maximum(slot, 0))
+    q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
+    vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
+    if L > 1 and not FLUSH_ONLY:
+        # speculative non-flush loads (wasted on the 1-in-L flush step; L2 hits for its own re-reads):
+        # the read-copy tile and ALL L-1 ring entries (allocated for every slot); validity j < h is
+        # applied to the loaded values with tl.where (stale entries may hold anything, NaN included)
+        S_nf, SB_nf = _load_read(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)
+        if FMT_LP == fcode.NVFP4:
+            inv_nf = tl.math.div_rn(1.0, tl.load(lp2 + sh))
+        else:
+            inv_nf = 1.0
+        offs_j = tl.arange(0, L1P)
+        mr = offs_j < L1
+        ej = ring0 + offs_j
+        Kr_nf, g_nf = _load_ring_keys(rk_ptr, rg_ptr, ej, mr, offs_k, mk, K, GK)
+        if DELTA:
+            Ur_nf = tl.load(ru_ptr + ej[:, None] * V + offs_v[None, :], mask=mr[:, None] & mv[None, :], other=0.0)
+        else:
+            Ur_nf = tl.load(rv_ptr + ej[:, None] * V + _vec4(offs_v)[None, :], mask=mr[:, None] & mv[None, :],
+                            other=0.0).to(tl.float32)
+    at = tl.exp(gt)
+    if slot < 0:
+        if not FLUSH_ONLY:   # padded row: zero output (written by the fused or the non-flush launch)
+            tl.store(out_ptr + bh * V + offs_v, tl.zeros([BV], dtype=tl.float32), mask=mv)
+    else:
+        if h + 1 >= L:
+            # ---- flush: S_hp + ring -> S_L in registers (corrections: cached for shared delta-rule specs,
+            # recomputed from S_hp for separate ones) -> both checkpoints.
+            # Rows are independent: tiles are processed in sub-blocks of BVF rows (fewer registers).
+            fc = tl.load(fcnt_ptr + slot)
+            if L > 1:   # per-(row, head) terms of the chunked flush, shared by the sub-blocks
+                Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta,
+                                                                     offs_k, mk, K, L, LP, GK, DELTA, BK, LPLOG,
+                                                                     CACHED, DOTP)
+            else:
+                Kd = kt
+                Kdl = kt
+                Kd2 = kt
+                Kd2l = kt
+                T = kt
+                dL = at
+                br = at
+                kdl = at
+                cl = at
+            if NV4:
+                # nvfp4 needs the amax of the whole (slot, head) state: the pv == 0 program flushes the
+                # whole head in two passes (amax, then encode), recomputing S_L (deterministic).
+                if NVF == 1 and pv == 0:
+                    # the whole head fits one sub-block: one pass, S_L stays in registers
+                    offs_f = tl.arange(0, BVF)
+                    mf = offs_f < V
+                    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kdl,
+                                 Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
+                                 CACHED, DOTP=DOTP)
+                    s_enc = nvfp4_encode_scale(nvfp4_amax(S))
+                    _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
+                                       seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
+                    _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
+                elif pv == 0:
+                    amax = 0.0
+                    for r in tl.range(0, NVF, loop_unroll_factor=1):
+                        offs_f = r * BVF + tl.arange(0, BVF)
+                        mf = offs_f < V
+                        S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd,
+                                     Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA,
+                                     FMT_HP, BK, CACHED, 0 if SCRATCH else 1, DOTP=DOTP)
+                        if SCRATCH:
+                            tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S)
+                        amax = tl.maximum(amax, nvfp4_amax(S))
+                    s_enc = nvfp4_encode_scale(amax)
+                    tl.debug_barrier()   # pass 1's saved corrections / S_L rows are visible to every thread of pass 2
+                    for r in tl.range(0, NVF, loop_unroll_factor=1):
+                        offs_f = r * BVF + tl.arange(0, BVF)
+                        mf = offs_f < V
+                        if SCRATCH:
+                            S = tl.load(scr_ptr + offs_f[:, None] * BK + offs_k[None, :])
+                        else:
+                            S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta,
+                                         Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP,
+                                         DELTA, FMT_HP, BK, CACHED, 2, DOTP=DOTP)
+                        _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
+                                           seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
+                    _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
+            else:
+                for r in tl.range(0, BV // BVF, loop_unroll_factor=1):
+                    offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
+                    mf = offs_f < V
+                    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kdl,
+                                 Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
+                                 CACHED, 0, DOTP)
+                    _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
+                                       seed, fc, 1.0, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
+        elif L > 1:
+            if not FLUSH_ONLY:   # constexpr: the flush launch contains no non-flush code
+                # ---- non-flush: output from the read copy + ring; append the current input.
+                mj = offs_j < h
+                Kr = tl.where(mj[:, None], Kr_nf, 0.0)
+                Ur = tl.where(mj[:, None], Ur_nf, 0.0)
+                if GK == 1:
+                    Gr = tl.where(mj, g_nf, 0.0)                                     # [L1P]
+                else:
+                    Gr = tl.where(mj[:, None], g_nf, 0.0)                            # [L1P, BK]
+                Gt, Gts = _current_log_decay(Gr, offs_j, h, gt, gts, GK, BK)
+                cq, ck = _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK)
+                o, u = _nonflush_rows(S_nf, SB_nf, inv_nf, Ur, cq, ck, tl.exp(Gt), q, kt, vt, beta, DELTA,
+                                      FMT_LP == fcode.NVFP4)
+                tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
+                eh = ring0 + h
+                _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
+                _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, pv == 0, K, GK, DELTA, CACHED)
+
+
+@triton.jit
+def _decode_step_kernel(
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
+    hp0, hp1, hp2, lp0, lp1, lp2,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr,
+    seed, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr,
+    LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
+    NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
+    FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
+    CACHED: tl.constexpr, DOTP: tl.constexpr,
+):
+    """The fused step (every row, flush or not) and conventional decoding: grid ``(cdiv(V, BV), HV, B)``, one
+    program per (V-block, head, row) (:func:`_step_program`). The V-block programs of one (row, head) are
+    adjacent in launch order, so the ring tiles they share are read from DRAM once (L2 hits for the others)."""
+    _step_program(tl.program_id(0), tl.program_id(1), tl.program_id(2), q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2,
+                  rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P, LP,
+                  LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, False,
+                  None, DOTP)
+
+
+def launch_fused(plan, args: dict, consts: dict, batch: int, device) -> None:
+    """Launch the fused step for ``batch`` rows: ``args`` the tensors and scalars of :func:`_decode_step_kernel`
+    (:func:`.decode.step_args`), ``consts`` the shapes and formats (:func:`.decode.step_consts`), ``plan`` the
+    :class:`.launch.StepPlan` (grid ``(cdiv(V, BV), HV, B)``)."""
+    from .launch import launch_options
+
+    grid = (triton.cdiv(consts["V"], plan.block_v), args["HV"], batch)
+    _decode_step_kernel[grid](**args, **consts, BV=plan.block_v, BVF=plan.flush_block_v,
+                              NVF=triton.cdiv(consts["V"], plan.flush_block_v), DOTP=plan.dot,
+                              **launch_options(device, plan.num_warps, plan.maxnreg, plan.stages))
