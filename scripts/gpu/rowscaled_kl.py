@@ -34,7 +34,6 @@ import math
 import os
 import platform
 import random
-import subprocess
 import sys
 from pathlib import Path
 
@@ -227,18 +226,19 @@ def main(argv=None) -> int:
     ids = tok((out / "text.txt").read_text()[: a.prefill + 1], add_special_tokens=False, return_tensors="pt")["input_ids"]
     decays = measured_decays(model, ids)
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    cmd = [sys.executable, "-m", "replayssm_quant", "eval", "--model", str(out / "model"), "--data",
-           str(out / "text.txt"), "--prefill", str(a.prefill), "--tokens", str(a.tokens), "--docs", str(a.docs),
-           "--batch-docs", str(a.docs), "--seed", "0", "--out", str(out / "kl"), "--device", device, "--no-progress"]
+    argv = ["eval", "--model", str(out / "model"), "--data", str(out / "text.txt"), "--prefill", str(a.prefill),
+            "--tokens", str(a.tokens), "--docs", str(a.docs), "--batch-docs", str(a.docs), "--seed", "0",
+            "--out", str(out / "kl"), "--device", device, "--no-progress"]
     if a.backend:
-        cmd += ["--backend", a.backend]
+        argv += ["--backend", a.backend]
     for s in a.specs:
-        cmd += ["--state", s]
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run(cmd, cwd=REPO, env=env)
-    if r.returncode:
-        print(f"rowscaled_kl: eval failed (exit {r.returncode}); rerun the same command to resume", file=sys.stderr)
-        return r.returncode
+        argv += ["--state", s]
+    from replayssm_quant.cli import main as cli_main
+
+    rc = cli_main(argv)                                    # eval in this process (resumable: rerun to continue)
+    if rc:
+        print(f"rowscaled_kl: eval failed (exit {rc}); rerun the same command to resume", file=sys.stderr)
+        return rc
     print(report(out, a, decays, time.time() - t0))
     return 0
 
