@@ -16,7 +16,7 @@ Public (all ``@triton.jit``; ``FMT`` the constexpr format code ``fcode.FP8`` or 
   E4M3 bit patterns (0..255), int8 codes the signed values (-127..127, -128 = NaN), to be stored as
   uint8 / int8. ``rbits`` uint32 ``[R, C]`` (SR only, else ``None``).
 * ``row_encode_scaled(x, d, r, FMT, SR, rbits)``: the same with the row's scales already computed.
-* ``row_decode(codes [R, C], d [R, 1] or [R], FMT, NAN_BITS=True)`` -> fp32 ``[R, C]``, value = fp32(q * d);
+* ``row_decode(codes [R, C], d [R], FMT, NAN_BITS=True)`` -> fp32 ``[R, C]``, value = fp32(q * d);
   ``NAN_BITS=False`` (kernels that only compute with the values) skips the NaN canonicalisation.
 * ``load_row_tile`` / ``store_row_tile``: a decode kernel's ``[BV, BK]`` tile of a stored state (codes
   ``[.., V, K]``, scales ``[.., V]``): decode, or encode whole rows (amax over the K real columns).
@@ -83,16 +83,13 @@ def row_encode(x, FMT: tl.constexpr, SR: tl.constexpr, rbits):
 @triton.jit
 def row_decode(codes, d, FMT: tl.constexpr, NAN_BITS: tl.constexpr = True):
     """codes (uint8 E4M3 bits for fp8, int8 for int8, or int32 holding them) ``[R, C]`` and decode scales
-    ``d`` (``[R]`` or ``[R, 1]``) -> fp32 ``[R, C]`` = fp32(q * d), NaN as 0x7FC00000 unless ``NAN_BITS=False``."""
+    ``d`` ``[R]`` -> fp32 ``[R, C]`` = fp32(q * d), NaN as 0x7FC00000 unless ``NAN_BITS=False``."""
     if FMT == fcode.FP8:
         q = decode_bits(codes.to(tl.int32) & 0xFF, fcode.E4M3, NAN_BITS)
     else:
         c = codes.to(tl.int32)
-        q = tl.where(c == -128, float("nan"), c.to(tl.float32))
-    if len(d.shape) == 1:
-        v = q * d[:, None]
-    else:
-        v = q * d
+        q = tl.where(c == -128, 0x7FC00000, c.to(tl.float32).to(tl.int32, bitcast=True)).to(tl.float32, bitcast=True)
+    v = q * d[:, None]
     if NAN_BITS:
         v = _canonical_nan(v)
     return v

@@ -89,3 +89,48 @@ def test_errors():
         kr.rowscaled_dequantize(codes.view(torch.uint8), d, "int8")
     with pytest.raises(ValueError, match="one per row"):
         kr.rowscaled_dequantize(codes, d[:2], "int8")
+
+
+_XCOMPILE = r'''
+import re
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from replayssm_quant.kernels import quantize_rowscaled as kr
+from replayssm_quant.quant.format_codes import FP8, INT8
+tgt = GPUTarget("cuda", 90, 32)
+q_sig = {"x_ptr": "*fp32", "codes_ptr": "*u8", "d_ptr": "*fp32", "n_rows": "i32", "seed": "i32", "C": "constexpr",
+         "FMT": "constexpr", "SR": "constexpr", "ALIGNED": "constexpr", "BR": "constexpr", "BC": "constexpr"}
+d_sig = {"codes_ptr": "*u8", "d_ptr": "*fp32", "out_ptr": "*fp32", "n_rows": "i32", "C": "constexpr",
+         "FMT": "constexpr", "BR": "constexpr", "BC": "constexpr"}
+jobs = []
+for fmt, ty in ((FP8, "*u8"), (INT8, "*i8")):
+    for sr, aligned, C in ((False, True, 128), (True, True, 128), (True, False, 13)):
+        jobs.append((f"q{fmt}{int(sr)}{int(aligned)}", kr._rowscaled_quantize_kernel, dict(q_sig, codes_ptr=ty),
+                     {"C": C, "FMT": fmt, "SR": sr, "ALIGNED": aligned, "BR": 16, "BC": 128 if C == 128 else 16}))
+    jobs.append((f"d{fmt}", kr._rowscaled_dequantize_kernel, dict(d_sig, codes_ptr=ty),
+                 {"C": 128, "FMT": fmt, "BR": 16, "BC": 128}))
+for name, fn, sig, const in jobs:
+    attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t.startswith("*")}
+    ptx = triton.compile(ASTSource(fn, sig, const, attrs), target=tgt).asm["ptx"]
+    divs = sorted(set(re.findall(r"\bdiv\.[a-z]+\.f32", ptx)))
+    print(name, "|".join(divs) or "-", len(re.findall(r"\.ftz\.", ptx)), len(re.findall(r"\bcvt\.rn\.satfinite\.e4m3x2", ptx)))
+'''
+
+
+def test_kernels_compile_for_sm90_with_ieee_division():
+    """Cross-compile the row-scaled quantize / dequantize kernels to PTX for sm_90 (no GPU needed): they compile,
+    the per-row divisions are IEEE div.rn (Triton's '/' would be div.full, up to 2 ulp off), no flush-to-zero; RNE
+    fp8 takes the hardware E4M3 cast."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", _XCOMPILE], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = {line.split()[0]: line.split()[1:] for line in r.stdout.strip().splitlines()}
+    assert len(rows) == 8
+    for name, (divs, n_ftz, n_cvt) in rows.items():
+        assert divs == ("div.rn.f32" if name.startswith("q") else "-"), (name, divs)
+        assert n_ftz == "0", name
+    assert int(rows["q701"][2]) > 0 and int(rows["q811"][2]) == 0   # fp8 RNE: cvt.rn.satfinite.e4m3x2; int8: none
