@@ -49,7 +49,7 @@ SHAPES = {  # one layer per sequence (DESIGN.md sec. 7)
     "mamba2": dict(num_heads=128, head_k=128, head_v=64, note="Nemotron-H: 128 heads, headdim 64, dstate 128, 8 groups"),
     "kda": dict(num_heads=32, head_k=128, head_v=128, note="Kimi-Linear: 32 heads, K=V=128"),
 }
-SPECS = ["fp32", "fp16", "fp8+sr", "nvfp4+sr", "nvfp4/fp16", "nvfp4/fp8+sr"]
+SPECS = ["fp32", "fp16", "fp8+sr", "int8+sr", "nvfp4+sr", "nvfp4/fp16", "nvfp4/fp8+sr", "nvfp4/int8+sr"]
 BATCHES = [1, 16, 64, 256, 512]
 CPU_SMOKE_SHAPES = {f: dict(num_heads=2, head_k=32, head_v=16, note="cpu smoke") for f in SHAPES}
 
@@ -246,7 +246,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
 
         fl_us = timer(flush) * 1e3 / R
     elems = batch * cache.num_heads * cache.head_k * cache.head_v
-    min_bytes = cache.spec.step_bytes_per_element(mode, window) * elems
+    min_bytes = cache.spec.step_bytes_per_element(mode, window, cache.head_k) * elems   # fp8/int8: row scales too
     row = dict(family=family, spec=cache.spec.text, mode=mode, batch=batch, time_us=t_us, staggered_us=st_us,
                nonflush_us=nf_us, flush_us=fl_us, min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9,
                rotation=R, **plan_columns(plan_step(cache, batch), window),

@@ -14,7 +14,7 @@ states of at most :data:`FUSED_MAX_PER` elements, else an amax pass plus a block
 dequantize is block-parallel, one division per block (value = fp32(q * fp32(s_b / s_enc))).
 
 Storage (docs/CONTRACTS.md): fp32 -> float32; bf16/fp16 -> int16 bit patterns;
-fp8/e5m2 -> uint8; nvfp4 -> codes uint8 ``[..., R, C//2]``, scale bits uint8
+e4m3/e5m2 -> uint8 (row-scaled fp8 / int8: :mod:`.quantize_rowscaled`); nvfp4 -> codes uint8 ``[..., R, C//2]``, scale bits uint8
 ``[..., R, C//16]``, s_enc float32 ``[...]``.
 """
 
@@ -30,7 +30,7 @@ from . import rounding as rd
 
 #: storage dtype of the element formats
 STORAGE_DTYPE = {"fp32": torch.float32, "bf16": torch.int16, "fp16": torch.int16,
-                 "fp8": torch.uint8, "e5m2": torch.uint8}
+                 "e4m3": torch.uint8, "e5m2": torch.uint8}
 
 ELEM_BLOCK = 1024
 NV_NB = 128    # nvfp4 blocks (of 16 elements) per program
@@ -248,3 +248,6 @@ def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch
                                                                  NB=NV_NB)
     return out
 
+
+# the row-scaled launchers belong to the same "triton" backend of replayssm_quant.quant
+from .quantize_rowscaled import rowscaled_dequantize, rowscaled_quantize  # noqa: E402,F401

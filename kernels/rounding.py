@@ -157,7 +157,7 @@ def encode_bits(x, FMT: tl.constexpr, SR: tl.constexpr, rbits):
             r = _encode_hw(x, 16, 65504.0, 0x7E00, tl.float16, tl.int16)
         else:
             r = _encode_ieee(x, 16, 10, 15, 0x7BFF, 0x7E00, SR, rbits)
-    elif FMT == fcode.FP8:
+    elif FMT == fcode.E4M3:
         if HW_CASTS and not SR:
             r = _encode_hw(x, 8, 448.0, 0x7F, tl.float8e4nv, tl.int8)
         else:
@@ -190,7 +190,7 @@ def decode_bits(bits, FMT: tl.constexpr, NAN_BITS: tl.constexpr = True):
             r = h.to(tl.float32, bitcast=True)
         else:
             r = _decode_ieee(bits, 16, 5, 10, 15, 0x7E00, True, 5.960464477539063e-08)
-    elif FMT == fcode.FP8:
+    elif FMT == fcode.E4M3:
         if HW_CASTS:   # cvt e4m3x2 -> f16x2 -> f32 (exact); NaN as 0x7FC00000 with the sign
             b = bits.to(tl.int32)
             h = b.to(tl.int8).to(tl.float8e4nv, bitcast=True).to(tl.float32).to(tl.int32, bitcast=True)

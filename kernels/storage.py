@@ -7,7 +7,9 @@ format      tensors
 =========== =========================================================================
 fp32        ``data float32 [S, HV, V, K]``
 bf16, fp16  ``data int16 [S, HV, V, K]`` (bit patterns)
-fp8, e5m2   ``data uint8 [S, HV, V, K]`` (bit patterns)
+e4m3, e5m2  ``data uint8 [S, HV, V, K]`` (bit patterns)
+fp8         ``data uint8 [S, HV, V, K]`` (E4M3 bits), ``scales float32 [S, HV, V]`` (one decode scale per row)
+int8        ``data int8 [S, HV, V, K]`` (-127..127, -128 = NaN), ``scales float32 [S, HV, V]``
 nvfp4       ``data uint8 [S, HV, V, K//2]`` codes, ``scales uint8 [S, HV, V, K//16]``
             (E4M3 bits), ``s_enc float32 [S, HV]``
 =========== =========================================================================
@@ -29,7 +31,8 @@ from replayssm_quant.quant.philox import ELEMS_PER_CALL, grouped_rbits
 TAG_FLUSH = 0          # recurrence-checkpoint cast at a flush (and at load_state)
 TAG_CONVENTIONAL = 1   # conventional per-step write
 
-_INT_DTYPE = {"bf16": torch.int16, "fp16": torch.int16, "fp8": torch.uint8, "e5m2": torch.uint8}
+_INT_DTYPE = {"bf16": torch.int16, "fp16": torch.int16, "e4m3": torch.uint8, "e5m2": torch.uint8}
+_ROW_CODE_DTYPE = {"fp8": torch.uint8, "int8": torch.int8}
 
 
 def sr_rbits(seed: int, slots: torch.Tensor, num_heads: int, V: int, K: int,
@@ -62,7 +65,8 @@ class StoredState:
     Attributes:
         fmt: the :class:`FormatInfo`.
         data: float32 / int16 / uint8 tensor (see module docstring).
-        scales: uint8 ``[S, HV, V, K//16]`` (nvfp4) or ``None``.
+        scales: uint8 ``[S, HV, V, K//16]`` (nvfp4), float32 ``[S, HV, V]`` (fp8, int8: row decode scales)
+            or ``None``.
         s_enc: float32 ``[S, HV]`` (nvfp4) or ``None``.
     """
 
@@ -78,6 +82,9 @@ class StoredState:
             self.data = torch.zeros(*shape, K // 2, dtype=torch.uint8, device=device)
             self.scales = torch.zeros(*shape, K // NVFP4_BLOCK, dtype=torch.uint8, device=device)
             self.s_enc = torch.ones(num_slots, num_heads, dtype=torch.float32, device=device)
+        elif fmt.row_scaled:
+            self.data = torch.zeros(*shape, K, dtype=_ROW_CODE_DTYPE[fmt.name], device=device)
+            self.scales = torch.ones(*shape, dtype=torch.float32, device=device)
         else:
             self.data = torch.zeros(*shape, K, dtype=_INT_DTYPE[fmt.name], device=device)
 
@@ -93,7 +100,9 @@ class StoredState:
     def bytes_per_slot(self) -> int:
         n = self.data[0].numel() * self.data.element_size()
         if self.scales is not None:
-            n += self.scales[0].numel() + self.s_enc[0].numel() * 4
+            n += self.scales[0].numel() * self.scales.element_size()
+        if self.s_enc is not None:
+            n += self.s_enc[0].numel() * 4
         return n
 
     def decode(self, slots: torch.Tensor) -> torch.Tensor:
@@ -108,6 +117,7 @@ class StoredState:
         self.data[slots] = parts[0]
         if self.scales is not None:
             self.scales[slots] = parts[1]
+        if self.s_enc is not None:
             self.s_enc[slots] = parts[2]
 
 
@@ -119,6 +129,7 @@ def encode_state(fmt: FormatInfo, x: torch.Tensor, rbits: torch.Tensor | None = 
     """Round float32 ``x [..., V, K]`` to ``fmt``; returns ``(data, scales, s_enc)`` (see module doc).
 
     nvfp4: ``s_enc`` is computed from the amax over the last two dims (one per (slot, head)).
+    fp8, int8: one decode scale per row, from the amax of that row of ``x`` (the exact new state).
     """
     from replayssm_quant.quant import reference as ref
 
@@ -128,6 +139,9 @@ def encode_state(fmt: FormatInfo, x: torch.Tensor, rbits: torch.Tensor | None = 
         return x.clone(), None, None
     if fmt.name == "nvfp4":
         return ref.nvfp4_quantize(x, rounding, rbits)
+    if fmt.row_scaled:
+        codes, d = ref.rowscaled_quantize(x, fmt.name, rounding, rbits)
+        return codes, d, None
     bits = ref.encode_bits(x, fmt.name, rounding, rbits)
     return bits.to(_INT_DTYPE[fmt.name]), None, None
 
@@ -149,6 +163,8 @@ def decode_state(fmt: FormatInfo, data, scales=None, s_enc=None) -> torch.Tensor
         return data.to(torch.float32).clone()
     if fmt.name == "nvfp4":
         return ref.nvfp4_dequantize(data, scales, s_enc)
+    if fmt.row_scaled:
+        return ref.rowscaled_dequantize(data, scales, fmt.name)
     bits = data.to(torch.int32)
     if data.dtype == torch.int16:
         bits = bits & 0xFFFF

@@ -14,6 +14,8 @@ from replayssm_quant.quant import format_codes as fcode
 
 from .rounding import (decode_bits, encode_bits, nvfp4_block_scale, nvfp4_decode, nvfp4_encode, nvfp4_raw,
                        pow2_f32, sr_bits8)
+from .rowscaled import load_row_tile, store_row_tile
+
 
 @triton.jit
 def _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, BK: tl.constexpr,
@@ -36,6 +38,8 @@ def _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, 
         S = nvfp4_decode(codes, sb, s_enc, not VALUES)
         if not VALUES:
             S = tl.where(m, S, 0.0)
+    elif FMT == fcode.FP8 or FMT == fcode.INT8:   # codes x the row's decode scale; zero codes outside [V, K]
+        S = load_row_tile(p0, p1, sh, offs_v, offs_k, mv, mk, K, V, FMT)
     else:
         bits = tl.load(p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :], mask=m, other=0)
         S = decode_bits(bits.to(tl.int32), FMT, False)
@@ -78,7 +82,8 @@ def _store_tile(S, p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, seed, c1, c2, s
                 FMT: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr, BK: tl.constexpr):
     """Round the fp32 tile S [BV, BK] into format FMT (SR: element (v, k) takes half k % 2 of word (k % 8) // 2
     of Philox(seed, v * ceil(K / 8) + k // 8, c1, c2, TAG), :func:`.rounding.sr_bits8`). nvfp4: ``s_enc`` is
-    the head's encode scale (stored by the caller). ``offs_k`` is ``arange(0, BK)``."""
+    the head's encode scale (stored by the caller). fp8 / int8: the tile holds whole rows, each row's decode
+    scale is computed here from its amax (:func:`.rowscaled.store_row_tile`). ``offs_k`` is ``arange(0, BK)``."""
     m = mv[:, None] & mk[None, :]
     if SR:
         rbits = sr_bits8(seed, offs_v[:, None] * ((K + 7) // 8) + tl.arange(0, BK // 8)[None, :], c1, c2, TAG)
@@ -96,6 +101,8 @@ def _store_tile(S, p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, seed, c1, c2, s
                  mask=mv[:, None] & (o2 < K2)[None, :])
         tl.store(p1 + sh * V * K16 + offs_v[:, None] * K16 + o16[None, :], sb,
                  mask=mv[:, None] & (o16 < K16)[None, :])
+    elif FMT == fcode.FP8 or FMT == fcode.INT8:   # whole rows: each row's scale from its amax over K, then codes
+        store_row_tile(S, p0, p1, sh, offs_v, offs_k, mv, mk, K, V, FMT, SR, rbits)
     else:
         bits = encode_bits(S, FMT, SR, rbits)
         ptrs = p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :]

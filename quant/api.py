@@ -8,15 +8,19 @@ format     storage
 =========  ==========================================================================
 fp32       ``data`` float32, shape of x
 bf16/fp16  ``data`` int16 bit patterns, shape of x
-fp8/e5m2   ``data`` uint8 bit patterns, shape of x
+e4m3/e5m2  ``data`` uint8 bit patterns, shape of x (raw casts, no scale)
+fp8        ``data`` uint8 E4M3 bits, shape of x; ``scales`` float32 decode scales ``[..., R]``
+           (one per row of the last dim)
+int8       ``data`` int8 codes (-127..127; -128 = NaN), shape of x; ``scales`` float32 ``[..., R]``
 nvfp4      ``data`` uint8 codes ``[..., R, C//2]`` (element 2i low nibble),
            ``scales`` uint8 E4M3 bits ``[..., R, C//16]``, ``s_enc`` float32 ``[...]``
 =========  ==========================================================================
 
 Rounding semantics (RNE/SR, saturation, NaN, signed zero, NVFP4 arithmetic and
-NaN blocks) are those of :mod:`.reference`; the Triton kernels
-(:mod:`replayssm_quant.kernels.quantize`, which ``replayssm_quant.kernels`` registers here as the ``"triton"`` backend when
-``replayssm_quant.kernels`` is imported: quant/ never imports kernels/) give the same bits. Stochastic
+NaN blocks, the row-scaled fp8/int8 scale arithmetic) are those of :mod:`.reference`; the Triton kernels
+(:mod:`replayssm_quant.kernels.quantize` and its row-scaled launchers, which ``replayssm_quant.kernels`` registers
+here as the ``"triton"`` backend when ``replayssm_quant.kernels`` is imported: quant/ never imports kernels/) give
+the same bits. Stochastic
 rounding draws Philox bits keyed by ``seed`` and the flat element index
 (:func:`.philox.flat_rbits`), so the same seed gives the same result on every
 backend and device.
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 import torch
 
 from . import reference as ref
-from .formats import FORMATS, get_format
+from .formats import FORMATS, ROW_SCALED, get_format
 from .philox import check_seed, flat_rbits
 
 BACKENDS = ("auto", "torch", "triton")
@@ -42,8 +46,9 @@ _ACCELERATED: dict = {}
 def register_backend(name: str, impl) -> None:
     """Register ``impl`` as backend ``name`` (``"triton"``: ``"replayssm_quant.kernels.quantize"``, registered when
     ``replayssm_quant.kernels`` is imported): an object, or the name of a module imported on first use, with
-    ``quantize_elem(x, fmt, sr, seed)``, ``nvfp4_quantize(x, sr, seed)``, ``dequantize_elem(bits, fmt)`` and
-    ``nvfp4_dequantize(codes, scales, s_enc)`` returning the storage of :class:`QuantizedTensor`."""
+    ``quantize_elem(x, fmt, sr, seed)``, ``nvfp4_quantize(x, sr, seed)``, ``rowscaled_quantize(x, fmt, sr, seed)``,
+    ``dequantize_elem(bits, fmt)``, ``nvfp4_dequantize(codes, scales, s_enc)`` and ``rowscaled_dequantize(codes,
+    scales, fmt)`` returning the storage of :class:`QuantizedTensor`."""
     if name not in BACKENDS or name in ("auto", "torch"):
         raise ValueError(f"register_backend: {name!r} is not an accelerated backend name")
     _ACCELERATED[name] = impl
@@ -54,10 +59,11 @@ class QuantizedTensor:
     """A tensor stored in one format (see the module docstring for the tensors' dtypes and shapes).
 
     Attributes:
-        fmt: format name (``fp32``, ``bf16``, ``fp16``, ``fp8``, ``e5m2``, ``nvfp4``).
+        fmt: format name (``fp32``, ``bf16``, ``fp16``, ``fp8``, ``int8``, ``e4m3``, ``e5m2``, ``nvfp4``).
         shape: shape of the original float tensor.
-        data: element storage (float32 / int16 / uint8; nvfp4: packed codes).
-        scales: nvfp4 block scales (uint8 E4M3 bits) or None.
+        data: element storage (float32 / int16 / uint8 / int8; nvfp4: packed codes).
+        scales: nvfp4 block scales (uint8 E4M3 bits), fp8 / int8 row decode scales (float32 ``[..., R]``)
+            or None.
         s_enc: nvfp4 second-level encode scale per leading index (float32) or None.
         rounding: ``"rne"`` or ``"sr"``; seed: the SR seed used.
     """
@@ -114,7 +120,8 @@ def quantize(x: torch.Tensor, fmt, rounding: str = "rne", seed: int = 0, backend
     Args:
         x: floating tensor, any shape (float32; float16/bfloat16 are converted exactly,
             float64 is rounded to float32 first). For ``nvfp4``: ``[..., R, C]`` with C a
-            multiple of 16; amax (second-level scale) over the last two dims.
+            multiple of 16; amax (second-level scale) over the last two dims. For ``fp8`` and
+            ``int8``: at least one dim; one decode scale per row of the last dim.
         fmt: a name of :data:`FORMATS` (or alias such as ``e4m3``) or a FormatInfo.
         rounding: ``"rne"`` (nearest even) or ``"sr"`` (stochastic; not for fp32,
             which has nothing to round).
@@ -139,8 +146,14 @@ def quantize(x: torch.Tensor, fmt, rounding: str = "rne", seed: int = 0, backend
         if f == "nvfp4":
             codes, sb, s_enc = kq.nvfp4_quantize(x, sr, seed)
             return QuantizedTensor(f, x.shape, codes, sb, s_enc, rounding, seed)
+        if f in ROW_SCALED:
+            codes, d = kq.rowscaled_quantize(x, f, sr, seed)
+            return QuantizedTensor(f, x.shape, codes, d, rounding=rounding, seed=seed)
         return QuantizedTensor(f, x.shape, kq.quantize_elem(x, f, sr, seed), rounding=rounding, seed=seed)
     rbits = flat_rbits(seed, x.numel(), x.device).reshape(x.shape) if sr else None
+    if f in ROW_SCALED:
+        codes, d = ref.rowscaled_quantize(x, f, rounding, rbits)
+        return QuantizedTensor(f, x.shape, codes, d, rounding=rounding, seed=seed)
     if f == "nvfp4":
         codes, sb, s_enc = ref.nvfp4_quantize(x, rounding, rbits)
         return QuantizedTensor(f, x.shape, codes, sb, s_enc, rounding, seed)
@@ -160,7 +173,11 @@ def dequantize(q: QuantizedTensor, backend: str = "auto") -> torch.Tensor:
     if kq is not None:
         if f == "nvfp4":
             return kq.nvfp4_dequantize(q.data, q.scales, q.s_enc)
+        if f in ROW_SCALED:
+            return kq.rowscaled_dequantize(q.data, q.scales, f)
         return kq.dequantize_elem(q.data, f)
+    if f in ROW_SCALED:
+        return ref.rowscaled_dequantize(q.data, q.scales, f)
     if f == "nvfp4":
         return ref.nvfp4_dequantize(q.data, q.scales, q.s_enc)
     if f == "fp32":

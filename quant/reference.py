@@ -19,7 +19,7 @@ Semantics (all element formats):
 * saturating: any finite value, and +-inf, beyond the largest finite value
   becomes +-max finite (never inf from overflow).
 * NaN stays NaN (canonical code with the input's sign: bf16 0x7FC0, fp16
-  0x7E00, fp8 0x7F, e5m2 0x7F; payloads are not kept).
+  0x7E00, e4m3 0x7F, e5m2 0x7F; payloads are not kept).
 * signed zero kept; negative values that round to zero give -0.
 * subnormals exact (the spacing below the smallest normal is constant).
 
@@ -48,6 +48,26 @@ NVFP4 (DESIGN.md sec. 4) over the last two dims ``[..., R, C]``, C % 16 == 0:
   returns differ between CPUs and GPUs.
 * storage: codes uint8 ``[..., R, C/2]`` (element 2i low nibble, 2i+1 high),
   scale_bits uint8 ``[..., R, C/16]`` (E4M3 bits), s_enc float32 ``[...]``.
+
+Row-scaled ``fp8`` and ``int8`` (DESIGN.md sec. 4) over the last dim (a row = ``x[..., r, :]``),
+with M = 448 (fp8) or 127 (int8), in this exact order (the Triton kernels do the same):
+
+* xc = x with +-inf replaced by +-FLT_MAX (NaN kept); amax = max |xc| over the row with NaN
+  ignored (:func:`rowscaled_amax`).
+* decode scale d = min(fp32(amax / M), D_MAX) (one IEEE division per row; D_MAX = the largest fp32
+  with fp32(M * D_MAX) finite: fp32(FLT_MAX / 448) for fp8, 0x7C010203 for int8, so no code decodes
+  to inf), encode factor r = min(fp32(M / amax), FLT_MAX) (a second division per row: the elements are
+  *multiplied*, never divided); d = r = 1 when amax is 0 (:func:`rowscaled_scales`).
+* xs = fp32(xc * r) (|xs| <= M up to one ulp).
+* fp8: code = E4M3FN bits of xs (:func:`encode_bits` ``e4m3``: RNE or SR, saturating at 448, NaN ->
+  0x7F with the sign, signed zero kept). int8: |xs| rounded to an integer by the same integer bit
+  arithmetic (RNE, or SR with the random word aligned below the units bit: P(up) = the fraction to
+  2**-16 for 16-bit random words), clamped to 127, the sign applied in two's complement (a negative
+  value that rounds to 0 gives +0); NaN -> -128 (the one unused code).
+* value = fp32(q * d), q the code's value (E4M3 value or the integer); NaN codes give the canonical
+  NaN 0x7FC00000. A row with amax below M * 2**-150 has d = 0 and decodes to zeros (d is an fp32
+  subnormal, with fewer significant bits, below M * 2**-126).
+* storage: codes ``[..., R, C]`` (fp8: uint8 E4M3 bits; int8: int8), d float32 ``[..., R]``.
 """
 
 from __future__ import annotations
@@ -82,7 +102,7 @@ class BitSpec:
 BITSPECS: dict[str, BitSpec] = {
     "bf16": BitSpec(16, 8, 7, 127, 0x7F7F, 0x7FC0, True),
     "fp16": BitSpec(16, 5, 10, 15, 0x7BFF, 0x7E00, True),
-    "fp8": BitSpec(8, 4, 3, 7, 0x7E, 0x7F, False),
+    "e4m3": BitSpec(8, 4, 3, 7, 0x7E, 0x7F, False),
     "e5m2": BitSpec(8, 5, 2, 15, 0x7B, 0x7F, True),
     "e2m1": BitSpec(4, 2, 1, 1, 0x7, -1, False),
 }
@@ -105,7 +125,8 @@ def _bitspec(fmt) -> BitSpec:
     if name not in BITSPECS:
         raise ValueError(
             f"format {name!r} has no element bit pattern here; element formats: "
-            f"fp32, {', '.join(BITSPECS)} (nvfp4 is blocked: use nvfp4_quantize)"
+            f"fp32, {', '.join(BITSPECS)} (nvfp4 is blocked: use nvfp4_quantize; fp8 and int8 are row-scaled: "
+            "use rowscaled_quantize, or e4m3 for the raw E4M3 cast)"
         )
     return BITSPECS[name]
 
@@ -171,13 +192,13 @@ def encode_bits(x: torch.Tensor, fmt, rounding: str = "rne", rbits: torch.Tensor
 
     Args:
         x: float32 tensor, any shape.
-        fmt: ``fp32``, ``bf16``, ``fp16``, ``fp8``, ``e5m2`` or ``e2m1`` (name or FormatInfo).
+        fmt: ``fp32``, ``bf16``, ``fp16``, ``e4m3``, ``e5m2`` or ``e2m1`` (name or FormatInfo).
         rounding: ``"rne"`` or ``"sr"``.
         rbits: for ``"sr"``: integer tensor of uint32 values, same shape as ``x``.
 
     Returns:
         int32 tensor, same shape: the bit pattern in the low 32/16/8/4 bits
-        (unsigned, e.g. fp8 values in [0, 255]; fp32 gives the raw int32 view).
+        (unsigned, e.g. e4m3 values in [0, 255]; fp32 gives the raw int32 view).
     """
     _check_float32(x)
     check_rounding(rounding)
@@ -267,14 +288,14 @@ def nvfp4_quantize(x: torch.Tensor, rounding: str = "rne", rbits: torch.Tensor |
     xs = xf * s_enc[..., None, None]
     blocks = xs.reshape(*lead, R, C // NVFP4_BLOCK, NVFP4_BLOCK)
     bmax = blocks.abs().amax(dim=-1)
-    sbits = _encode_spec(bmax / 6.0, BITSPECS["fp8"], None)          # E4M3, RNE, saturating
-    s_b = decode_bits(sbits, "fp8")
+    sbits = _encode_spec(bmax / 6.0, BITSPECS["e4m3"], None)          # E4M3, RNE, saturating
+    s_b = decode_bits(sbits, "e4m3")
     bnan = nan.reshape(blocks.shape).any(dim=-1)
     s_b_full = s_b[..., None].expand(blocks.shape).reshape(x.shape)
     q_in = torch.where(s_b_full == 0, xs * 0.0, xs / s_b_full)         # 0 * xs keeps the sign
     qb = _encode_spec(q_in, BITSPECS["e2m1"], rb)
     qb = torch.where(bnan[..., None].expand(blocks.shape).reshape(x.shape), 0, qb)
-    sbits = torch.where(bnan, BITSPECS["fp8"].nan_bits, sbits)
+    sbits = torch.where(bnan, BITSPECS["e4m3"].nan_bits, sbits)
     qb = qb.reshape(*lead, R, C // 2, 2)
     codes = (qb[..., 0] | (qb[..., 1] << 4)).to(torch.uint8)
     return codes, sbits.to(torch.uint8), s_enc
@@ -286,7 +307,7 @@ def nvfp4_parts(codes: torch.Tensor, scale_bits: torch.Tensor):
     s_b float32 ``[..., R, C//16]``)."""
     c = codes.to(torch.int64)
     q = decode_bits(torch.stack((c & 0xF, c >> 4), dim=-1).reshape(*codes.shape[:-1], 2 * codes.shape[-1]), "e2m1")
-    return q, decode_bits(scale_bits, "fp8")
+    return q, decode_bits(scale_bits, "e4m3")
 
 
 def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch.Tensor) -> torch.Tensor:
@@ -318,11 +339,93 @@ def canonical_nan(v: torch.Tensor) -> torch.Tensor:
     return b.view(torch.float32)
 
 
+# ----------------------------------------------------------------------------- row-scaled fp8 / int8
+
+#: the code maximum M of each row-scaled format (d = amax / M)
+ROW_MAX = {"fp8": 448.0, "int8": 127.0}
+#: the largest decode scale: the largest fp32 D with fp32(M * D) finite (module docstring)
+ROW_D_MAX = {"fp8": 7.595588094610019e+35, "int8": 2.6793883890187504e+36}
+#: rounding of |xs| to an integer (int8's magnitude): a float layout whose subnormal spacing is 1 up to 128
+INT8_MAGNITUDE = BitSpec(8, 8, 7, -6, 0x7F, -1, False)
+#: the int8 code that stands for NaN
+INT8_NAN = -128
+
+
+def _rowscaled_name(fmt) -> str:
+    name = _name(fmt)
+    if name not in ROW_MAX:
+        raise ValueError(f"format {name!r} is not row-scaled; row-scaled formats: {', '.join(ROW_MAX)}")
+    return name
+
+
+def rowscaled_amax(x: torch.Tensor) -> torch.Tensor:
+    """max |x| over the last dim, NaN ignored, +-inf counted as FLT_MAX: float32 ``[..., C]`` -> ``[...]``."""
+    return torch.where(torch.isnan(x), 0.0, x.abs()).clamp(max=FLT_MAX).amax(dim=-1)
+
+
+def rowscaled_scales(amax: torch.Tensor, fmt) -> tuple[torch.Tensor, torch.Tensor]:
+    """(decode scale d, encode factor r) of rows with the given amax (float32, any shape); see the module docstring."""
+    name = _rowscaled_name(fmt)
+    m = torch.tensor(ROW_MAX[name], dtype=torch.float32, device=amax.device)
+    zero = amax == 0
+    safe = torch.where(zero, torch.ones_like(amax), amax)
+    d = torch.clamp(safe / m, max=ROW_D_MAX[name])
+    r = torch.clamp(m / safe, max=FLT_MAX)
+    one = torch.ones_like(amax)
+    return torch.where(zero, one, d), torch.where(zero, one, r)
+
+
+def rowscaled_quantize(x: torch.Tensor, fmt, rounding: str = "rne", rbits: torch.Tensor | None = None):
+    """Quantize ``x [..., C]`` to row-scaled ``fp8`` or ``int8`` (one scale per row of the last dim).
+
+    Args:
+        x: float32, at least one dim (a row = the last dim).
+        fmt: ``"fp8"`` or ``"int8"``.
+        rounding: ``"rne"`` or ``"sr"`` (the codes; the scale is always computed as in the module docstring).
+        rbits: for ``"sr"``: uint32 values (integer tensor) shaped like ``x``.
+
+    Returns:
+        (codes ``[..., C]``: uint8 E4M3 bits (fp8) or int8, d float32 ``[...]``).
+    """
+    _check_float32(x)
+    check_rounding(rounding)
+    name = _rowscaled_name(fmt)
+    if x.dim() < 1:
+        raise ValueError(f"{name} is row-scaled: x needs at least one dim (a row = the last dim), got a scalar")
+    rb = _check_rbits(rbits, x, rounding)
+    d, r = rowscaled_scales(rowscaled_amax(x), name)
+    xs = x.clamp(-FLT_MAX, FLT_MAX) * r[..., None]          # clamp keeps NaN
+    if name == "fp8":
+        return _encode_spec(xs, BITSPECS["e4m3"], rb).to(torch.uint8), d
+    mag = _encode_spec(xs, INT8_MAGNITUDE, rb)              # sign in bit 7, magnitude 0..127
+    code = torch.where((mag >> 7) == 1, -(mag & 0x7F), mag & 0x7F)
+    return torch.where(torch.isnan(xs), INT8_NAN, code).to(torch.int8), d
+
+
+def rowscaled_dequantize(codes: torch.Tensor, d: torch.Tensor, fmt) -> torch.Tensor:
+    """Inverse of :func:`rowscaled_quantize`: codes ``[..., C]`` (uint8 fp8 / int8 int8), d float32 ``[...]``
+    -> float32 ``[..., C]``, value = fp32(q * d), NaN as 0x7FC00000."""
+    name = _rowscaled_name(fmt)
+    want = torch.uint8 if name == "fp8" else torch.int8
+    if not isinstance(codes, torch.Tensor) or codes.dtype != want:
+        raise ValueError(f"{name} codes must be {want}, got {getattr(codes, 'dtype', type(codes).__name__)}")
+    if not isinstance(d, torch.Tensor) or d.dtype != torch.float32 or tuple(d.shape) != tuple(codes.shape[:-1]):
+        raise ValueError(f"{name} scales must be float32 of shape {tuple(codes.shape[:-1])} (one per row), got "
+                         f"{getattr(d, 'dtype', None)} {tuple(getattr(d, 'shape', ()))}")
+    if name == "fp8":
+        q = decode_bits(codes, "e4m3")
+    else:
+        c = codes.to(torch.int32)
+        q = torch.where(c == INT8_NAN, float("nan"), c.to(torch.float32))
+    return canonical_nan(q * d[..., None])
+
+
 def round_to_format(x: torch.Tensor, fmt, rounding: str = "rne", rbits: torch.Tensor | None = None) -> torch.Tensor:
     """Fake quantization: the float32 value ``x`` takes after a round trip through ``fmt``.
 
     Args:
-        x: float32; for ``nvfp4`` shaped ``[..., R, C]`` (amax over the last two dims).
+        x: float32; for ``nvfp4`` shaped ``[..., R, C]`` (amax over the last two dims); for ``fp8`` and
+            ``int8`` ``[..., C]`` (one scale per row of the last dim).
         fmt: any format of :data:`quant.formats.FORMATS` (or ``e2m1``).
         rounding, rbits: as for :func:`encode_bits`.
 
@@ -332,6 +435,8 @@ def round_to_format(x: torch.Tensor, fmt, rounding: str = "rne", rbits: torch.Te
     name = _name(fmt)
     if name == "nvfp4":
         return nvfp4_dequantize(*nvfp4_quantize(x, rounding, rbits))
+    if name in ROW_MAX:
+        return rowscaled_dequantize(*rowscaled_quantize(x, name, rounding, rbits), name)
     if name == "fp32":
         _check_float32(x)
         check_rounding(rounding)

@@ -5,9 +5,12 @@
     fp32                 reference, exact
     FMT[+sr]             shared: one checkpoint in FMT serves reads and recurrence
     READ/RECUR[+sr]      separate (Algorithm 3): read copy READ, recurrence RECUR
-    FMT in {fp32, bf16, fp16, fp8, e5m2, nvfp4}
+    FMT in {fp32, bf16, fp16, fp8, int8, e4m3, e5m2, nvfp4}
     +sr                  stochastic rounding on casts into the recurrence checkpoint
                          (the read copy is always round-to-nearest-even)
+
+``fp8`` and ``int8`` are row-scaled (one fp32 decode scale per state row), ``e4m3`` / ``e5m2`` raw
+casts. READ/RECUR needs RECUR at least as precise as READ (:data:`.formats.PRECISION_RULE`).
 
 The decode mode (``replay`` with window L, or ``conventional``: rounded every
 step) is not part of the string; it is a separate option everywhere.
@@ -17,16 +20,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .formats import FORMATS, FormatInfo, get_format
+from .formats import FORMATS, PRECISION_RULE, FormatInfo, at_least_as_precise, get_format
 
 DECODE_MODES = ("replay", "conventional")
 DEFAULT_WINDOW = 16
 
 VALID_FORMS = (
     "valid forms: 'fp32' | 'FMT' | 'FMT+sr' | 'READ/RECUR' | 'READ/RECUR+sr' "
-    f"with FMT, READ, RECUR in {{{', '.join(FORMATS)}}}, READ no wider than RECUR, "
+    f"with FMT, READ, RECUR in {{{', '.join(FORMATS)}}}, RECUR at least as precise as READ, "
     "+sr only when the recurrence format is below fp32 "
-    "(examples: nvfp4+sr, nvfp4/fp8+sr, nvfp4/fp16, fp8/fp16)"
+    "(examples: nvfp4+sr, nvfp4/fp8+sr, nvfp4/int8+sr, nvfp4/fp16, fp8/fp16)"
 )
 
 
@@ -62,24 +65,28 @@ class StateSpec:
     def __str__(self) -> str:  # pragma: no cover - trivial
         return self.text
 
-    def state_bytes_per_element(self) -> float:
-        """Bytes of checkpoint storage per state element (both copies)."""
+    def state_bytes_per_element(self, head_k: int | None = None) -> float:
+        """Bytes of checkpoint storage per state element (both copies); row scales (``fp8``, ``int8``) counted
+        for rows of ``head_k`` elements (default :data:`.formats.DEFAULT_ROW_LEN`)."""
         if self.shared:
-            return self.recur.bytes_per_element
-        return self.read.bytes_per_element + self.recur.bytes_per_element
+            return self.recur.bits_at(head_k) / 8
+        return (self.read.bits_at(head_k) + self.recur.bits_at(head_k)) / 8
 
-    def step_bytes_per_element(self, mode: str = "replay", window: int = DEFAULT_WINDOW) -> float:
+    def step_bytes_per_element(self, mode: str = "replay", window: int = DEFAULT_WINDOW,
+                               head_k: int | None = None) -> float:
         """Amortised state bytes moved per element per decode step (DESIGN.md sec. 7).
 
         conventional: read + write the one state every step: 2 R.
         replay, shared: L reads and 1 write per L steps: R (1 + 1/L).
         replay, separate: (L-1) reads of W, at the flush read R and write R and W:
         W + 2 R / L.
+        Row scales (``fp8``, ``int8``) are counted for rows of ``head_k`` elements (default
+        :data:`.formats.DEFAULT_ROW_LEN`): 1 + 4 / K bytes per element.
         """
         check_mode(mode)
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
-        r, w = self.recur.bytes_per_element, self.read.bytes_per_element
+        r, w = self.recur.bits_at(head_k) / 8, self.read.bits_at(head_k) / 8
         if mode == "conventional":
             if not self.shared:
                 raise ValueError(
@@ -128,10 +135,11 @@ def parse_state_spec(text: str) -> StateSpec:
     except ValueError as e:
         raise ValueError(f"{e} (in state spec {raw!r}); {VALID_FORMS}") from None
     read, recur = (fmts[0], fmts[0]) if len(fmts) == 1 else (fmts[0], fmts[1])
-    if read.bits_per_element > recur.bits_per_element:
+    if not at_least_as_precise(recur, read):
+        what = "wider than" if read.bits_per_element > recur.bits_per_element else "more precise than"
         raise ValueError(
-            f"read format {read.name} is wider than recurrence format {recur.name} in {raw!r}: "
-            f"the recurrence checkpoint must be at least as precise; {VALID_FORMS}"
+            f"read format {read.name} is {what} recurrence format {recur.name} in {raw!r}: "
+            f"the recurrence must be at least as precise as the read copy ({PRECISION_RULE}); {VALID_FORMS}"
         )
     if sr and recur.name == "fp32":
         raise ValueError(f"'+sr' with an fp32 recurrence checkpoint in {raw!r} rounds nothing; {VALID_FORMS}")

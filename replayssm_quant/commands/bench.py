@@ -17,7 +17,7 @@ def configure(parser):
     parser.add_argument("--families", type=_csv("families"), default=None,
                         help="comma list of mamba2,gdn,kda (default all)")
     parser.add_argument("--specs", type=_csv("specs"), default=None,
-                        help="comma list of state specs (default fp32,fp16,fp8+sr,nvfp4+sr,nvfp4/fp16,nvfp4/fp8+sr)")
+                        help="comma list of state specs (default fp32,fp16,fp8+sr,int8+sr,nvfp4+sr,nvfp4/fp16,nvfp4/fp8+sr,nvfp4/int8+sr)")
     parser.add_argument("--batches", type=_csv("batches"), default=None,
                         help="comma list of batch sizes (default 1,16,64,256,512)")
     parser.add_argument("--window", type=int, default=None, help="replay window L (default 16; --cpu-smoke 4)")

@@ -16,7 +16,7 @@ def run(args):
 
     from replayssm_quant.eval.adapters.loading import load_model
     from replayssm_quant.eval.data import load_documents
-    from replayssm_quant.eval.state_stats import prefill_states, state_format_table, summary
+    from replayssm_quant.eval.state_stats import markdown, prefill_states, state_format_table, summary
 
     lm = load_model(args.model)
     docs = load_documents(args.data, lm.tokenizer, args.prefill, args.docs)
@@ -25,9 +25,11 @@ def run(args):
     text = (f"# SSM state vs storage formats: {lm.name}\n\n"
             f"Command: `replayssm-quant state-stats --model {args.model or 'gdn-demo'} --prefill {args.prefill} "
             f"--docs {len(docs)}`. States after an fp32 prefill of {len(docs)} held-out documents of "
-            f"{args.prefill} tokens; one round-to-nearest-even cast each.\n\n"
-            "## Mean over layers\n\n" + summary(table).to_markdown(floatfmt=".3g") +
-            "\n\n## Per layer\n\n" + table.to_markdown(index=False, floatfmt=".3g") + "\n")
+            f"{args.prefill} tokens; one round-to-nearest-even cast each. fp8 / int8: one fp32 scale per state "
+            "row (amax / 448, amax / 127); e4m3 / e5m2: raw casts, no scale. \"frac rounded to zero\": of the "
+            "nonzero elements.\n\n"
+            "## Mean over layers\n\n" + markdown(summary(table), floatfmt=".3g") +
+            "\n\n## Per layer\n\n" + markdown(table, index=False, floatfmt=".3g") + "\n")
     print(text)
     if args.out:
         with open(args.out, "w") as fh:

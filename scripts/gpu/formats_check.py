@@ -4,8 +4,9 @@
     source scripts/gpu/setup.sh && python3 scripts/gpu/formats_check.py --out "$OUT"
     python scripts/gpu/formats_check.py --small --out /tmp/fc      # CPU smoke test (Triton interpreter, no timing)
 
-1. For every format (fp32, bf16, fp16, fp8, e5m2, nvfp4) and both roundings (fp32: RNE only),
-   the Triton kernels (kernels/quantize.py) on CUDA must give exactly the bits of the CPU torch
+1. For every format (fp32, bf16, fp16, fp8, int8, e4m3, e5m2, nvfp4) and both roundings (fp32: RNE only),
+   the Triton kernels (kernels/quantize.py; row-scaled fp8 / int8: kernels/quantize_rowscaled.py, codes
+   and per-row scales) on CUDA must give exactly the bits of the CPU torch
    reference (quant/reference.py) on >= --n values (default 10**7) drawn from several
    distributions: normals at several scales, log-uniform magnitudes across the format's whole
    range, edge sets (every representable value, every midpoint, fp32 values 1-2 ulp either side,
@@ -58,14 +59,14 @@ import pandas as pd  # noqa: E402
 import triton  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-try:
-    import replayssm_quant.quant  # noqa: F401
-except ImportError:  # not installed: map the top-level folders into the namespace
-    sys.path.insert(0, str(REPO))
-    import replayssm_quant
+sys.path.insert(0, str(REPO))      # this checkout's code, also where another checkout is installed
+import replayssm_quant  # noqa: E402
+
+if str(REPO) not in replayssm_quant.__path__:    # map the top-level folders into the namespace
     replayssm_quant.__path__.append(str(REPO))
 
 from replayssm_quant.kernels import quantize as kq  # noqa: E402
+from replayssm_quant.kernels import quantize_rowscaled as kr  # noqa: E402
 from replayssm_quant.quant import reference as ref  # noqa: E402
 from replayssm_quant.quant.formats import FORMATS  # noqa: E402
 from replayssm_quant.quant.philox import flat_rbits  # noqa: E402
@@ -148,6 +149,70 @@ def nvfp4_inputs(n: int, g: torch.Generator, R: int = 128, C: int = 128) -> dict
         * torch.where(torch.rand(S, R, C // 16, 1, generator=g) < 0.5, 1.0, 1e-6).expand(S, R, C // 16, 16).reshape(S, R, C),
         "edges": edge,
     }
+
+
+def rowscaled_inputs(fmt: str, n: int, g: torch.Generator, C: int = 128) -> dict[str, torch.Tensor]:
+    """Named float32 row stacks [N, C] for the row-scaled formats: random rows of together >= n values, and
+    edges: rows with amax = M (d = r = 1) holding every code value, every midpoint and fp32 values 1-2 ulp
+    either side (clipped to the row's range), rows with one outlier, all-zero, NaN, +-inf, fp32-subnormal and
+    FLT_MAX rows."""
+    N = max(math.ceil(n / C / 3), 16)
+    m = ref.ROW_MAX[fmt]
+    if fmt == "fp8":
+        grid = edge_set("e4m3")
+    else:
+        ints = torch.arange(0, 128, dtype=torch.float32)
+        base = torch.cat([ints, ints + 0.5])
+        up, dn = torch.full_like(base, float("inf")), torch.zeros_like(base)
+        grid = torch.cat([base, torch.nextafter(base, up), torch.nextafter(base, dn)])
+        grid = torch.cat([grid, -grid])
+    grid = grid[torch.isfinite(grid) & (grid.abs() <= m)]
+    k = math.ceil(grid.numel() / (C - 1))
+    codes = torch.zeros(k * (C - 1))
+    codes[: grid.numel()] = grid
+    codes = torch.cat([torch.full((k, 1), m), codes.reshape(k, C - 1)], dim=1)   # amax = M: d = r = 1
+    edge = torch.randn(16, C, generator=g)
+    edge[0] = 0.0
+    edge[1, 3] = float("nan")
+    edge[2, 5], edge[2, 9] = float("inf"), -float("inf")
+    edge[3] *= 1e-40
+    edge[4] *= 3e-45
+    edge[5, 0] = FLT_MAX
+    edge[6] = float("nan")
+    edge[7] = -0.0
+    edge[8, 7] = 1e6                                          # one outlier
+    return {
+        "normal*10^U(-20,20) per row": torch.randn(N, C, generator=g) * torch.pow(10.0, torch.rand(N, 1, generator=g) * 40 - 20),
+        "loguniform within row": torch.exp(torch.rand(N, C, generator=g) * math.log(1e-8)) * torch.randn(N, 1, generator=g)
+        * torch.where(torch.rand(N, C, generator=g) < 0.5, -1.0, 1.0),
+        "rows with one outlier": torch.randn(N, C, generator=g) * torch.where(
+            torch.arange(C) == 0, 1e4, 1.0)[None],
+        "random fp32 bits": torch.randint(-2 ** 31, 2 ** 31, (N, C), generator=g, dtype=torch.int64)
+        .to(torch.int32).view(torch.float32),
+        "edges": torch.cat([codes, edge]),
+    }
+
+
+def check_rowscaled(fmt, rounding, x_cpu, dev, seed):
+    sr = rounding == "sr"
+    rb = rbits_for(seed, x_cpu.numel()).reshape(x_cpu.shape) if sr else None
+    wc, wd = ref.rowscaled_quantize(x_cpu, fmt, rounding, rb)
+    c, d = (t.cpu() for t in kr.rowscaled_quantize(x_cpu.to(dev), fmt, sr, seed))
+    bad_c, bad_d = c != wc, d.view(torch.int32) != wd.view(torch.int32)
+    ex = ""
+    if bad_c.any():
+        i = bad_c.nonzero()[0].tolist()
+        ex = f"x={x_cpu[tuple(i)].item()!r} at {i} d={_hex32(wd[i[0]])} got={int(c[tuple(i)])} want={int(wc[tuple(i)])}"
+    elif bad_d.any():
+        i = bad_d.nonzero()[0, 0].item()
+        ex = f"row {i}: scale got={_hex32(d[i])} want={_hex32(wd[i])}"
+    y = kr.rowscaled_dequantize(wc.to(dev), wd.to(dev), fmt).cpu()
+    want_y = ref.rowscaled_dequantize(wc, wd, fmt)
+    dq = y.view(torch.int32) != want_y.view(torch.int32)
+    if dq.any() and not ex:
+        i = dq.nonzero()[0].tolist()
+        ex = f"dequantize at {i}: code={int(wc[tuple(i)])} got={_hex32(y[tuple(i)])} want={_hex32(want_y[tuple(i)])}"
+    return int(bad_c.sum()) + int(bad_d.sum()), int(dq.sum()), ex
 
 
 # ----------------------------------------------------------------------------- checks
@@ -233,11 +298,18 @@ def run_checks(n, dev, seed):
     jobs = [(f, r) for f in FORMATS for r in ("rne", "sr") if not (f == "fp32" and r == "sr")]
     for fmt, rounding in tqdm(jobs, desc="bit-exactness", file=sys.stdout):
         side = 32 if n < 10 ** 5 else (64 if n < 10 ** 6 else 128)
-        dists = nvfp4_inputs(n, g, side, side) if fmt == "nvfp4" else elem_inputs(fmt, n, g)
+        if fmt == "nvfp4":
+            dists = nvfp4_inputs(n, g, side, side)
+        elif fmt in ref.ROW_MAX:
+            dists = rowscaled_inputs(fmt, n, g, side)
+        else:
+            dists = elem_inputs(fmt, n, g)
         for name, x in dists.items():
             t0 = time.time()
             if fmt == "nvfp4":
                 bad, dq_bad, ex = check_nvfp4(rounding, x, dev, seed + 1)
+            elif fmt in ref.ROW_MAX:
+                bad, dq_bad, ex = check_rowscaled(fmt, rounding, x, dev, seed + 1)
             else:
                 bad, dq_bad, ex = check_elem(fmt, rounding, x, dev, seed + 1)
             rows.append(dict(section="check", format=fmt, rounding=rounding, distribution=name, n=x.numel(),
@@ -252,6 +324,8 @@ def run_checks(n, dev, seed):
 def storage_bytes(fmt, n, C=128):
     if fmt == "nvfp4":
         return n // 2 + n // 16 + 4 * (n // (C * C))
+    if fmt in ref.ROW_MAX:
+        return n + 4 * (n // C)                   # codes + one fp32 scale per row of C
     return n * int(FORMATS[fmt].bits_per_element) // 8
 
 
@@ -278,6 +352,12 @@ def run_bench(n, dev):
                 tq = do_bench(lambda: kq.nvfp4_quantize(x, sr, 1, out=q), warmup=25, rep=200, return_mode="median")
                 # fused kernel: amax and quantize in one program per state, x read from DRAM once
                 passes = 1 if C * C <= kq.FUSED_MAX_PER else 2
+            elif fmt in ref.ROW_MAX:
+                xr = src.reshape(-1, C)
+                q = kr.rowscaled_quantize(xr, fmt, sr, 1)
+                tq = do_bench(lambda: kr.rowscaled_quantize(xr, fmt, sr, 1, out=q), warmup=25, rep=200,
+                              return_mode="median")
+                passes = 1             # the amax pass and the encode pass of one program: the row from cache
             else:
                 q = kq.quantize_elem(src, fmt, sr, 1)
                 tq = do_bench(lambda: kq.quantize_elem(src, fmt, sr, 1, out=q), warmup=25, rep=200, return_mode="median")
@@ -290,6 +370,9 @@ def run_bench(n, dev):
         if fmt == "nvfp4":
             yv = y.reshape(x.shape)
             td = do_bench(lambda: kq.nvfp4_dequantize(*q, out=yv), warmup=25, rep=200, return_mode="median")
+        elif fmt in ref.ROW_MAX:
+            yv = y.reshape(-1, C)
+            td = do_bench(lambda: kr.rowscaled_dequantize(*q, fmt, out=yv), warmup=25, rep=200, return_mode="median")
         else:
             td = do_bench(lambda: kq.dequantize_elem(q, fmt, out=y), warmup=25, rep=200, return_mode="median")
         b = 4 * n + storage_bytes(fmt, n, C)

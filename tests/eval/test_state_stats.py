@@ -3,7 +3,8 @@
 import torch
 
 from replayssm_quant.eval.adapters.loading import load_model
-from replayssm_quant.eval.state_stats import FORMATS_COMPARED, prefill_states, state_format_table, summary
+from replayssm_quant.eval.state_stats import (FORMATS_COMPARED, markdown, prefill_states, state_format_table,
+                                              summary)
 
 
 def test_table_on_a_tiny_model_has_a_row_per_layer_and_format():
@@ -15,12 +16,29 @@ def test_table_on_a_tiny_model_has_a_row_per_layer_and_format():
     assert len(table) == len(states) * len(FORMATS_COMPARED)
     mean = summary(table)["rel. cast error"]
     assert (mean > 0).all() and mean["fp16"] < mean["bf16"] < mean["nvfp4"]
+    assert not summary(table).isna().any().any()          # every statistic defined for every format (nvfp4 too)
 
 
-def test_fp8_underflow_is_counted():
-    S = torch.full((1, 1, 16, 16), 1e-4)          # below fp8's smallest subnormal (2^-9), above fp16's
+def test_raw_fp8_underflow_is_counted_and_the_row_scale_removes_it():
+    S = torch.full((1, 1, 16, 16), 1e-4)          # below e4m3's smallest subnormal (2^-9), above fp16's
+    S[0, 0, :, 0] = 2e-4
     table = state_format_table({0: S}).set_index("format")
-    assert table.loc["fp8", "frac below min subnormal"] == 1.0
-    assert table.loc["fp8", "rel. cast error"] == 1.0     # everything flushed to zero
-    assert table.loc["fp16", "frac below min subnormal"] == 0.0
-    assert table.loc["nvfp4", "rel. cast error"] < 1e-6   # a constant block: exact up to fp32 scale arithmetic
+    assert table.loc["e4m3", "frac rounded to zero"] == 1.0
+    assert table.loc["e4m3", "rel. cast error"] == 1.0     # everything flushed to zero
+    assert table.loc["fp16", "frac rounded to zero"] == 0.0
+    # scaled: d = amax / 448 per row, 1e-4 = 224 d exactly; int8: d = amax / 127, 1e-4 = 63.5 d -> 64 d
+    assert (table.loc[["fp8", "int8"], "frac rounded to zero"] == 0.0).all()
+    assert table.loc["fp8", "rel. cast error"] < 1e-6 and 0.005 < table.loc["int8", "rel. cast error"] < 0.008
+    assert table.loc["nvfp4", "rel. cast error"] < 0.2
+
+
+def test_markdown_escapes_the_pipe_in_column_names():
+    S = torch.randn(1, 2, 4, 16)
+    table = state_format_table({3: S})
+    md = markdown(table, index=False, floatfmt=".3g")
+    header = md.splitlines()[0]
+    assert "median \\|S\\|" in header and "max \\|S\\|" in header
+    # the header has as many unescaped cell separators as the data rows
+    cells = lambda line: len(line.replace("\\|", "").split("|"))  # noqa: E731
+    assert all(cells(line) == cells(header) for line in md.splitlines())
+    assert "nan" not in markdown(summary(table), floatfmt=".3g")

@@ -166,13 +166,13 @@ def test_conventional_fp32_equals_oracle(family):
 
 CASES = [  # (family, spec, mode, block_v)
     ("gdn", "fp32", "replay", 8), ("gdn", "bf16", "replay", None), ("gdn", "fp16+sr", "replay", 8),
-    ("gdn", "fp8+sr", "replay", None), ("gdn", "e5m2", "replay", 16), ("gdn", "nvfp4+sr", "replay", None),
-    ("gdn", "nvfp4/fp16", "replay", 8), ("gdn", "nvfp4/fp8+sr", "replay", None),
-    ("gdn", "fp8/fp32", "replay", 8), ("gdn", "fp32", "conventional", 8),
-    ("gdn", "fp8+sr", "conventional", None), ("gdn", "nvfp4+sr", "conventional", None),
-    ("kda", "fp32", "replay", 8), ("kda", "bf16/fp16+sr", "replay", 16), ("kda", "nvfp4/fp8+sr", "replay", None),
+    ("gdn", "e4m3+sr", "replay", None), ("gdn", "e5m2", "replay", 16), ("gdn", "nvfp4+sr", "replay", None),
+    ("gdn", "nvfp4/fp16", "replay", 8), ("gdn", "nvfp4/e4m3+sr", "replay", None),
+    ("gdn", "e4m3/fp32", "replay", 8), ("gdn", "fp32", "conventional", 8),
+    ("gdn", "e4m3+sr", "conventional", None), ("gdn", "nvfp4+sr", "conventional", None),
+    ("kda", "fp32", "replay", 8), ("kda", "bf16/fp16+sr", "replay", 16), ("kda", "nvfp4/e4m3+sr", "replay", None),
     ("kda", "fp16", "conventional", None), ("kda", "nvfp4+sr", "conventional", 8),
-    ("mamba2", "fp32", "replay", 8), ("mamba2", "fp8+sr", "replay", None),
+    ("mamba2", "fp32", "replay", 8), ("mamba2", "e4m3+sr", "replay", None),
     ("mamba2", "nvfp4/fp16", "replay", 8), ("mamba2", "nvfp4+sr", "replay", 16), ("mamba2", "bf16+sr", "conventional", 8),
     # default flush sub-block (16 >= V): nvfp4 flushes the whole head in one pass
     ("gdn", "nvfp4+sr", "conventional", "default"), ("kda", "nvfp4/fp16", "replay", "default"),
@@ -234,7 +234,8 @@ def test_bf16_activations():
 # --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("spec,backend", [("nvfp4/fp32", "torch"), ("fp8/fp32", "torch"),
+@pytest.mark.parametrize("spec,backend", [("nvfp4/fp32", "torch"), ("e4m3/fp32", "torch"), ("fp8/fp32", "torch"),
+                                          ("int8/fp32", "torch"), ("fp8/fp32", "triton"), ("int8/fp32", "triton"),
                                           ("bf16/fp32", "torch"), ("nvfp4/fp32", "triton")])
 def test_dual_fp32_recurrence_checkpoint_equals_oracle(family, spec, backend):
     HV, K, V, L, T = 2, 32, 12, 4, 12
@@ -280,7 +281,7 @@ def test_shared_low_precision_recurrence_does_drift():
 def test_padded_rows_touch_nothing(backend):
     HV, K, V = 2, 32, 10
     x = random_decode_inputs("kda", 6, 3, HV, K, V, generator=_gen(14), device=DEV)
-    c = _cache("kda", "nvfp4/fp8+sr", HV, K, V, backend, L=3, slots=4)
+    c = _cache("kda", "nvfp4/e4m3+sr", HV, K, V, backend, L=3, slots=4)
     c.load_state(torch.tensor([0, 1, 2, 3]), torch.randn(4, HV, V, K, generator=_gen(15)).to(DEV))
     _step(c, torch.tensor([0, 1, 2]), x, 0)          # slots now mid-ring
     _step(c, torch.tensor([2, 1, 0]), x, 1)          # next step would flush them
@@ -297,7 +298,7 @@ def test_padded_rows_touch_nothing(backend):
             assert torch.equal(a[:3], b[:3])
 
 
-@pytest.mark.parametrize("spec", ["fp8/fp16+sr", "nvfp4+sr", "bf16"])
+@pytest.mark.parametrize("spec", ["e4m3/fp16+sr", "nvfp4+sr", "bf16"])
 def test_load_state_casts_like_a_flush(spec):
     HV, K, V = 2, 32, 8
     S = torch.randn(2, HV, V, K, generator=_gen(16)).to(DEV)
@@ -334,7 +335,7 @@ def test_stochastic_rounding_reproducible_from_seed():
     S0 = torch.randn(2, HV, V, K, generator=_gen(18)).to(DEV)
 
     def run(seed):
-        c = _cache("gdn", "nvfp4/fp8+sr", HV, K, V, "triton", L=3, slots=2, seed=seed)
+        c = _cache("gdn", "nvfp4/e4m3+sr", HV, K, V, "triton", L=3, slots=2, seed=seed)
         c.load_state(torch.tensor([0, 1]), S0)
         for t in range(6):
             _step(c, torch.tensor([0, 1]), x, t)
@@ -342,7 +343,7 @@ def test_stochastic_rounding_reproducible_from_seed():
 
     a, b, other = run(5), run(5), run(6)
     assert all(torch.equal(u, w) for u, w in zip(a, b))
-    assert not torch.equal(a[0], other[0])           # the fp8 recurrence checkpoint depends on the seed
+    assert not torch.equal(a[0], other[0])           # the e4m3 recurrence checkpoint depends on the seed
 
 
 def test_bytes_per_slot():
@@ -358,7 +359,7 @@ def test_bytes_per_slot():
 
 @pytest.mark.parametrize("backend,split", [("torch", None), ("triton", False), ("triton", True)],
                          ids=["torch", "fused", "split"])
-@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("kda", "fp8/fp32"), ("mamba2", "fp16+sr"),
+@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("kda", "e4m3/fp32"), ("mamba2", "fp16+sr"),
                                          ("gdn", "fp32")])
 def test_half_precision_ring_is_exact_for_half_precision_inputs(family, spec, backend, split):
     """A ring that keeps k and v in bf16 (``ring_dtype``), fed bf16 activations, gives the same bits as the
@@ -385,7 +386,7 @@ def test_half_precision_ring_is_exact_for_half_precision_inputs(family, spec, ba
                        None if x["beta"] is None else x["beta"][0])
 
 
-@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp8+sr"), ("mamba2", "nvfp4+sr"), ("gdn", "nvfp4+sr"),
+@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/e4m3+sr"), ("mamba2", "nvfp4+sr"), ("gdn", "nvfp4+sr"),
                                          ("kda", "nvfp4")])
 @pytest.mark.parametrize("split", [False, True], ids=["fused", "split"])
 def test_nvfp4_two_pass_flush_bit_exact(family, spec, split):
@@ -412,8 +413,8 @@ def test_nvfp4_two_pass_flush_bit_exact(family, spec, split):
     assert cs[1].flush_count[:-1].max() >= 3
 
 
-@pytest.mark.parametrize("family,spec,fbv", [("gdn", "fp32", 16), ("kda", "fp16+sr", 32), ("mamba2", "fp8/fp32", 16),
-                                             ("gdn", "fp8/bf16+sr", 32)])
+@pytest.mark.parametrize("family,spec,fbv", [("gdn", "fp32", 16), ("kda", "fp16+sr", 32), ("mamba2", "e4m3/fp32", 16),
+                                             ("gdn", "e4m3/bf16+sr", 32)])
 def test_split_flush_sub_block_items_bit_exact(family, spec, fbv):
     """The split flush launch with few flush rows makes every pair of 16-row sub-blocks (every 32-row sub-block)
     a work item of its own (flush._flush_kernel; in the interpreter 4 programs: one flush row of HV = 2 heads
@@ -424,7 +425,7 @@ def test_split_flush_sub_block_items_bit_exact(family, spec, fbv):
     _staggered_split_flush_bit_exact(family, spec, 24, dict(block_v=fbv, flush_block_v=fbv))
 
 
-@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("mamba2", "nvfp4+sr"), ("kda", "nvfp4/fp8+sr"),
+@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("mamba2", "nvfp4+sr"), ("kda", "nvfp4/e4m3+sr"),
                                          ("gdn", "nvfp4+sr")])
 def test_split_nvfp4_flush_sub_block_items_bit_exact(family, spec):
     """nvfp4 checkpoints with few flush rows: every 16-row sub-block of a flushing head is an item of its own, S_L
@@ -485,7 +486,7 @@ def test_stale_ring_entries_never_leak(family, split):
         assert _rel(o[1].cpu(), o[0].cpu()) <= 1e-5, t
 
 
-@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("kda", "nvfp4/fp8+sr"), ("mamba2", "nvfp4/fp16")])
+@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("kda", "nvfp4/e4m3+sr"), ("mamba2", "nvfp4/fp16")])
 def test_split_flush_tf32x3_dots_close_to_ieee(family, spec):
     """The split flush with ``flush_dot="tf32x3"`` (the GPU default of dual nvfp4 specs: the key operands split into
     TF32 hi + lo once per (row, head), the recurrence tile unsplit, :func:`kernels.flush_math._dot_tf32x3`) against
@@ -500,7 +501,7 @@ def test_split_flush_tf32x3_dots_close_to_ieee(family, spec):
     cs = [_cache(family, spec, HV, K, V, "triton", L=L, slots=3, seed=6, block_v=16, flush_block_v=16,
                  split_flush=True, flush_dot=d) for d in ("ieee", "tf32x3")]
     idx = torch.tensor([2, 0, 1], device=DEV)
-    # one fp16 / fp8 (E4M3) step: relative spacing, or the subnormal spacing below the normal range
+    # one fp16 / e4m3 (E4M3) step: relative spacing, or the subnormal spacing below the normal range
     rel, sub = (2.0 ** -10, 2.0 ** -24) if spec.endswith("fp16") else (2.0 ** -3, 2.0 ** -9)
     for episode in range(2):
         for c in cs:
@@ -581,19 +582,19 @@ def _split_pair(family, spec, block_v, K=48, V=13, **knobs):
 
 
 @pytest.mark.parametrize("family,spec,block_v,knobs", [
-    ("gdn", "fp32", 8, {}), ("gdn", "nvfp4+sr", None, {}), ("kda", "nvfp4/fp8+sr", None, {}),
-    ("mamba2", "fp8+sr", 8, {}), ("gdn", "bf16/fp32", 16, {}),
+    ("gdn", "fp32", 8, {}), ("gdn", "nvfp4+sr", None, {}), ("kda", "nvfp4/e4m3+sr", None, {}),
+    ("mamba2", "e4m3+sr", 8, {}), ("gdn", "bf16/fp32", 16, {}),
     # the non-flush launch's unrolled chunk loop with the register prefetch the other way than its default (on
     # for fp32 / 8-bit read copies), and its staged loop where the default (here: a small grid) is unrolled
     ("gdn", "fp16", 8, dict(nonflush_prefetch=True, nonflush_stages=0)),
     ("kda", "nvfp4/fp16", None, dict(nonflush_stages=3)),
     ("mamba2", "fp32", 16, dict(nonflush_prefetch=False, nonflush_stages=0)),
-    ("gdn", "nvfp4/fp16", None, dict(nonflush_warps=4)), ("kda", "fp8+sr", None, dict(nonflush_stages=3)),
-    ("mamba2", "fp8+sr", 8, dict(nonflush_stages=2)), ("gdn", "fp32", 8, dict(nonflush_stages=0)),
+    ("gdn", "nvfp4/fp16", None, dict(nonflush_warps=4)), ("kda", "e4m3+sr", None, dict(nonflush_stages=3)),
+    ("mamba2", "e4m3+sr", 8, dict(nonflush_stages=2)), ("gdn", "fp32", 8, dict(nonflush_stages=0)),
     # key dims with one (K <= 16) and two non-flush key chunks (K = 48 above: four)
-    ("gdn", "fp32", 8, dict(K=16)), ("kda", "fp8/fp16+sr", None, dict(K=24)),
+    ("gdn", "fp32", 8, dict(K=16)), ("kda", "e4m3/fp16+sr", None, dict(K=24)),
     # flush work items of several 16-row sub-blocks (V = 40: the last one partly masked)
-    ("gdn", "fp32", 16, dict(V=40)), ("kda", "fp8/fp16+sr", 16, dict(V=40)), ("mamba2", "fp16", 16, dict(V=40)),
+    ("gdn", "fp32", 16, dict(V=40)), ("kda", "e4m3/fp16+sr", 16, dict(V=40)), ("mamba2", "fp16", 16, dict(V=40)),
     ("gdn", "bf16/fp32", 16, dict(V=40, flush_stages=2))])
 def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
     """The split step (launch 1: non-flush rows, launch 2: flush rows) == the fused kernel bit for bit:
@@ -647,7 +648,7 @@ def test_split_phases_touch_only_their_rows(phase, monkeypatch):
 
     HV, K, V, L = 2, 48, 13, 4
     x = random_decode_inputs("gdn", 4, 4, HV, K, V, generator=_gen(62), device=DEV)
-    c = _cache("gdn", "fp8/fp16+sr", HV, K, V, "triton", L=L, seed=3, block_v=8, split_flush=True)
+    c = _cache("gdn", "e4m3/fp16+sr", HV, K, V, "triton", L=L, seed=3, block_v=8, split_flush=True)
     c.load_state(torch.tensor([0, 1, 2]), torch.randn(3, HV, V, K, generator=_gen(63)).to(DEV))
     for t in range(L - 1):                             # slot 2 is now one step before its flush
         _step(c, torch.tensor([2, -1, -1, -1]), x, t)
@@ -689,7 +690,7 @@ def test_split_phases_touch_only_their_rows(phase, monkeypatch):
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
-@pytest.mark.parametrize("family,spec", [("gdn", "fp32"), ("kda", "fp8+sr"), ("gdn", "nvfp4+sr"),
+@pytest.mark.parametrize("family,spec", [("gdn", "fp32"), ("kda", "e4m3+sr"), ("gdn", "nvfp4+sr"),
                                          ("gdn", "bf16/fp32"), ("kda", "nvfp4/fp16")])
 def test_flush_corrections_cached_for_shared_recomputed_for_separate(family, spec, backend):
     """Shared spec (Algorithm 1): the flush builds S_L from the corrections u_j cached in the ring (no raw

@@ -21,7 +21,7 @@ from replayssm_quant.quant.formats import FORMATS  # noqa: E402
 from replayssm_quant.quant.philox import flat_rbits  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
-ELEM = ["fp32", "bf16", "fp16", "fp8", "e5m2"]
+ELEM = ["fp32", "bf16", "fp16", "e4m3", "e5m2"]
 POISON = {torch.float32: float("nan"), torch.int16: 0x5A5A, torch.uint8: 0xA5}
 
 
@@ -137,13 +137,13 @@ def test_launcher_errors():
     with pytest.raises(ValueError, match="multiple of 16"):
         kq.nvfp4_quantize(x)
     with pytest.raises(ValueError, match="float32"):
-        kq.quantize_elem(x.double(), "fp8")
+        kq.quantize_elem(x.double(), "e4m3")
     with pytest.raises(ValueError, match="format"):
         kq.quantize_elem(x, "nvfp4")
     with pytest.raises(ValueError, match="out must be"):
-        kq.quantize_elem(x, "fp8", out=torch.empty(4, 24, dtype=torch.int16, device=DEV))
+        kq.quantize_elem(x, "e4m3", out=torch.empty(4, 24, dtype=torch.int16, device=DEV))
     with pytest.raises(ValueError, match="storage must be"):
-        kq.dequantize_elem(torch.zeros(3, dtype=torch.int16, device=DEV), "fp8")
+        kq.dequantize_elem(torch.zeros(3, dtype=torch.int16, device=DEV), "e4m3")
 
 
 def test_formats_check_script_smoke(tmp_path):
@@ -159,7 +159,7 @@ def test_formats_check_script_smoke(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     df = pd.read_csv(tmp_path / "results.csv")
-    assert set(df.format) == set(FORMATS) and len(df[df.rounding == "sr"].format.unique()) == 5
+    assert set(df.format) == set(FORMATS) and len(df[df.rounding == "sr"].format.unique()) == 7
     assert df.mismatches_quantize.sum() == 0 and df.mismatches_dequantize.sum() == 0
     rep = (tmp_path / "report.md").read_text()
     assert "all bits equal" in rep and "torch" in rep and "--small" in rep

@@ -7,7 +7,7 @@ from replayssm_quant.kernels import SSMStateCache
 
 
 def _c(**kw):
-    args = dict(family="gdn", spec="fp8/fp16", num_slots=3, num_heads=2, head_k=32, head_v=8, window=4,
+    args = dict(family="gdn", spec="e4m3/fp16", num_slots=3, num_heads=2, head_k=32, head_v=8, window=4,
                 backend="torch")
     args.update(kw)
     return SSMStateCache(**args)
@@ -21,7 +21,7 @@ def _x(B=2, HV=2, K=32, V=8):
 @pytest.mark.parametrize("kw,msg", [
     (dict(family="mamba3"), "unknown recurrence family"),
     (dict(spec="fp7"), "unknown format"),
-    (dict(spec="fp32/fp8"), "wider than"),
+    (dict(spec="fp32/e4m3"), "wider than"),
     (dict(mode="eager"), "unknown decode mode"),
     (dict(mode="conventional"), "conventional decoding takes a shared spec"),
     (dict(backend="cuda"), "unknown backend"),

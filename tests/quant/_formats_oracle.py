@@ -2,10 +2,10 @@
 
 import torch
 
-TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
-MAX = {"bf16": 3.3895313892515355e38, "fp16": 65504.0, "fp8": 448.0, "e5m2": 57344.0, "e2m1": 6.0}
-NAN_BITS = {"bf16": 0x7FC0, "fp16": 0x7E00, "fp8": 0x7F, "e5m2": 0x7F}
-NBITS = {"bf16": 16, "fp16": 16, "fp8": 8, "e5m2": 8, "e2m1": 4}
+TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+MAX = {"bf16": 3.3895313892515355e38, "fp16": 65504.0, "e4m3": 448.0, "e5m2": 57344.0, "e2m1": 6.0}
+NAN_BITS = {"bf16": 0x7FC0, "fp16": 0x7E00, "e4m3": 0x7F, "e5m2": 0x7F}
+NBITS = {"bf16": 16, "fp16": 16, "e4m3": 8, "e5m2": 8, "e2m1": 4}
 E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=torch.float64)
 
 

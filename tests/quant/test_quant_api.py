@@ -6,8 +6,8 @@ import torch
 from replayssm_quant.quant import FORMATS, QuantizedTensor, dequantize, fake_quantize, quantize
 from replayssm_quant.quant import reference as ref
 
-STORAGE = {"fp32": torch.float32, "bf16": torch.int16, "fp16": torch.int16, "fp8": torch.uint8,
-           "e5m2": torch.uint8, "nvfp4": torch.uint8}
+STORAGE = {"fp32": torch.float32, "bf16": torch.int16, "fp16": torch.int16, "fp8": torch.uint8, "int8": torch.int8,
+           "e4m3": torch.uint8, "e5m2": torch.uint8, "nvfp4": torch.uint8}
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
@@ -26,6 +26,10 @@ def test_roundtrip_shapes_dtypes(fmt):
         assert q.nbytes == 2 * 3 * 5 * 16 + 2 * 3 * 5 * 2 + 2 * 3 * 4
         rel = ((y - x).norm() / x.norm()).item()
         assert rel < 0.2
+    elif fmt in ("fp8", "int8"):       # codes + one fp32 decode scale per row of the last dim
+        assert q.scales.shape == (2, 3, 5) and q.scales.dtype == torch.float32 and q.s_enc is None
+        assert q.nbytes == x.numel() + 2 * 3 * 5 * 4
+        assert q.nbytes == x.numel() * FORMATS[fmt].bits_at(32) / 8
     else:
         assert q.nbytes == x.numel() * FORMATS[fmt].bits_per_element / 8
         if fmt == "fp32":
@@ -35,7 +39,7 @@ def test_roundtrip_shapes_dtypes(fmt):
 def test_fp16_bf16_inputs_and_aliases():
     x = torch.randn(4, 16).to(torch.bfloat16)
     assert torch.equal(dequantize(quantize(x, "bf16")), x.float())
-    assert quantize(x, "e4m3").fmt == "fp8"
+    assert quantize(x, "fp8e4m3").fmt == "e4m3"       # the raw cast; "fp8" is the row-scaled format
 
 
 def test_nvfp4_packing_low_nibble_first():
@@ -47,8 +51,8 @@ def test_nvfp4_packing_low_nibble_first():
 
 def test_sr_changes_values_and_stays_close():
     x = torch.randn(64, 64)
-    y = fake_quantize(x, "fp8", "sr", seed=1)
-    r = fake_quantize(x, "fp8")
+    y = fake_quantize(x, "e4m3", "sr", seed=1)
+    r = fake_quantize(x, "e4m3")
     assert not torch.equal(y, r)
     assert ((y - x).abs() <= (x.abs() * 2 ** -3) + 2 ** -9).all()
 

@@ -13,7 +13,7 @@ from replayssm_quant.quant import reference as ref
 
 from _formats_oracle import MAX, NAN_BITS, NBITS, TORCH_DTYPE, nonneg_values, tie_points, torch_cast_bits
 
-FMTS = ["bf16", "fp16", "fp8", "e5m2"]
+FMTS = ["bf16", "fp16", "e4m3", "e5m2"]
 
 
 def _sweep(fmt, n=1 << 20, seed=0):
@@ -111,13 +111,13 @@ def test_e2m1_elements_nearest_even():
 def test_bad_arguments():
     x = torch.ones(3)
     with pytest.raises(ValueError, match="float32"):
-        ref.encode_bits(x.double(), "fp8")
+        ref.encode_bits(x.double(), "e4m3")
     with pytest.raises(ValueError, match="unknown rounding"):
-        ref.encode_bits(x, "fp8", "nearest")
+        ref.encode_bits(x, "e4m3", "nearest")
     with pytest.raises(ValueError, match="needs rbits"):
-        ref.encode_bits(x, "fp8", "sr")
+        ref.encode_bits(x, "e4m3", "sr")
     with pytest.raises(ValueError, match="shape"):
-        ref.encode_bits(x, "fp8", "sr", torch.zeros(4, dtype=torch.int64))
+        ref.encode_bits(x, "e4m3", "sr", torch.zeros(4, dtype=torch.int64))
     with pytest.raises(ValueError, match="nvfp4"):
         ref.encode_bits(x, "nvfp4")
     with pytest.raises(ValueError, match="unknown format"):

@@ -15,10 +15,18 @@ GOOD = {
     "nvfp4/fp8+sr": ("nvfp4", "fp8", True),
     "nvfp4/fp16": ("nvfp4", "fp16", False),
     "fp8/fp16": ("fp8", "fp16", False),
-    " NVFP4/E4M3+SR ": ("nvfp4", "fp8", True),
+    " NVFP4/E4M3+SR ": ("nvfp4", "e4m3", True),
     "bf16/fp16": ("bf16", "fp16", False),
-    "fp16/bf16+sr": ("fp16", "bf16", True),
     "e5m2/fp32": ("e5m2", "fp32", False),
+    "int8": ("int8", "int8", False),
+    "int8/fp16": ("int8", "fp16", False),
+    "nvfp4/int8+sr": ("nvfp4", "int8", True),
+    "int8/bf16": ("int8", "bf16", False),          # bf16 keeps int8's 7 bits
+    "fp8/int8+sr": ("fp8", "int8", True),
+    "e4m3/fp8": ("e4m3", "fp8", False),
+    "e5m2/fp8": ("e5m2", "fp8", False),
+    "e5m2/e4m3": ("e5m2", "e4m3", False),
+    "fp8e4m3/fp16": ("e4m3", "fp16", False),
 }
 
 
@@ -47,6 +55,14 @@ BAD = {
     "+sr": "missing format before '+sr'",
     "fp8/ +sr": "missing format around '/'",
     "fp8+sr+sr": "+sr+sr",
+    # the recurrence at least as precise as the read copy (issue 30 item 6)
+    "fp16/bf16+sr": "fp16 is more precise than recurrence format bf16",
+    "fp8/e5m2": "more precise than",
+    "e4m3/e5m2": "more precise than",
+    "int8/fp8": "more precise than",
+    "int8/e4m3": "more precise than",
+    "fp8/e4m3+sr": "a row scale if the read format has one",
+    "int8/nvfp4": "wider than",
 }
 
 
@@ -64,6 +80,12 @@ def test_non_string_spec():
 
 
 def test_step_bytes():
+    # row scales: one fp32 per row of K elements, 1 + 4/K bytes per element
+    assert parse_state_spec("fp8").step_bytes_per_element("conventional", head_k=128) == pytest.approx(2 * (1 + 4 / 128))
+    assert parse_state_spec("nvfp4/int8+sr").step_bytes_per_element("replay", 16, head_k=64) == \
+        pytest.approx(0.5625 + 2 * (1 + 4 / 64) / 16)
+    assert parse_state_spec("e4m3").step_bytes_per_element("conventional") == 2
+    assert parse_state_spec("int8/fp16").state_bytes_per_element(32) == pytest.approx(1 + 4 / 32 + 2)
     assert parse_state_spec("fp32").step_bytes_per_element("conventional") == 8
     assert parse_state_spec("fp32").step_bytes_per_element("replay", 16) == pytest.approx(4.25)
     assert parse_state_spec("nvfp4/fp16").step_bytes_per_element("replay", 16) == pytest.approx(0.5625 + 0.25)
@@ -88,13 +110,30 @@ def test_cli_spec_subprocess_no_traceback():
 def test_cli_spec_good(capsys):
     assert main(["spec", "nvfp4/fp8+sr"]) == 0
     out = capsys.readouterr().out
-    assert "separate" in out and "stochastic" in out
+    assert "separate" in out and "stochastic" in out and "8.25 bits/elem at K=128" in out
+
+
+@pytest.mark.parametrize("text,mode,window", [("conventional:fp8+sr", "conventional", None),
+                                              ("replay@8:nvfp4+sr", "replay", 8),
+                                              ("conventional:int8+sr", "conventional", None)])
+def test_cli_spec_takes_the_mode_prefix_eval_takes(text, mode, window, capsys):
+    assert main(["spec", text]) == 0
+    out = capsys.readouterr().out
+    assert f"decode mode" in out and mode in out
+    if window:
+        assert f"window L={window}" in out
+
+
+def test_cli_spec_precision_rule_one_line(capsys):
+    assert main(["spec", "fp16/bf16"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "at least as precise" in err and "mantissa bits" in err
 
 
 def test_cli_formats(capsys):
     assert main(["formats"]) == 0
     out = capsys.readouterr().out
-    for name in ("fp32", "bf16", "fp16", "fp8", "e5m2", "nvfp4", "448"):
+    for name in ("fp32", "bf16", "fp16", "fp8", "int8", "e4m3", "e5m2", "nvfp4", "448", "8 + 32/K", "8.25"):
         assert name in out
     assert main(["formats", "--csv"]) == 0
     assert capsys.readouterr().out.splitlines()[0].startswith("format,")

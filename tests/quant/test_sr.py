@@ -11,7 +11,7 @@ from replayssm_quant.quant.philox import flat_rbits, philox4x32, philox_uint32
 
 from _formats_oracle import MAX, nonneg_values, sr_expected
 
-FMTS = ["bf16", "fp16", "fp8", "e5m2", "e2m1"]
+FMTS = ["bf16", "fp16", "e4m3", "e5m2", "e2m1"]
 
 
 def _probe_values(fmt, n=400, seed=0):
@@ -65,17 +65,17 @@ def test_sr_unbiased_and_only_neighbours(fmt):
 
 
 def test_sr_pooled_unbiased_over_one_ulp():
-    """x = 1 + k/64 ulp for k = 0..63 in fp8: the mean over 20000 draws each is within 4 SE."""
+    """x = 1 + k/64 ulp for k = 0..63 in e4m3: the mean over 20000 draws each is within 4 SE."""
     k = torch.arange(64, dtype=torch.float64)
     x = (1.0 + k / 64 * 0.125).float()
     N = 20000
-    y = ref.round_to_format(x.repeat(N), "fp8", "sr", flat_rbits(5, 64 * N)).double().reshape(N, 64)
+    y = ref.round_to_format(x.repeat(N), "e4m3", "sr", flat_rbits(5, 64 * N)).double().reshape(N, 64)
     p = k / 64
     se = 0.125 * torch.sqrt(p * (1 - p) / N)
     assert ((y.mean(0) - x.double()).abs() <= 4 * se + 1e-15).all()
 
 
-@pytest.mark.parametrize("fmt", ["bf16", "fp16", "fp8", "e5m2", "nvfp4"])
+@pytest.mark.parametrize("fmt", ["bf16", "fp16", "e4m3", "e5m2", "nvfp4"])
 def test_sr_reproducible_and_seed_dependent(fmt):
     g = torch.Generator().manual_seed(3)
     x = torch.randn(4, 8, 32, generator=g) * 3
@@ -97,7 +97,7 @@ def test_nvfp4_sr_unbiased():
     x = x0.expand(N, 1, 16).contiguous()
     y = fake_quantize(x, "nvfp4", "sr", seed=4, backend="torch").double()
     codes, sbits, s_enc = ref.nvfp4_quantize(x0[None])
-    s_b = ref.decode_bits(sbits.to(torch.int64), "fp8").double()[0, 0, 0]
+    s_b = ref.decode_bits(sbits.to(torch.int64), "e4m3").double()[0, 0, 0]
     step = torch.full((16,), 0.5, dtype=torch.float64)
     q_abs = (x0[0].double() * s_enc.double() / s_b).abs()
     step = torch.where(q_abs >= 2, 1.0, step)
@@ -129,7 +129,7 @@ def test_philox_known_answers():
         philox_uint32(-1, 0)
 
 
-@pytest.mark.parametrize("fmt", ["bf16", "fp16", "fp8", "e5m2", "e2m1"])
+@pytest.mark.parametrize("fmt", ["bf16", "fp16", "e4m3", "e5m2", "e2m1"])
 def test_sr_sixteen_random_bits_bias_below_two_to_minus_16(fmt):
     """Every 16-bit random value once (the bits the kernels draw, :func:`grouped_rbits`): the mean of the
     rounded values is x minus at most 2**-16 of the gap between x's neighbours (truncated probabilities),
