@@ -148,7 +148,7 @@ def main(argv=None):
                                          for d in ("quant", "kernels", "eval")):
         sys.exit("tree_compare: --old DIR (an exported tree: quant/, kernels/, eval/__init__.py, replayssm_quant/, "
                  "scripts/, pyproject.toml; see --help) and --out DIR are required")
-    for name, root in (("old", a.old), ("new", NEW_ROOT)):
+    for name, root in (("old", os.path.abspath(a.old)), ("new", NEW_ROOT)):   # run_tree changes cwd
         run_tree(root, name, a.out, a.rep_ms, a.smoke)
     print(compare(a.out))
 
