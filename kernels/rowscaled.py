@@ -63,7 +63,9 @@ def row_encode_scaled(x, r, FMT: tl.constexpr, SR: tl.constexpr, rbits):
     x = x.to(tl.float32)
     nan = x != x
     xc = tl.where(nan, x, tl.minimum(tl.maximum(x, -3.4028234663852886e38), 3.4028234663852886e38))
-    xs = xc * r[:, None]
+    # NaN elements pass through unscaled: NVIDIA GPUs return 0x7FFFFFFF for NaN * r (sign lost), x86 keeps the
+    # operand's sign; the select keeps x's own bits on both, so the code keeps the input's sign (as the reference)
+    xs = tl.where(nan, x, xc * r[:, None])
     if FMT == fcode.FP8:
         code = encode_bits(xs, fcode.E4M3, SR, rbits)      # the raw E4M3 cast of x / d
     else:
