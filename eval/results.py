@@ -3,7 +3,7 @@
 Layout of ``DIR``::
 
     run.json                      the run's settings (a resumed run must match them)
-    records/<doc>/<variant>.npz   kl float32 [N], nll float32 [N] of one (document, variant)
+    records/<doc>/<variant>.npz   kl, nll, top1, dp float32 [N] of one (document, variant) (eval.kl_stats)
     records/<doc>/<variant>.json  its metadata; written last, so its presence marks the record done
     batches/<batch>.json          timing of each processed batch (throughput; not part of results)
 
@@ -77,12 +77,16 @@ class ResultsStore:
     def done(self, doc: int, slug: str) -> bool:
         return self._base(doc, slug).with_suffix(".json").is_file()
 
-    def write_record(self, doc: int, slug: str, meta: dict, kl: np.ndarray, nll: np.ndarray) -> None:
-        """Store one (document, variant) record: arrays first, then the metadata that marks it done."""
+    def write_record(self, doc: int, slug: str, meta: dict, kl: np.ndarray, nll: np.ndarray, **more: np.ndarray) -> None:
+        """Store one (document, variant) record: arrays first, then the metadata that marks it done.
+
+        ``more``: further per-position float32 arrays ``[N]`` (the KL harness writes ``top1`` and ``dp``,
+        :mod:`.kl_stats`)."""
         base = self._base(doc, slug)
+        arrays = {"kl": kl, "nll": nll, **more}
         def save(p: Path) -> None:
             with open(p, "wb") as f:  # a file object: np.savez would append ".npz" to a path
-                np.savez(f, kl=np.asarray(kl, np.float32), nll=np.asarray(nll, np.float32))
+                np.savez(f, **{k: np.asarray(a, np.float32) for k, a in arrays.items()})
         _atomic_write(base.with_suffix(".npz"), save)
         _write_json(base.with_suffix(".json"), meta)
 
