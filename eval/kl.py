@@ -37,7 +37,7 @@ from .data import Document
 from .decode import DecodeSession, Variant, check_exec_mode, chunkable, parse_variant
 from .kl_stats import METRICS, position_metrics
 from .memory import PhaseMemory
-from .results import ResultsStore, doc_key
+from .results import ResultsStore, doc_key, tokens_sha
 
 REFERENCE = "fp32"
 
@@ -194,7 +194,8 @@ def run_kl(model, docs: list[Document], variants: list[Variant], st: KLSettings,
             for d, i in enumerate(idx):
                 if store.done(i, v.slug):
                     continue
-                meta = {"doc": doc_key(i), "doc_id": docs[i].doc_id, "variant": v.label, "spec": v.spec.text,
+                meta = {"doc": doc_key(i), "doc_id": docs[i].doc_id,
+                        "tokens_sha": tokens_sha(docs[i].tokens), "variant": v.label, "spec": v.spec.text,
                         "mode": v.mode, "batch": b, "prefill": st.prefill, "tokens": st.tokens,
                         "mean_kl": float(kl[j, d].mean()), "mean_nll": float(nll[j, d].mean())}
                 store.write_record(i, v.slug, meta, kl[j, d], nll[j, d], top1=res["top1"][j, d], dp=res["dp"][j, d])

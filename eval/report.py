@@ -1,13 +1,20 @@
 """The KL report of a results folder (``replayssm-quant report DIR``).
 
-Reads a :class:`~replayssm_quant.eval.results.ResultsStore` and writes, into ``DIR``:
+Reads a :class:`~replayssm_quant.eval.results.ResultsStore` and writes, into ``DIR`` (or ``out``):
 
-* ``results.csv``   one row per (document, variant): mean KL, mean NLL (deterministic; the run's results file)
-* ``buckets.csv``   mean KL per variant and log2 position bucket (1, 2-3, 4-7, ...)
-* ``quartiles.csv`` mean KL per variant and position quartile
-* ``ratios.csv``    shared / separate mean-KL ratios per bucket (same read format, replay mode)
-* ``kl_vs_position.png`` (log-log), ``ratio_vs_position.png``
-* ``report.md``     settings, throughput, the tables and the headline ratio
+* ``results.csv``       one row per (document, variant): mean KL, mean NLL (deterministic; the run's results file)
+* ``doc_buckets.csv``   mean KL per (document, variant) and log2 position bucket (1, 2-3, 4-7, ...)
+* ``doc_quartiles.csv`` mean KL per (document, variant) and position quartile
+* ``positions.csv``     mean KL over documents per variant and position
+* ``buckets.csv``, ``quartiles.csv``  the per-variant means of the two above
+* ``ratios.csv``        shared / separate mean-KL ratios per bucket (same read format, replay mode),
+  with a bootstrap interval over documents (``ratio_intervals.csv``)
+* ``kl_vs_position.png`` (log-log), ``ratio_vs_position.png`` (with the intervals as error bars)
+* ``report.md``         settings, throughput, the tables and the headline ratio with what the run can show
+
+The per-position arrays in ``records/`` are read when present; without them (a committed report
+folder) the report is rebuilt from ``results.csv``, ``doc_buckets.csv``, ``doc_quartiles.csv``
+and ``positions.csv``.
 """
 
 from __future__ import annotations
@@ -50,101 +57,215 @@ def _label(r: tuple[int, int]) -> str:
     return f"{r[0]}" if r[0] == r[1] else f"{r[0]}-{r[1]}"
 
 
-def load_tables(root: str | Path) -> dict:
-    """DataFrames of a results folder: ``records``, ``positions`` (variant x position mean KL) and the bucket tables."""
-    store = ResultsStore(root)
-    cfg = store.read_config()
-    if cfg is None:
-        raise FileNotFoundError(f"{root} is not a KL results folder (no run.json); run `replayssm-quant eval --out {root}` first")
-    recs = store.records()
-    if not recs:
-        raise ValueError(f"{root} holds no finished records yet")
+#: the CSVs a report is rebuilt from when ``records/`` is gone
+SOURCE_CSVS = ("results.csv", "doc_buckets.csv", "doc_quartiles.csv", "positions.csv")
+_REC_COLS = ["doc", "doc_id", "variant", "spec", "mode", "batch", "mean_kl", "mean_nll"]
+#: bootstrap resamples of the documents for the ratio intervals (fixed seed: the report is deterministic)
+BOOTSTRAP, BOOTSTRAP_SEED = 2000, 0
+
+
+def _order(cfg: dict, present) -> list[str]:
     order = list(dict.fromkeys(["fp32"] + list(cfg.get("variants", []))))
-    rows, kl_by_var = [], {}
+    present = list(dict.fromkeys(present))
+    return [v for v in order if v in present] + sorted(v for v in present if v not in order)
+
+
+def _from_records(recs, cfg) -> dict:
+    rows, kl_by = [], {}
     for meta, arr in recs:
-        rows.append({k: meta[k] for k in ("doc", "doc_id", "variant", "spec", "mode", "batch", "mean_kl", "mean_nll")})
-        kl_by_var.setdefault(meta["variant"], []).append(arr["kl"])
+        rows.append({k: meta[k] for k in _REC_COLS})
+        kl_by[(meta["doc"], meta["variant"])] = arr["kl"]
     records = pd.DataFrame(rows)
-    variants = [v for v in order if v in kl_by_var] + sorted(v for v in kl_by_var if v not in order)
-    records["variant"] = pd.Categorical(records["variant"], variants, ordered=True)
-    records = records.sort_values(["doc", "variant"]).reset_index(drop=True)
-    N = min(len(a) for arrs in kl_by_var.values() for a in arrs)
-    mean_pos = {v: np.mean([a[:N] for a in kl_by_var[v]], axis=0) for v in variants}
-    ndocs = {v: len(kl_by_var[v]) for v in variants}
+    variants = _order(cfg, records["variant"])
+    N = min(len(a) for a in kl_by.values())
+    docs = sorted({d for d, _ in kl_by})
 
-    def bucket_table(ranges):
-        data = {_label(r): [float(np.mean(np.concatenate([a[r[0] - 1:r[1]] for a in kl_by_var[v]]))) for v in variants]
-                for r in ranges}
-        df = pd.DataFrame(data, index=pd.Index(variants, name="variant"))
-        df.insert(0, "docs", [ndocs[v] for v in variants])
-        return df
+    def per_doc(ranges):
+        out = [{"doc": d, "variant": v, **{_label(r): float(np.mean(kl_by[(d, v)][r[0] - 1:r[1]])) for r in ranges}}
+               for d in docs for v in variants if (d, v) in kl_by]
+        return pd.DataFrame(out)
 
-    buckets, quarts = bucket_table(log2_buckets(N)), bucket_table(quartiles(N))
+    positions = pd.DataFrame({v: np.mean([kl_by[(d, v)][:N] for d in docs if (d, v) in kl_by], axis=0)
+                              for v in variants}, index=pd.Index(np.arange(1, N + 1), name="position"))
+    return {"records": records, "doc_buckets": per_doc(log2_buckets(N)), "doc_quartiles": per_doc(quartiles(N)),
+            "positions": positions, "variants": variants, "N": N}
+
+
+def _from_csvs(root: Path, cfg) -> dict:
+    missing = [f for f in SOURCE_CSVS if not (root / f).is_file()]
+    if missing:
+        raise ValueError(f"{root} holds no finished records and lacks {', '.join(missing)} to rebuild the report from")
+    records = pd.read_csv(root / "results.csv")
+    positions = pd.read_csv(root / "positions.csv", index_col="position")
+    return {"records": records, "doc_buckets": pd.read_csv(root / "doc_buckets.csv"),
+            "doc_quartiles": pd.read_csv(root / "doc_quartiles.csv"), "positions": positions,
+            "variants": _order(cfg, records["variant"]), "N": int(positions.index.max())}
+
+
+def ratio_pairs(variants: list[str]) -> list[tuple[str, str]]:
+    """(shared, separate) replay-mode pairs with the same read format: ``("nvfp4+sr", "nvfp4/fp8+sr")``."""
     pairs = []
     for s in variants:
         if ":" in s or "/" in s or s == "fp32":
             continue
         read = s.split("+")[0]
-        for t in variants:
-            if ":" not in t and "/" in t and t.split("/")[0] == read:
-                pairs.append((s, t))
+        pairs += [(s, t) for t in variants if ":" not in t and "/" in t and t.split("/")[0] == read]
+    return pairs
+
+
+def ratio_intervals(doc_buckets: pd.DataFrame, pairs, n_boot: int = BOOTSTRAP, seed: int = BOOTSTRAP_SEED) -> pd.DataFrame:
+    """Per pair and bucket: the ratio of mean KLs over documents, its 95% bootstrap interval
+    (documents resampled with replacement) and the smallest / largest per-document ratio."""
+    cols = [c for c in doc_buckets.columns if c not in ("doc", "variant")]
+    rng = np.random.default_rng(seed)
+    out = []
+    for s, t in pairs:
+        a = doc_buckets[doc_buckets["variant"] == s].set_index("doc")[cols]
+        b = doc_buckets[doc_buckets["variant"] == t].set_index("doc")[cols]
+        common = a.index.intersection(b.index)
+        a, b = a.loc[common].to_numpy(float), b.loc[common].to_numpy(float)
+        k = len(common)
+        idx = rng.integers(0, k, size=(n_boot, k))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            boot = a[idx].mean(1) / b[idx].mean(1)          # [n_boot, buckets]
+            per_doc = a / b
+        for j, c in enumerate(cols):
+            bj = boot[:, j][np.isfinite(boot[:, j])]
+            pj = per_doc[:, j][np.isfinite(per_doc[:, j])]
+            out.append({"pair": f"{s} / {t}", "bucket": c, "docs": k,
+                        "ratio": a[:, j].mean() / b[:, j].mean() if b[:, j].mean() > 0 else float("nan"),
+                        "lo95": float(np.percentile(bj, 2.5)) if len(bj) else float("nan"),
+                        "hi95": float(np.percentile(bj, 97.5)) if len(bj) else float("nan"),
+                        "doc_min": float(pj.min()) if len(pj) else float("nan"),
+                        "doc_max": float(pj.max()) if len(pj) else float("nan")})
+    return pd.DataFrame(out, columns=["pair", "bucket", "docs", "ratio", "lo95", "hi95", "doc_min", "doc_max"])
+
+
+def load_tables(root: str | Path) -> dict:
+    """DataFrames of a results folder: ``records``, the per-document and per-variant bucket tables,
+    ``positions`` (position x variant mean KL), ``ratios`` and ``intervals``.
+
+    From ``records/`` when it holds finished records, else from the CSVs a report wrote (:data:`SOURCE_CSVS`).
+    """
+    root = Path(root)
+    store = ResultsStore(root)
+    cfg = store.read_config()
+    if cfg is None:
+        raise FileNotFoundError(f"{root} is not a KL results folder (no run.json); run `replayssm-quant eval --out {root}` first")
+    recs = store.records()
+    t = _from_records(recs, cfg) if recs else _from_csvs(root, cfg)
+    variants = t["variants"]
+    records = t["records"]
+    records["variant"] = pd.Categorical(records["variant"], variants, ordered=True)
+    t["records"] = records.sort_values(["doc", "variant"]).reset_index(drop=True)
+
+    def mean_table(per_doc):
+        cols = [c for c in per_doc.columns if c not in ("doc", "variant")]
+        g = per_doc.groupby("variant", sort=False)
+        df = g[cols].mean().reindex(variants)
+        df.index.name = "variant"
+        df.insert(0, "docs", g.size().reindex(variants).astype(int))
+        return df
+
+    buckets, quarts = mean_table(t["doc_buckets"]), mean_table(t["doc_quartiles"])
+    pairs = ratio_pairs(variants)
     bcols = [c for c in buckets.columns if c != "docs"]
-    ratios = pd.DataFrame([[buckets.loc[s, c] / buckets.loc[t, c] if buckets.loc[t, c] > 0 else float("nan")
-                            for c in bcols] for s, t in pairs],
-                          index=pd.Index([f"{s} / {t}" for s, t in pairs], name="shared / separate"), columns=bcols)
-    return {"config": cfg, "records": records, "mean_pos": mean_pos, "variants": variants, "N": N,
-            "buckets": buckets, "quartiles": quarts, "ratios": ratios, "pairs": pairs,
-            "batches": store.batches()}
+    ratios = pd.DataFrame([[buckets.loc[s, c] / buckets.loc[p, c] if buckets.loc[p, c] > 0 else float("nan")
+                            for c in bcols] for s, p in pairs],
+                          index=pd.Index([f"{s} / {p}" for s, p in pairs], name="shared / separate"), columns=bcols)
+    t.update({"config": cfg, "buckets": buckets, "quartiles": quarts, "ratios": ratios, "pairs": pairs,
+              "intervals": ratio_intervals(t["doc_buckets"], pairs), "batches": store.batches()})
+    return t
 
 
-def _plots(t: dict, root: Path) -> list[str]:
+def identical_to(series: dict[str, np.ndarray]) -> dict[str, str]:
+    """``{variant: earlier variant}`` for each series equal (bit for bit) to an earlier one."""
+    out, seen = {}, []
+    for v, y in series.items():
+        same = next((u for u in seen if np.array_equal(series[u], y)), None)
+        if same is None:
+            seen.append(v)
+        else:
+            out[v] = same
+    return out
+
+
+_MARKERS = ["o", "s", "^", "v", "D", "P", "X", "<", ">", "*", "h"]
+_LINES = ["-", "--", "-.", ":"]
+
+
+def _plain_log_ticks(axis) -> None:
+    """Plain numbers (``6``, ``0.5``) on a log axis instead of ``6x10^0`` / ``6e-01`` (matplotlib still picks which
+    ticks get a label)."""
+    from matplotlib.ticker import LogFormatter
+
+    class Plain(LogFormatter):
+        def _num_to_string(self, x, vmin, vmax):
+            return f"{x:g}"
+
+    axis.set_major_formatter(Plain(labelOnlyBase=False))
+    axis.set_minor_formatter(Plain(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
+def _plots(t: dict, out: Path, per_position: bool = False) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     N = t["N"]
-    pos = np.arange(1, N + 1)
+    ranges = log2_buckets(N)
+    bx = [math.sqrt(a * b) for a, b in ranges]
+    labels = [_label(r) for r in ranges]
+    series = {v: t["buckets"].loc[v, labels].to_numpy(float) for v in t["variants"] if v != "fp32"}
+    same = identical_to(series)
     fig, ax = plt.subplots(figsize=(8, 5))
-    for v in t["variants"]:
-        if v == "fp32":
-            continue
-        y = t["mean_pos"][v]
-        ranges = log2_buckets(N)
-        bx = [math.sqrt(a * b) for a, b in ranges]
-        by = [float(np.mean(y[a - 1:b])) for a, b in ranges]
-        line, = ax.plot(bx, np.where(np.array(by) > 0, by, np.nan), marker="o", label=v, lw=1.5)
-        ax.plot(pos, np.where(y > 0, y, np.nan), color=line.get_color(), alpha=0.2, lw=0.7)
+    for k, (v, by) in enumerate(series.items()):
+        label = v + (f" (identical to {same[v]})" if v in same else "")
+        line, = ax.plot(bx, np.where(by > 0, by, np.nan), marker=_MARKERS[k % len(_MARKERS)],
+                        ls=_LINES[k % len(_LINES)], label=label, lw=1.5,
+                        mfc="none" if v in same else None, ms=8 if v in same else 5)
+        if per_position:
+            y = t["positions"][v].to_numpy(float)
+            ax.plot(np.arange(1, len(y) + 1), np.where(y > 0, y, np.nan), color=line.get_color(), alpha=0.2, lw=0.7)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("decode position t (tokens after prefill)")
-    ax.set_ylabel("KL(p_fp32 || p_spec) [nats]")
-    ax.set_title(f"{t['config'].get('model')}: KL vs position (faint: per position; markers: log2-bucket means)")
+    _plain_log_ticks(ax.xaxis)
+    ax.set_xlabel("decode position t (tokens after prefill; log2-bucket centres)")
+    ax.set_ylabel("mean KL(p_fp32 || p_spec) [nats]")
+    ax.set_title(f"{t['config'].get('model')}: KL vs position ({t['records']['doc'].nunique()} documents)"
+                 + ("; faint: per position" if per_position else ""))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
-    fig.savefig(root / "kl_vs_position.png", dpi=120)
+    fig.savefig(out / "kl_vs_position.png", dpi=120)
     plt.close(fig)
-    out = ["kl_vs_position.png"]
+    files = ["kl_vs_position.png"]
     if len(t["ratios"]):
         fig, ax = plt.subplots(figsize=(8, 4.5))
-        ranges = log2_buckets(N)
-        bx = [math.sqrt(a * b) for a, b in ranges]
-        for name, row in t["ratios"].iterrows():
-            ax.plot(bx, row.values, marker="o", label=name)
+        iv = t["intervals"]
+        for k, (name, row) in enumerate(t["ratios"].iterrows()):
+            r = iv[iv["pair"] == name].set_index("bucket").reindex(labels)
+            y = row[labels].to_numpy(float)
+            err = np.vstack([np.clip(y - r["lo95"].to_numpy(float), 0, None), np.clip(r["hi95"].to_numpy(float) - y, 0, None)])
+            ax.errorbar(bx, y, yerr=np.nan_to_num(err), marker=_MARKERS[k % len(_MARKERS)], ls=_LINES[k % len(_LINES)],
+                        capsize=3, label=name)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        _plain_log_ticks(ax.xaxis)
+        _plain_log_ticks(ax.yaxis)
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_xlabel("decode position t (log2-bucket centre)")
         ax.set_ylabel("mean KL shared / mean KL separate")
-        ax.set_title("How much lower KL the separate checkpoint gives")
+        ax.set_title("How much lower KL the separate checkpoint gives\n(bars: 95% bootstrap interval over documents)",
+                     fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
-        fig.savefig(root / "ratio_vs_position.png", dpi=120)
+        fig.savefig(out / "ratio_vs_position.png", dpi=120)
         plt.close(fig)
-        out.append("ratio_vs_position.png")
-    return out
+        files.append("ratio_vs_position.png")
+    return files
 
 
 def _md(df: pd.DataFrame, fmt: str = "{:.3g}") -> str:
@@ -159,28 +280,83 @@ def _has_tabulate() -> bool:
         return False
 
 
+#: fewer documents than this: the interval over documents is called rough
+FEW_DOCS = 8
+
+
+def flushes_seen(cfg: dict) -> bool:
+    """Whether any decode output can show a flush: the first flush happens after ``window`` decode steps."""
+    return int(cfg.get("tokens", 0)) > int(cfg.get("window", 16))
+
+
 def headline(t: dict) -> str:
-    """One sentence: the shared nvfp4+sr / separate nvfp4/fp8+sr ratio in the longest bucket (if both ran)."""
+    """The shared nvfp4+sr / separate nvfp4/fp8+sr ratio in the longest bucket (if both ran), with its
+    interval over documents and what the run can and cannot show."""
     s, p = HEADLINE
-    last = [c for c in t["buckets"].columns if c != "docs"][-1]
-    if s in t["buckets"].index and p in t["buckets"].index:
-        a, b = t["buckets"].loc[s, last], t["buckets"].loc[p, last]
-        ratio = a / b if b > 0 else float("inf")
-        return (f"In the longest bucket (positions {last}), mean KL of shared {s} is {a:.4g} nats and of separate "
-                f"{p} is {b:.4g} nats: ratio **{ratio:.3g}x** (the paper: 13-36x on Qwen3.5-4B).")
-    return f"(the headline ratio needs both {s} and {p} among the variants)"
-
-
-def build_report(root: str | Path) -> Path:
-    """Write the CSVs, plots and ``report.md`` of ``root``; returns the markdown path."""
-    root = Path(root)
-    t = load_tables(root)
     cfg = t["config"]
-    t["records"].to_csv(root / "results.csv", index=False, float_format="%.6g")
-    t["buckets"].to_csv(root / "buckets.csv", float_format="%.6g")
-    t["quartiles"].to_csv(root / "quartiles.csv", float_format="%.6g")
-    t["ratios"].to_csv(root / "ratios.csv", float_format="%.6g")
-    plots = _plots(t, root)
+    last = [c for c in t["buckets"].columns if c != "docs"][-1]
+    if s not in t["buckets"].index or p not in t["buckets"].index:
+        return f"(the headline ratio needs both {s} and {p} among the variants)"
+    a, b = t["buckets"].loc[s, last], t["buckets"].loc[p, last]
+    ratio = a / b if b > 0 else float("inf")
+    iv = t["intervals"]
+    r = iv[(iv["pair"] == f"{s} / {p}") & (iv["bucket"] == last)].iloc[0]
+    N, L, k = int(cfg.get("tokens", t["N"])), int(cfg.get("window", 16)), int(r["docs"])
+    nums = (f"In the longest bucket (positions {last}), mean KL of shared {s} is {a:.4g} nats and of separate "
+            f"{p} is {b:.4g} nats")
+    if not flushes_seen(cfg):
+        return (f"**No flush happened during decoding** (--tokens {N} <= --window {L}): every output read the "
+                f"state cast once after prefill, so shared and separate differ only in how that one cast rounds "
+                f"(stochastically for {s}, to nearest for the separate read copy), not in what the dual checkpoint "
+                f"is for. {nums}: ratio {ratio:.3g}x, which says nothing about Algorithm 3. Rerun with --tokens "
+                f"well above --window (many flushes) to measure it.")
+    spread = (f"95% bootstrap interval over the {k} documents {r['lo95']:.3g}-{r['hi95']:.3g}x; per-document "
+              f"ratios {r['doc_min']:.3g}-{r['doc_max']:.3g}x")
+    lines = [f"{nums}: ratio **{ratio:.3g}x** ({spread}). The paper reports 13-36x on Qwen3.5-4B at long lengths.",
+             "",
+             f"What this run can show: {N // L} flushes per document (window L={L}) and positions up to "
+             f"t = {N} only (each document is cut at --tokens {N}); a growth of the ratio beyond that is not "
+             "measured."]
+    if k < FEW_DOCS:
+        lines.append(f"Only {k} documents: the interval is rough; use --docs {2 * FEW_DOCS} or more for a firmer one.")
+    return "\n".join(lines)
+
+
+def build_report(root: str | Path, out: str | Path | None = None, per_position: bool = False) -> Path:
+    """Write the CSVs, plots and ``report.md`` of ``root`` into ``out`` (default ``root``); returns the markdown path.
+
+    Args:
+        per_position: also draw the per-position mean KL (faint lines) in ``kl_vs_position.png``.
+
+    Raises:
+        ValueError: ``out`` cannot be written (checked before any work).
+    """
+    import os
+
+    root = Path(root)
+    dest = root if out is None else Path(out)
+    if dest.exists() and not dest.is_dir():
+        raise ValueError(f"report output {str(dest)!r} is a file; pass a folder")
+    if dest.is_dir() and not os.access(dest, os.W_OK | os.X_OK):
+        hint = "pass --out OTHER_FOLDER to write the report elsewhere" if out is None else "pass a writable folder"
+        raise ValueError(f"{dest} is not writable; {hint}")
+    t = load_tables(root)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot create the report folder {dest} ({e.strerror}); pass a writable folder") from None
+    cfg = t["config"]
+    t["records"].to_csv(dest / "results.csv", index=False, float_format="%.6g")
+    # per-document tables: full precision, so a report rebuilt from them equals the one from the records
+    t["doc_buckets"].to_csv(dest / "doc_buckets.csv", index=False, float_format="%.17g")
+    t["doc_quartiles"].to_csv(dest / "doc_quartiles.csv", index=False, float_format="%.17g")
+    t["positions"].to_csv(dest / "positions.csv", float_format="%.6g")
+    t["buckets"].to_csv(dest / "buckets.csv", float_format="%.6g")
+    t["quartiles"].to_csv(dest / "quartiles.csv", float_format="%.6g")
+    t["ratios"].to_csv(dest / "ratios.csv", float_format="%.6g")
+    t["intervals"].to_csv(dest / "ratio_intervals.csv", index=False, float_format="%.6g")
+    plots = _plots(t, dest, per_position)
+    from .data import describe
     from replayssm_quant.quant.spec import parse_state_spec
 
     summ = t["records"].groupby("variant", observed=True).agg(docs=("doc", "count"), mean_kl=("mean_kl", "mean"),
@@ -201,7 +377,9 @@ def build_report(root: str | Path) -> Path:
         f"Command: `{cfg.get('command', '')}`  ",
         f"Generated {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; run settings: prefill "
         f"{cfg.get('prefill')}, teacher-forced tokens {cfg.get('tokens')}, documents {t['records']['doc'].nunique()}, "
-        f"window L={cfg.get('window')}, seed {cfg.get('seed')}, data {cfg.get('data') or 'embedded held-out books'}.  ",
+        f"window L={cfg.get('window')}, seed {cfg.get('seed')}.  ",
+        f"Data: {describe(cfg.get('data'))}.  ",
+        f"Model: {cfg.get('model')} (content hash {cfg.get('model_hash', 'not recorded')}).  ",
         f"Environment: {cfg.get('env', platform.platform())}",
         "",
         "KL(p_fp32 || p_spec) in nats over the full vocabulary at each teacher-forced decode position t "
@@ -228,6 +406,9 @@ def build_report(root: str | Path) -> Path:
         "",
         _md(t["ratios"]) if len(t["ratios"]) else "(no shared/separate pair with the same read format among the variants)",
         "",
+        ("Each ratio's 95% bootstrap interval over documents and its per-document range are in "
+         "ratio_intervals.csv." if len(t["ratios"]) else ""),
+        "",
         "## Throughput",
         "",
         (f"{rows_tok} row-tokens decoded in {secs:.1f} s of teacher-forced decoding: "
@@ -238,9 +419,11 @@ def build_report(root: str | Path) -> Path:
         "",
     ] + [f"![{p}]({p})" for p in plots] + [
         "",
-        "Files: results.csv (per document and variant), buckets.csv, quartiles.csv, ratios.csv; per-position "
-        "arrays in records/<doc>/<variant>.npz.",
+        "Files: results.csv (per document and variant), doc_buckets.csv and doc_quartiles.csv (per document, "
+        "variant and position range), positions.csv (mean per position), buckets.csv, quartiles.csv, ratios.csv, "
+        "ratio_intervals.csv; `replayssm-quant report DIR` rebuilds this report from them. The run folder's "
+        "records/<doc>/<variant>.npz hold the per-position arrays (needed to resume, not to report).",
     ]
-    md = root / "report.md"
+    md = dest / "report.md"
     md.write_text("\n".join(lines) + "\n")
     return md

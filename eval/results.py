@@ -2,25 +2,51 @@
 
 Layout of ``DIR``::
 
-    run.json                      the run's settings (a resumed run must match them)
+    run.json                      the run's settings (a resumed run must match them); written once the
+                                  model has loaded and the documents are cut, so a run failing
+                                  earlier leaves no settings behind
+    .lock                         the pid of the run writing the folder (a second run is refused;
+                                  a lock left by a dead process is taken over)
     records/<doc>/<variant>.npz   kl, nll, top1, dp float32 [N] of one (document, variant) (eval.kl_stats)
     records/<doc>/<variant>.json  its metadata; written last, so its presence marks the record done
     batches/<batch>.json          timing of each processed batch (throughput; not part of results)
 
 Records are written atomically (temporary file, then rename), so an interrupted
 run loses at most the batch in flight and a rerun with the same settings resumes.
+A record's metadata names its document (``doc_id`` and ``tokens_sha``, a hash of its
+tokens); a resumed run whose document ``i`` differs is refused.
+
+Only the report's CSVs are needed to regenerate the report (``records/`` is for resuming).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
 
 import numpy as np
 
-#: run.json keys a resumed run must agree on
-RESUME_KEYS = ("model", "data", "text_field", "prefill", "tokens", "window", "seed", "batch_docs")
+#: run.json keys a resumed run must agree on (``model_hash``: a content hash of the weights and config)
+RESUME_KEYS = ("model", "model_hash", "data", "text_field", "prefill", "tokens", "window", "seed", "batch_docs")
+#: the keys known before the model loads (checked first, so a mismatch fails before loading)
+EARLY_KEYS = tuple(k for k in RESUME_KEYS if k != "model_hash")
+
+
+def tokens_sha(tokens) -> str:
+    """A short hash of a document's token ids (int64), naming the document in its records."""
+    return hashlib.sha256(np.asarray(tokens, dtype=np.int64).tobytes()).hexdigest()[:16]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _atomic_write(path: Path, write) -> None:
@@ -44,26 +70,111 @@ class ResultsStore:
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self._locked = False
+
+    # ---- the folder and its lock ------------------------------------------------------
+    def acquire(self) -> None:
+        """Create the folder if needed and take its lock (``.lock`` holding this pid).
+
+        Raises:
+            ValueError: the path is a file, cannot be written, or another live process holds the lock.
+        """
+        if self.root.exists() and not self.root.is_dir():
+            raise ValueError(f"--out {str(self.root)!r} is a file, not a folder; pass a folder (new or a run to resume)")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"--out {str(self.root)!r}: cannot create the folder ({e.strerror}); pass a writable folder") from None
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise ValueError(f"--out {str(self.root)!r} is not writable; pass a writable folder")
+        lock = self.root / ".lock"
+        for _ in range(2):
+            try:
+                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                try:
+                    pid = int(lock.read_text().split()[0])
+                except (OSError, ValueError, IndexError):
+                    pid = None
+                if pid is not None and pid != os.getpid() and _pid_alive(pid):
+                    raise ValueError(f"{self.root} is in use by another run (pid {pid}, lock file {lock}); wait for "
+                                     "it to finish or pass another --out") from None
+                lock.unlink(missing_ok=True)          # stale: its process is gone
+                continue
+            except OSError as e:
+                raise ValueError(f"--out {str(self.root)!r}: cannot write there ({e.strerror}); pass a writable "
+                                 "folder") from None
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{os.getpid()}\n")
+            self._locked = True
+            return
+        raise ValueError(f"cannot take the lock {lock}; remove it if no run is using {self.root}")
+
+    def release(self) -> None:
+        """Drop the lock taken by :meth:`acquire` (no-op otherwise)."""
+        if self._locked:
+            (self.root / ".lock").unlink(missing_ok=True)
+            self._locked = False
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
 
     # ---- settings -------------------------------------------------------------------
     def read_config(self) -> dict | None:
         p = self.root / "run.json"
         return json.loads(p.read_text()) if p.is_file() else None
 
-    def open(self, config: dict) -> None:
-        """Start or resume: write ``run.json``, or check it agrees with ``config`` on :data:`RESUME_KEYS`.
+    def check(self, config: dict, keys=RESUME_KEYS) -> dict | None:
+        """The folder's run.json if it agrees with ``config`` on ``keys`` (``None`` for a new folder).
+
+        Raises:
+            ValueError: ``DIR`` holds a run with other settings (one line naming them).
+        """
+        old = self.read_config()
+        if old is not None:
+            diff = [f"{k}: {old.get(k)!r} there vs {config.get(k)!r} now" for k in keys if old.get(k) != config.get(k)]
+            if diff:
+                raise ValueError(f"{self.root} holds a run with other settings ({'; '.join(diff)}); "
+                                 "use another --out or the same settings to resume")
+        return old
+
+    def check_docs(self, docs) -> None:
+        """Every finished record's document must be ``docs[i]`` (same ``doc_id`` and token hash).
+
+        Raises:
+            ValueError: a record was made from another document (the data or its cutting changed).
+        """
+        seen = set()
+        for meta_path in sorted((self.root / "records").glob("d*/*.json")):
+            meta = json.loads(meta_path.read_text())
+            i = int(meta_path.parent.name[1:])
+            if i in seen or i >= len(docs):
+                continue
+            seen.add(i)
+            if meta.get("doc_id") != docs[i].doc_id:
+                raise ValueError(f"{self.root}: document {doc_key(i)} there is {meta.get('doc_id')!r}, now it would be "
+                                 f"{docs[i].doc_id!r} (other data); use another --out")
+            if meta.get("tokens_sha", tokens_sha(docs[i].tokens)) != tokens_sha(docs[i].tokens):
+                raise ValueError(f"{self.root}: document {doc_key(i)} ({docs[i].doc_id!r}) has other tokens now than "
+                                 "when its records were made (the data or the tokenizer changed); use another --out")
+
+    def open(self, config: dict, docs=None) -> None:
+        """Start or resume: write ``run.json``, or check it agrees with ``config`` on :data:`RESUME_KEYS`
+        (and, given ``docs``, that the finished records were made from the same documents).
 
         Variants and the number of documents may grow between runs (new records are added).
 
         Raises:
-            ValueError: ``DIR`` holds a run with other settings.
+            ValueError: ``DIR`` holds a run with other settings or other documents.
         """
-        old = self.read_config()
+        old = self.check(config)
+        if docs is not None:
+            self.check_docs(docs)
         if old is not None:
-            diff = [f"{k}: {old.get(k)!r} there vs {config.get(k)!r} now" for k in RESUME_KEYS if old.get(k) != config.get(k)]
-            if diff:
-                raise ValueError(f"{self.root} holds a run with other settings ({'; '.join(diff)}); "
-                                 "use another --out or the same settings to resume")
             merged = dict(old)
             merged["variants"] = list(dict.fromkeys(old.get("variants", []) + config.get("variants", [])))
             merged["docs"] = max(old.get("docs", 0), config.get("docs", 0))

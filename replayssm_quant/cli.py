@@ -4,13 +4,15 @@ Each subcommand lives in its own module under :mod:`replayssm_quant.commands`
 exposing ``HELP`` (one line), ``configure(parser)`` and ``run(args) -> int``.
 Modules keep heavy imports (torch, transformers) inside ``run`` so ``--help``
 stays fast. Errors meant for the user are raised as :class:`UsageError` or
-``ValueError`` and printed as one line with exit status 2.
+``ValueError`` and printed as one line with exit status 2. A module with
+``RESUMABLE = True`` gets, on Ctrl-C, the exact command that resumes it.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import shlex
 import sys
 
 #: subcommand name -> module under replayssm_quant.commands
@@ -45,11 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
         mod.configure(p)
-        p.set_defaults(_run=mod.run)
+        p.set_defaults(_run=mod.run, _resumable=getattr(mod, "RESUMABLE", False))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "_run", None) is None:
@@ -61,7 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"replayssm-quant {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        if args._resumable:
+            print("interrupted; finished work is kept: rerun the same command to resume: "
+                  "replayssm-quant " + shlex.join(argv), file=sys.stderr)
+        else:
+            print("interrupted", file=sys.stderr)
         return 130
 
 

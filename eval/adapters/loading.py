@@ -39,49 +39,115 @@ def default_models_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "default_models"
 
 
+def model_fingerprint(model) -> str:
+    """A content hash of ``model``: sha256 (hex, first 16 digits) over its config and every tensor of its state dict.
+
+    Each tensor contributes its name, dtype, shape and raw bytes (moved to the CPU one at a time),
+    so a retrained or otherwise changed model gets another hash even under the same name.
+    """
+    import hashlib
+
+    import torch
+
+    h = hashlib.sha256()
+    cfg = getattr(model, "config", None)
+    if cfg is not None:
+        h.update(cfg.to_json_string(use_diff=False).encode())
+    for name, t in sorted(model.state_dict().items()):
+        t = t.detach()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.contiguous().reshape(-1).view(torch.uint8).cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
 def _first_line(e: Exception) -> str:
     s = str(e).strip().splitlines()
     return s[0] if s else type(e).__name__
 
 
+#: transformers' advice printed on every CPU run ("install causal_conv1d / flash-linear-attention"):
+#: the fast kernels it names are CUDA-only, and this toolkit's decode path does not use them
+_FALLBACK_ADVICE = "is falling back to its reference PyTorch implementation"
+
+
+class _DropFallbackAdvice:
+    """A ``logging`` filter dropping only :data:`_FALLBACK_ADVICE` records."""
+
+    def filter(self, record) -> bool:
+        return _FALLBACK_ADVICE not in record.getMessage()
+
+
+def silence_fallback_advice() -> None:
+    """Install the filter on transformers' hub-kernels logger (idempotent; other warnings stay)."""
+    import logging
+
+    log = logging.getLogger("transformers.integrations.hub_kernels")
+    if not any(isinstance(f, _DropFallbackAdvice) for f in log.filters):
+        log.addFilter(_DropFallbackAdvice())
+
+
+def check_model_name(name: str | None) -> tuple[str, str]:
+    """``(name, source)`` of a ``--model`` value, checked without loading anything (so a bad name fails first).
+
+    ``source`` is ``"tiny"``, the embedded model's folder, a local folder or the hub id.
+
+    Raises:
+        ValueError: an unknown name, a missing embedded model, a folder without config.json.
+    """
+    name = DEFAULT_MODEL if name is None else name
+    if name.startswith("tiny-"):
+        if name[len("tiny-"):] not in TINY_ARCHS:
+            raise ValueError(f"unknown tiny model {name!r}; {MODEL_FORMS}")
+        return name, "tiny"
+    if name in DEMO_MODELS:
+        path = default_models_dir() / DEMO_MODELS[name]
+        if not (path / "config.json").is_file():
+            raise ValueError(f"embedded model {name!r} is missing ({path} has no config.json); "
+                             f"reinstall the package or pass another --model; {MODEL_FORMS}")
+        return name, str(path)
+    path = Path(name).expanduser()
+    if path.exists() and not (path / "config.json").is_file():
+        raise ValueError(f"--model {name!r}: folder has no config.json; {MODEL_FORMS}")
+    if not path.exists() and (name.count("/") != 1 or name.startswith((".", "/"))):
+        raise ValueError(f"unknown model {name!r} (no such folder, not a hub id ORG/NAME); {MODEL_FORMS}")
+    return name, str(path) if path.exists() else name
+
+
 def load_model(name: str | None, device: str = "cpu", device_map: str | None = None) -> LoadedModel:
     """Load ``name`` (see module doc) in float32, eval mode, on ``device`` (or ``device_map``).
+
+    A hub id while the hub cannot be used (:func:`~replayssm_quant.eval.hub.offline_reason`) is
+    read from the local cache only: no retries against an unreachable hub.
 
     Raises:
         ValueError: an unknown or unloadable name (one line, listing the valid forms).
     """
     import torch
 
-    name = DEFAULT_MODEL if name is None else name
-    if name.startswith("tiny-"):
-        arch = name[len("tiny-"):]
-        if arch not in TINY_ARCHS:
-            raise ValueError(f"unknown tiny model {name!r}; {MODEL_FORMS}")
+    silence_fallback_advice()
+    name, source = check_model_name(name)
+    if source == "tiny":
         from ..models.tokenizer import build_byte_tokenizer
         from .tiny import tiny_model
-        return LoadedModel(name, tiny_model(arch).to(device), build_byte_tokenizer(), "tiny random config")
-    if name in DEMO_MODELS:
-        path = default_models_dir() / DEMO_MODELS[name]
-        if not (path / "config.json").is_file():
-            raise ValueError(f"embedded model {name!r} is missing ({path} has no config.json); "
-                             f"reinstall the package or pass another --model; {MODEL_FORMS}")
-        source = str(path)
-    else:
-        path = Path(name).expanduser()
-        if path.exists() and not (path / "config.json").is_file():
-            raise ValueError(f"--model {name!r}: folder has no config.json; {MODEL_FORMS}")
-        if not path.exists() and (name.count("/") != 1 or name.startswith((".", "/"))):
-            raise ValueError(f"unknown model {name!r} (no such folder, not a hub id ORG/NAME); {MODEL_FORMS}")
-        source = str(path) if path.exists() else name
+        return LoadedModel(name, tiny_model(name[len("tiny-"):]).to(device), build_byte_tokenizer(), "tiny random config")
+    offline = None
+    if not Path(source).exists():
+        from ..hub import offline_reason
+
+        offline = offline_reason()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
         kw = {"dtype": torch.float32}
         if device_map:
             kw["device_map"] = device_map
-        model = AutoModelForCausalLM.from_pretrained(source, **kw)
-        tok = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, local_files_only=bool(offline), **kw)
+        tok = AutoTokenizer.from_pretrained(source, local_files_only=bool(offline))
     except Exception as e:  # noqa: BLE001 - any load failure is a user-facing one-liner
+        if offline:
+            raise ValueError(f"cannot load model {name!r}: it is not in the local Hugging Face cache and the hub "
+                             f"cannot be used ({offline}); download it where there is a network and pass its "
+                             f"folder, or use an embedded model; {MODEL_FORMS}") from None
         raise ValueError(f"cannot load model {name!r}: {_first_line(e)}; {MODEL_FORMS}") from None
     if not device_map:
         model = model.to(device)

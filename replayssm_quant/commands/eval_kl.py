@@ -26,7 +26,9 @@ def configure(parser):
     parser.add_argument("--window", type=int, default=16, help="replay window L (default 16)")
     parser.add_argument("--seed", type=int, default=0, help="stochastic-rounding seed (default 0)")
     parser.add_argument("--data", default=None,
-                        help="pg19, or a .txt/.parquet/.jsonl file or folder (default: the embedded held-out books)")
+                        help="sampled (default: text sampled from the fp32 embedded model, shipped with the package), "
+                             "heldout-books (the held-out Gutenberg books, if present), pg19, or a "
+                             ".txt/.parquet/.jsonl file or folder")
     parser.add_argument("--text-field", default="text", help="column/key holding the text in parquet/jsonl (default text)")
     parser.add_argument("--prefill", type=int, default=256, help="prefill tokens P (default 256)")
     parser.add_argument("--tokens", type=int, default=256, help="teacher-forced decode tokens N per document (default 256)")
@@ -45,12 +47,42 @@ def configure(parser):
     parser.add_argument("--no-report", action="store_true", help="skip writing the report at the end")
 
 
+#: ``cli`` prints how to resume when a run of this command is interrupted
+RESUMABLE = True
+
+
 def _check_args(args):
     from replayssm_quant.cli import UsageError
 
     for name in ("prefill", "tokens", "docs", "batch_docs", "window"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+
+
+def check_device(device: str | None) -> str:
+    """``device`` (default: cuda if available, else cpu), checked against this torch build (one-line errors)."""
+    import torch
+
+    from replayssm_quant.cli import UsageError
+
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"--device {device!r}: not a device; use cpu, cuda or cuda:N") from None
+    if dev.type == "cuda":
+        if not torch.backends.cuda.is_built():
+            raise UsageError(f"--device {device}: this torch ({torch.__version__}) is built without CUDA; "
+                             "install a CUDA build of torch or use --device cpu")
+        n = torch.cuda.device_count()
+        if n == 0:
+            raise UsageError(f"--device {device}: no CUDA GPU is visible; use --device cpu")
+        if dev.index is not None and dev.index >= n:
+            raise UsageError(f"--device {device}: only {n} CUDA GPU(s) visible (cuda:0..cuda:{n - 1})")
+    elif dev.type != "cpu":
+        raise UsageError(f"--device {device!r}: use cpu, cuda or cuda:N")
+    return device
 
 
 def _env() -> str:
@@ -71,40 +103,42 @@ def run(args):
     from replayssm_quant.eval.decode import parse_variant
 
     variants = [parse_variant(s, args.mode) for s in (args.state or DEFAULT_STATES)]  # ValueError -> exit 2
+    device = check_device(args.device)
 
-    import torch
-
-    from replayssm_quant.eval.adapters.loading import load_model
     from replayssm_quant.cli import UsageError
-    from replayssm_quant.eval.data import iter_texts, make_documents
+    from replayssm_quant.eval.adapters.loading import check_model_name, load_model, model_fingerprint
+    from replayssm_quant.eval.data import data_name, iter_texts, make_documents
     from replayssm_quant.eval.kl import KLSettings, run_kl, with_reference
     from replayssm_quant.eval.report import build_report
-    from replayssm_quant.eval.results import ResultsStore
+    from replayssm_quant.eval.results import EARLY_KEYS, ResultsStore
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    texts, num_texts = iter_texts(args.data, args.text_field)   # bad --data fails here, before the model loads
-    lm = load_model(args.model, device=device, device_map=args.device_map)
-    length = args.prefill + args.tokens + 1
-    docs = make_documents(texts, lm.tokenizer, length, args.docs, num_texts=num_texts)
-    if not docs:
-        raise UsageError(f"no text in {args.data or 'the embedded held-out books'} has {length} tokens "
-                         "(prefill + tokens + 1); use a smaller --prefill/--tokens or longer texts")
-    if len(docs) < args.docs:
-        print(f"note: only {len(docs)} documents of {length} tokens available (asked for {args.docs})", file=sys.stderr)
-    store = ResultsStore(args.out)
-    st = KLSettings(prefill=args.prefill, tokens=args.tokens, window=args.window, seed=args.seed,
-                    batch_docs=args.batch_docs, backend=args.backend,
-                    cuda_graphs=args.cuda_graphs)
-    store.open({"model": lm.name, "model_source": lm.source, "data": args.data, "text_field": args.text_field,
-                "prefill": args.prefill, "tokens": args.tokens, "window": args.window, "seed": args.seed,
-                "batch_docs": args.batch_docs, "docs": len(docs),
-                "variants": [v.label for v in with_reference(variants)],
-                "command": "replayssm-quant " + shlex.join(sys.argv[1:]), "env": _env()})
-    summary = run_kl(lm.model, docs, variants, st, store, progress=not args.no_progress)
-    tps = summary["row_tokens_per_s"]
-    print(f"{summary['records_written']} records written in {summary['batches']} batches"
-          + (f", {tps:.1f} row-tokens/s" if tps else " (nothing left to do)") + f"; results in {args.out}")
-    if not args.no_report:
-        md = build_report(args.out)
-        print(f"report: {md}")
+    model_name, _ = check_model_name(args.model)
+    config = {"model": model_name, "data": data_name(args.data), "text_field": args.text_field,
+              "prefill": args.prefill, "tokens": args.tokens, "window": args.window, "seed": args.seed,
+              "batch_docs": args.batch_docs}
+    # everything checkable before the model loads: the folder (file? writable? in use?), its settings, the data
+    with ResultsStore(args.out) as store:
+        store.check(config, EARLY_KEYS)
+        texts, num_texts = iter_texts(args.data, args.text_field)
+        lm = load_model(args.model, device=device, device_map=args.device_map)
+        length = args.prefill + args.tokens + 1
+        docs = make_documents(texts, lm.tokenizer, length, args.docs, num_texts=num_texts)
+        if not docs:
+            raise UsageError(f"no text in --data {config['data']} has {length} tokens "
+                             "(prefill + tokens + 1); use a smaller --prefill/--tokens or longer texts")
+        if len(docs) < args.docs:
+            print(f"note: only {len(docs)} documents of {length} tokens available (asked for {args.docs})",
+                  file=sys.stderr)
+        st = KLSettings(prefill=args.prefill, tokens=args.tokens, window=args.window, seed=args.seed,
+                        batch_docs=args.batch_docs, backend=args.backend, cuda_graphs=args.cuda_graphs)
+        store.open(dict(config, model=lm.name, model_hash=model_fingerprint(lm.model), model_source=lm.source,
+                        docs=len(docs), variants=[v.label for v in with_reference(variants)],
+                        command="replayssm-quant " + shlex.join(sys.argv[1:]), env=_env()), docs)
+        summary = run_kl(lm.model, docs, variants, st, store, progress=not args.no_progress)
+        tps = summary["row_tokens_per_s"]
+        print(f"{summary['records_written']} records written in {summary['batches']} batches"
+              + (f", {tps:.1f} row-tokens/s" if tps else " (nothing left to do)") + f"; results in {args.out}")
+        if not args.no_report:
+            md = build_report(args.out)
+            print(f"report: {md}")
     return 0

@@ -28,7 +28,7 @@ def _err(capsys):
     (["--model", "no-such-model"], "unknown model 'no-such-model'"),
     (["--model", "tiny-gpt2"], "unknown tiny model 'tiny-gpt2'"),
     (["--model", "tiny-mamba2", "--data", "/no/such/path"], "--data '/no/such/path': no such file or folder"),
-    (["--model", "no-such-model", "--data", "/no/such/path"], "--data '/no/such/path': no such file or folder"),
+    (["--model", "no-such-model", "--data", "/no/such/path"], "unknown model 'no-such-model'"),
     (["--tokens", "0"], "--tokens must be >= 1"),
 ])
 def test_bad_values_exit_2_with_one_line(argv, match, capsys, tmp_path):
@@ -86,14 +86,221 @@ def test_report_on_non_results_folder(tmp_path, capsys):
     assert "not a KL results folder" in _err(capsys)
 
 
-def test_default_model_and_data(tmp_path, capsys):
-    """No --model, no --data: the embedded gdn-demo on its held-out books (runs once the model is installed)."""
-    from replayssm_quant.eval.adapters.loading import default_models_dir
-    from replayssm_quant.eval.gutenberg import heldout_books
+def _hide_books(tmp_path, monkeypatch):
+    """No Gutenberg folder anywhere: the variable points at an empty folder, no ../shared is reachable."""
+    from replayssm_quant.eval import gutenberg
 
-    if not (default_models_dir() / "gdn" / "config.json").is_file():
-        pytest.skip("embedded gdn-demo model not installed in eval/default_models/gdn")
-    heldout_books()  # FileNotFoundError (a failure) if the books are missing
+    empty = tmp_path / "no-books"
+    empty.mkdir()
+    monkeypatch.setenv(gutenberg.ENV_VAR, str(empty))
+    monkeypatch.setattr(gutenberg, "_REPO_ROOT", tmp_path / "lone" / "clone")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        gutenberg.heldout_books()
+
+
+def test_default_model_and_data_need_nothing_beside_the_package(tmp_path, monkeypatch, capsys):
+    """No --model, no --data, no books: the embedded gdn-demo on the packaged sampled documents."""
+    _hide_books(tmp_path, monkeypatch)
     assert main(["eval", "--prefill", "16", "--tokens", "8", "--docs", "1", "--state", "nvfp4+sr",
                  "--no-progress", "--out", str(tmp_path / "o")]) == 0
-    assert "gdn-demo" in (tmp_path / "o" / "report.md").read_text()
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "gdn-demo" in md and "Data: sampled: text sampled" in md
+    assert "sampled[0]#0" in (tmp_path / "o" / "results.csv").read_text()
+    # the books, when wanted, are asked for by name and give a clear error here
+    capsys.readouterr()
+    assert main(["eval", "--data", "heldout-books", "--out", str(tmp_path / "o2"), "--no-progress"]) == 2
+    assert "no Gutenberg books" in _err(capsys)
+
+
+@pytest.fixture()
+def two_texts(tmp_path):
+    d = tmp_path / "texts"
+    d.mkdir()
+    (d / "a.txt").write_text("".join(chr(97 + i % 26) for i in range(400)))
+    (d / "b.txt").write_text("".join(chr(65 + i % 26) for i in range(400)))
+    return str(d)
+
+
+def _small(data, out, *extra):
+    return ["eval", "--model", "tiny-mamba2", "--data", data, "--prefill", "8", "--tokens", "6", "--batch-docs", "1",
+            "--window", "4", "--no-progress", "--state", "nvfp4+sr", "--out", str(out)] + list(extra)
+
+
+def test_resume_with_more_docs_keeps_document_identity(two_texts, tmp_path):
+    """--docs 2 then --docs 3 into one folder == a fresh --docs 3 run (no duplicated, no skipped document)."""
+    assert main(_small(two_texts, tmp_path / "r", "--docs", "2")) == 0
+    assert main(_small(two_texts, tmp_path / "r", "--docs", "3")) == 0
+    assert main(_small(two_texts, tmp_path / "fresh", "--docs", "3")) == 0
+    got = (tmp_path / "r" / "results.csv").read_text()
+    assert got == (tmp_path / "fresh" / "results.csv").read_text()
+    import pandas as pd
+
+    ids = pd.read_csv(tmp_path / "r" / "results.csv").drop_duplicates("doc")["doc_id"].tolist()
+    assert ids == ["a#0", "b#0", "a#1"]
+
+
+def test_resume_refuses_other_documents_or_another_model(two_texts, tmp_path, monkeypatch, capsys):
+    import replayssm_quant.eval.adapters.tiny as tiny
+
+    assert main(_small(two_texts, tmp_path / "r", "--docs", "2")) == 0
+    (tmp_path / "texts" / "a.txt").write_text("".join(chr(48 + i % 10) for i in range(400)))   # data changed
+    capsys.readouterr()
+    assert main(_small(two_texts, tmp_path / "r", "--docs", "2")) == 2
+    assert "document d0000 ('a#0') has other tokens now" in _err(capsys)
+    (tmp_path / "texts" / "a.txt").write_text("".join(chr(97 + i % 26) for i in range(400)))   # back
+    real = tiny.tiny_model
+    monkeypatch.setattr(tiny, "tiny_model", lambda arch, seed=0, **k: real(arch, seed=seed + 1, **k))  # "retrained"
+    capsys.readouterr()
+    assert main(_small(two_texts, tmp_path / "r", "--docs", "2")) == 2
+    assert "other settings (model_hash: " in _err(capsys)
+
+
+def _no_model_load(monkeypatch):
+    import replayssm_quant.eval.adapters.loading as loading
+
+    monkeypatch.setattr(loading, "load_model", lambda *a, **k: pytest.fail("the model loaded before the check"))
+
+
+def test_out_errors_come_before_the_model_loads(two_texts, tmp_path, monkeypatch, capsys):
+    import replayssm_quant.eval.results as results
+
+    _no_model_load(monkeypatch)
+    (tmp_path / "file").write_text("x")
+    assert main(_small(two_texts, tmp_path / "file")) == 2
+    assert "is a file, not a folder" in _err(capsys)
+    assert main(_small(two_texts, tmp_path / "file" / "sub")) == 2
+    assert "cannot create the folder" in _err(capsys)
+    (tmp_path / "ro").mkdir()
+    real_access = results.os.access
+    monkeypatch.setattr(results.os, "access", lambda p, m: False if str(p) == str(tmp_path / "ro") else real_access(p, m))
+    assert main(_small(two_texts, tmp_path / "ro")) == 2       # read-only folder (simulated: the tests may run as root)
+    assert "is not writable" in _err(capsys)
+    (tmp_path / "j.jsonl").write_text('{"body": "x"}\n')
+    assert main(_small(str(tmp_path / "j.jsonl"), tmp_path / "o")) == 2
+    assert "no key 'text'" in _err(capsys)
+    assert not (tmp_path / "o" / "run.json").exists() and not (tmp_path / "o" / ".lock").exists()
+
+
+def test_device_cuda_without_cuda_is_one_line(tmp_path, monkeypatch, capsys):
+    import torch
+
+    _no_model_load(monkeypatch)
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: False)
+    assert main(["eval", "--device", "cuda", "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    assert "built without CUDA" in _err(capsys)
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    assert main(["eval", "--device", "cuda:1", "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    assert "no CUDA GPU is visible" in _err(capsys)
+    assert main(["eval", "--device", "gpu", "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    assert "not a device" in _err(capsys) or "use cpu, cuda" in _err(capsys)
+
+
+def test_hub_id_offline_fails_at_once(monkeypatch):
+    import time
+
+    from replayssm_quant.eval.adapters.loading import load_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="not in the local Hugging Face cache.*HF_HUB_OFFLINE=1"):
+        load_model("no-such-org/no-such-model-xyz")
+    assert time.perf_counter() - t0 < 20
+
+
+def test_failed_model_load_leaves_no_settings(two_texts, tmp_path, monkeypatch, capsys):
+    """A run failing at model load leaves no run.json (the next run is not refused) and no lock."""
+    import replayssm_quant.eval.adapters.loading as loading
+
+    real = loading.load_model
+
+    def broken(*a, **k):
+        raise ValueError("cannot load model 'x': broken")
+    monkeypatch.setattr(loading, "load_model", broken)
+    assert main(_small(two_texts, tmp_path / "o", "--prefill", "9")) == 2
+    assert not (tmp_path / "o" / "run.json").exists() and not (tmp_path / "o" / ".lock").exists()
+    monkeypatch.setattr(loading, "load_model", real)
+    assert main(_small(two_texts, tmp_path / "o")) == 0
+
+
+def test_folder_lock(two_texts, tmp_path, capsys):
+    import subprocess
+    import sys
+
+    out = tmp_path / "o"
+    out.mkdir()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (out / ".lock").write_text(f"{live.pid}\n")
+        assert main(_small(two_texts, out)) == 2
+        assert f"in use by another run (pid {live.pid}" in _err(capsys)
+    finally:
+        live.kill()
+        live.wait()
+    (out / ".lock").write_text(f"{live.pid}\n")        # its process is gone: a stale lock is taken over
+    assert main(_small(two_texts, out)) == 0
+    assert not (out / ".lock").exists() and (out / "report.md").is_file()
+
+
+def test_report_on_read_only_folder(two_texts, tmp_path, monkeypatch, capsys):
+    import os
+
+    assert main(_small(two_texts, tmp_path / "r")) == 0
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, m: False if str(p) == str(tmp_path / "r") else real_access(p, m))
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "r")]) == 2
+    assert "is not writable; pass --out OTHER_FOLDER" in _err(capsys)
+    assert main(["report", str(tmp_path / "r"), "--out", str(tmp_path / "elsewhere")]) == 0
+    assert (tmp_path / "elsewhere" / "report.md").is_file()
+
+
+def test_interrupt_says_how_to_resume(two_texts, tmp_path, monkeypatch, capsys):
+    import shlex
+
+    import replayssm_quant.eval.kl as kl
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(kl, "kl_batch", stop)
+    argv = _small(two_texts, tmp_path / "o")
+    assert main(argv) == 130
+    line = _err(capsys)
+    assert "rerun the same command to resume: replayssm-quant " + shlex.join(argv) in line
+    assert not (tmp_path / "o" / ".lock").exists()
+
+
+def test_fallback_advice_is_silenced_other_warnings_kept():
+    import logging
+
+    from replayssm_quant.eval.adapters.loading import silence_fallback_advice
+
+    silence_fallback_advice()
+    log = logging.getLogger("transformers.integrations.hub_kernels")
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+    h = Keep()
+    log.addHandler(h)
+    try:
+        log.warning("`causal_conv1d_fn` is falling back to its reference PyTorch implementation because "
+                    "`causal_conv1d` is not installed.")
+        log.warning("something else")
+    finally:
+        log.removeHandler(h)
+    assert seen == ["something else"]
+
+
+def test_default_output_folder_is_git_ignored():
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    for path in ("kl_results/report.md", "reports/kl/gdn-demo/records/d0000/fp32.npz"):
+        assert subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=root).returncode == 0, path

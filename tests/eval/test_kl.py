@@ -122,3 +122,102 @@ def test_report_tables(tmp_path):
         assert (tmp_path / f).stat().st_size > 0
     cfg = json.loads((tmp_path / "run.json").read_text())
     assert cfg["variants"] == labels
+
+
+def _fake_run(root, tokens=10, window=16, docs=3, identical=False):
+    """A results folder with random per-position KL arrays (no model)."""
+    store = ResultsStore(root)
+    labels = ["fp32", "nvfp4+sr", "nvfp4/fp8+sr", "nvfp4/fp16"]
+    store.open({"model": "m", "prefill": 4, "tokens": tokens, "window": window, "seed": 0, "batch_docs": 2,
+                "variants": labels, "docs": docs})
+    rng = np.random.default_rng(1)
+    for d in range(docs):
+        sep = rng.uniform(0.1, 1.0, tokens)
+        for lab in labels:
+            v = parse_variant(lab)
+            kl = (np.zeros(tokens) if v.is_reference else sep if identical and lab != "nvfp4+sr"
+                  else rng.uniform(0.1, 1.0, tokens) * (10 if lab == "nvfp4+sr" else 1))
+            store.write_record(d, v.slug, {"doc": f"d{d:04d}", "doc_id": f"x#{d}", "variant": lab, "spec": v.spec.text,
+                                           "mode": v.mode, "batch": 0, "mean_kl": kl.mean(), "mean_nll": 1.0},
+                               kl, np.ones(tokens))
+    store.write_batch(0, {"rows": 4 * docs, "decode_steps": tokens, "decode_seconds": 2.0, "device": "cpu"})
+    return store
+
+
+def test_report_rebuilds_from_csvs_without_records(tmp_path):
+    """A committed report folder has the CSVs but no records/: `report` rebuilds the same tables from them."""
+    import shutil
+
+    _fake_run(tmp_path / "r", tokens=40, window=4)
+    build_report(tmp_path / "r")
+    before = {f: (tmp_path / "r" / f).read_text() for f in
+              ("results.csv", "doc_buckets.csv", "buckets.csv", "quartiles.csv", "ratios.csv", "ratio_intervals.csv",
+               "positions.csv")}
+    md_before = (tmp_path / "r" / "report.md").read_text()
+    shutil.rmtree(tmp_path / "r" / "records")
+    build_report(tmp_path / "r")
+    for f, text in before.items():
+        assert (tmp_path / "r" / f).read_text() == text, f
+    md = (tmp_path / "r" / "report.md").read_text()
+    drop = lambda s: [ln for ln in s.splitlines() if not ln.startswith("Generated")]   # noqa: E731
+    assert drop(md) == drop(md_before)
+    (tmp_path / "r" / "doc_buckets.csv").unlink()
+    with pytest.raises(ValueError, match="lacks doc_buckets.csv"):
+        load_tables(tmp_path / "r")
+
+
+def test_headline_says_when_no_flush_happened(tmp_path):
+    """--tokens <= --window: no flush during decoding, so no bold shared/separate ratio."""
+    _fake_run(tmp_path / "a", tokens=10, window=16)
+    md = build_report(tmp_path / "a").read_text()
+    head = md.split("## Headline")[1].split("##")[0]
+    assert "No flush happened during decoding" in head and "says nothing about Algorithm 3" in head
+    assert "x**" not in head
+
+
+def test_headline_gives_interval_over_documents(tmp_path):
+    _fake_run(tmp_path / "b", tokens=40, window=4, docs=3)
+    t = load_tables(tmp_path / "b")
+    iv = t["intervals"].set_index(["pair", "bucket"]).loc[("nvfp4+sr / nvfp4/fp8+sr", "32-40")]
+    db = t["doc_buckets"].set_index(["variant", "doc"])["32-40"]
+    per_doc = db.loc["nvfp4+sr"] / db.loc["nvfp4/fp8+sr"]
+    assert iv["doc_min"] == pytest.approx(per_doc.min()) and iv["doc_max"] == pytest.approx(per_doc.max())
+    assert iv["lo95"] <= iv["ratio"] <= iv["hi95"] and iv["lo95"] < iv["hi95"]
+    head = build_report(tmp_path / "b").read_text().split("## Headline")[1].split("##")[0]
+    assert f"**{iv['ratio']:.3g}x**" in head and f"{iv['lo95']:.3g}-{iv['hi95']:.3g}x" in head
+    assert "10 flushes per document" in head and "cut at --tokens 40" in head and "Only 3 documents" in head
+
+
+def test_plots_name_identical_series_and_use_plain_ticks(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from replayssm_quant.eval import report as R
+
+    _fake_run(tmp_path / "c", tokens=40, window=4, identical=True)
+    t = load_tables(tmp_path / "c")
+    assert R.identical_to({"a": np.ones(3), "b": np.ones(3) * 2, "c": np.ones(3)}) == {"c": "a"}
+    figs = []
+    real_close = plt.close
+    plt.close = lambda fig=None: figs.append(fig)
+    try:
+        R._plots(t, tmp_path / "c")
+    finally:
+        plt.close = real_close
+    kl_ax, ratio_ax = figs[0].axes[0], figs[1].axes[0]
+    legend = [x.get_text() for x in kl_ax.get_legend().get_texts()]
+    assert "nvfp4/fp16 (identical to nvfp4/fp8+sr)" in legend
+    assert len(kl_ax.lines) == 3                                    # bucket means only: no per-position lines
+    styles = {(ln.get_marker(), ln.get_linestyle()) for ln in kl_ax.lines}
+    assert len(styles) == 3
+    fmt = ratio_ax.yaxis.get_major_formatter()
+    fmt.set_locs([1, 10])
+    assert fmt(6.0) in ("6", "") and fmt(10.0) == "10"
+    minor = ratio_ax.yaxis.get_minor_formatter()
+    minor.set_locs([0.4, 0.6, 2, 3])
+    assert all("e" not in minor(x) and "times" not in minor(x) for x in (0.4, 0.6, 2.0, 3.0))
+    assert len(ratio_ax.containers) == 2 and all(c.has_yerr for c in ratio_ax.containers)   # error bars
+    for f in figs:
+        real_close(f)
