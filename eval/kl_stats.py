@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import torch
 
 #: arrays of one (document, variant) record, all ``[N]``
 METRICS = ("kl", "nll", "top1", "dp")
@@ -31,7 +30,7 @@ STAT_COLUMNS = ("samples", "mean_kl", "se_kl", "kl_p50", "kl_p90", "kl_p95", "kl
                 "same_top1_pct", "dp_mean_pct", "dp_rms_pct", "ppl_ratio")
 
 
-def position_metrics(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
+def position_metrics(logits, targets) -> dict:
     """Per-position metrics of every variant against variant 0 (the fp32 reference).
 
     Args:
@@ -43,6 +42,8 @@ def position_metrics(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, t
         ``{"kl", "nll", "top1", "dp"}`` -> float64 ``[n, D, T]`` on the logits' device (``kl[0]``, ``dp[0]`` are 0,
         ``top1[0]`` is 1).
     """
+    import torch
+
     n, D, T, _ = logits.shape
     lp = torch.log_softmax(logits.double(), -1)
     ref = lp[0]
@@ -78,3 +79,44 @@ def bucket_stats(kl: np.ndarray, nll: np.ndarray, nll_ref: np.ndarray, top1: np.
                      100.0 * np.sqrt(np.mean(d * d)), float(np.exp(dn.mean()))])
         index.append(f"{lo}" if lo == hi else f"{lo}-{hi}")
     return pd.DataFrame(rows, index=pd.Index(index, name="positions"), columns=list(STAT_COLUMNS))
+
+
+def stats_table(arrays: dict, variants: list[str], ranges: list[tuple[int, int]], reference: str = "fp32"):
+    """:func:`bucket_stats` of every variant, one long table (columns ``variant``, ``positions``, ...).
+
+    Args:
+        arrays: ``{(doc, variant): {"kl", "nll", "top1", "dp"} -> [N']}`` (N' >= the last range's end).
+        variants: the variants to tabulate, in order (the reference among them or not).
+        ranges: inclusive 1-based position ranges.
+
+    Returns:
+        The table, or ``None`` when a record lacks one of :data:`METRICS` (records written before these
+        metrics existed) or the reference has no record. Each variant uses the documents it shares with the
+        reference (its NLL is paired with the reference's on the same positions).
+    """
+    if not arrays or any(m not in a for a in arrays.values() for m in METRICS):
+        return None
+    N = ranges[-1][1]
+    parts = []
+    for v in variants:
+        docs = sorted(d for d, w in arrays if w == v and (d, reference) in arrays)
+        if not docs:
+            continue
+        def stack(m, var):
+            return np.stack([np.asarray(arrays[(d, var)][m][:N], np.float64) for d in docs])
+        df = bucket_stats(stack("kl", v), stack("nll", v), stack("nll", reference), stack("top1", v),
+                          stack("dp", v), ranges).reset_index()
+        df.insert(0, "variant", v)
+        df.insert(2, "docs", len(docs))
+        parts.append(df)
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
+def compact(stats: pd.DataFrame, positions: str) -> pd.DataFrame:
+    """The report's compact view of :func:`stats_table` at one bucket: mean KL +- SE, p99, max, same top-1 %,
+    RMS delta-p and the perplexity ratio per variant."""
+    s = stats[stats["positions"] == positions].set_index("variant")
+    return pd.DataFrame({
+        "mean KL +- SE": [f"{m:.3g} +- {e:.2g}" for m, e in zip(s["mean_kl"], s["se_kl"])],
+        "KL p99": s["kl_p99"], "KL max": s["kl_max"], "same top-1 %": s["same_top1_pct"],
+        "RMS dp (pp)": s["dp_rms_pct"], "PPL ratio": s["ppl_ratio"]}, index=s.index)

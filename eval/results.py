@@ -28,10 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
-#: run.json keys a resumed run must agree on (``model_hash``: a content hash of the weights and config)
-RESUME_KEYS = ("model", "model_hash", "data", "text_field", "prefill", "tokens", "window", "seed", "batch_docs")
+#: run.json keys a resumed run must agree on (``model_hash``: a content hash of the weights and config;
+#: ``weights_dtype``: the dtype the weights loaded in, e.g. bfloat16 for ``--dtype auto`` of a bf16 checkpoint)
+RESUME_KEYS = ("model", "model_hash", "weights_dtype", "data", "text_field", "prefill", "tokens", "window", "seed",
+               "batch_docs")
 #: the keys known before the model loads (checked first, so a mismatch fails before loading)
-EARLY_KEYS = tuple(k for k in RESUME_KEYS if k != "model_hash")
+EARLY_KEYS = tuple(k for k in RESUME_KEYS if k not in ("model_hash", "weights_dtype"))
 
 
 def tokens_sha(tokens) -> str:
@@ -180,6 +182,12 @@ class ResultsStore:
             merged["docs"] = max(old.get("docs", 0), config.get("docs", 0))
             config = merged
         _write_json(self.root / "run.json", config)
+
+    def update_config(self, **fields) -> None:
+        """Add or replace fields of ``run.json`` (e.g. the peak memory per phase, known at the end of a run)."""
+        cfg = self.read_config() or {}
+        cfg.update(fields)
+        _write_json(self.root / "run.json", cfg)
 
     # ---- records ----------------------------------------------------------------------
     def _base(self, doc: int, slug: str) -> Path:

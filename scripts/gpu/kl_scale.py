@@ -1,0 +1,172 @@
+"""KL harness at real-model scale (issue 25): random-weight models of released shapes, bf16 weights.
+
+For each ``--shape`` (a random-weight ``from_config`` model built on the GPU, no download) and each part:
+
+* ``throughput``: one KL batch (``--docs`` documents x the 10 KL variants) on the step path and on the
+  chunked path (replay variants L tokens per forward; the two conventional variants in a step session):
+  decode seconds, row-tokens/s, peak allocated memory per phase (load, prefill, decode);
+* ``agreement``: from the same two runs (same tokens and seed), per variant the largest per-position
+  |KL_chunked - KL_step| and the mean KL;
+* ``long``: ``--long-docs`` documents x the 10 variants, prefill ``--long-prefill``, ``--long-tokens``
+  positions, chunked, with its wall time (the issue's run: 16 x 10, prefill 1024, 16384 positions).
+
+Writes ``OUT/kl_scale_<shape>.json`` and ``.md``. One device call per shape and part keeps each under the
+10-minute limit (the ``long`` part of the 4B shape may need one of its own)::
+
+    source scripts/gpu/setup.sh
+    python3 scripts/gpu/kl_scale.py --out "$OUT" --shape qwen3_5_4b --parts throughput,agreement
+    python3 scripts/gpu/kl_scale.py --out "$OUT" --shape nemotron_h_8b --parts throughput,agreement
+    python3 scripts/gpu/kl_scale.py --out "$OUT" --shape qwen3_5_4b --parts long
+
+``--shape tiny-ARCH`` (tiny random configs) runs the same code on the CPU in seconds (a smoke test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import torch
+
+from replayssm_quant.eval.data import Document
+from replayssm_quant.eval.decode import parse_variant
+from replayssm_quant.eval.kl import KLSettings, kl_batch, with_reference
+from replayssm_quant.eval.memory import PhaseMemory, gib
+
+KL_VARIANTS = ["bf16", "fp16", "fp8+sr", "nvfp4+sr", "nvfp4/fp16", "nvfp4/fp8+sr", "fp8/fp16",
+               "conventional:fp16+sr", "conventional:fp8+sr"]
+
+
+def _pattern(s: str) -> list[str]:
+    """Nemotron-H's hybrid_override_pattern (M mamba, - mlp, * attention) as layers_block_type."""
+    return [{"M": "mamba", "-": "mlp", "*": "attention"}[c] for c in s]
+
+
+def shape_config(shape: str):
+    """The config of a released model's shape (random weights; sizes from the models' config.json files)."""
+    import transformers as T
+
+    if shape == "qwen3_5_4b":
+        # Qwen3.5-4B: hidden 2560, 32 layers (3 GDN : 1 attention), GDN 16 key / 32 value heads of 128, vocab 248320
+        return T.Qwen3_5TextConfig(
+            vocab_size=248320, hidden_size=2560, intermediate_size=9216, num_hidden_layers=32,
+            num_attention_heads=16, num_key_value_heads=4, head_dim=256, linear_num_value_heads=32,
+            linear_num_key_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
+            layer_types=(["linear_attention"] * 3 + ["full_attention"]) * 8, tie_word_embeddings=True)
+    if shape == "nemotron_h_8b":
+        # Nemotron-H-8B: hidden 4096, 52 layers, Mamba-2 128 heads x 64, dstate 128, 8 groups, vocab 131072
+        return T.NemotronHConfig(
+            vocab_size=131072, hidden_size=4096,
+            layers_block_type=_pattern("M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"),
+            num_attention_heads=32, num_key_value_heads=8, head_dim=128, intermediate_size=21504,
+            ssm_state_size=128, mamba_num_heads=128, mamba_head_dim=64, n_groups=8, expand=2, chunk_size=128,
+            use_mamba_kernels=False)
+    if shape.startswith("tiny-"):
+        from replayssm_quant.eval.adapters.tiny import tiny_config
+        return tiny_config(shape[len("tiny-"):])
+    raise SystemExit(f"unknown --shape {shape!r}: qwen3_5_4b, nemotron_h_8b or tiny-ARCH")
+
+
+def build(shape: str, dtype: torch.dtype, device: str, memory: PhaseMemory):
+    from transformers import AutoModelForCausalLM
+
+    cfg = shape_config(shape)
+    with memory.phase("load"):
+        torch.manual_seed(0)
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    return model.eval(), cfg.vocab_size
+
+
+def docs_of(n: int, length: int, vocab: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (n, length), generator=g)
+
+
+def one_batch(model, tokens, variants, st, memory):
+    t0 = time.perf_counter()
+    res, secs = kl_batch(model, tokens, variants, st, seed=1, memory=memory)
+    return res, secs, time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--shape", default="qwen3_5_4b")
+    ap.add_argument("--parts", default="throughput,agreement")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    ap.add_argument("--docs", type=int, default=8)
+    ap.add_argument("--prefill", type=int, default=1024)
+    ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--long-docs", type=int, default=16)
+    ap.add_argument("--long-prefill", type=int, default=1024)
+    ap.add_argument("--long-tokens", type=int, default=16384)
+    ap.add_argument("--window", type=int, default=16)
+    args = ap.parse_args()
+    parts = set(args.parts.split(","))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    backend = "triton" if device == "cuda" else "torch"
+    os.makedirs(args.out, exist_ok=True)
+    memory = PhaseMemory()
+    model, vocab = build(args.shape, getattr(torch, args.dtype), device, memory)
+    n_params = sum(p.numel() for p in model.parameters())
+    variants = with_reference([parse_variant(v) for v in KL_VARIANTS])
+    result = {"shape": args.shape, "params": n_params, "dtype": args.dtype, "device": device,
+              "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu", "variants": [v.label for v in variants],
+              "load_memory": memory.as_dict()}
+    lines = [f"# KL harness at scale: {args.shape} ({n_params / 1e9:.2f}B parameters, {args.dtype} weights, "
+             f"random), {result['gpu']}", ""]
+    if parts & {"throughput", "agreement"}:
+        tokens = docs_of(args.docs, args.prefill + args.tokens + 1, vocab, seed=0)
+        runs = {}
+        for ex in ("step", "chunked"):
+            mem = PhaseMemory()
+            st = KLSettings(prefill=args.prefill, tokens=args.tokens, window=args.window, seed=1, backend=backend,
+                            exec_mode=ex)
+            res, secs, wall = one_batch(model, tokens, variants, st, mem)
+            rows = len(variants) * args.docs
+            runs[ex] = res
+            result[ex] = {"decode_seconds": secs, "wall_seconds": wall, "rows": rows,
+                          "row_tokens_per_s": rows * args.tokens / secs, "memory": mem.as_dict()}
+            lines.append(f"{ex}: {rows} rows x {args.tokens} positions after prefill {args.prefill}: decode "
+                         f"{secs:.1f} s, **{rows * args.tokens / secs:.0f} row-tokens/s**, wall {wall:.1f} s; peak "
+                         f"allocated prefill {gib(mem.peaks['prefill']['peak_allocated_bytes'])}, decode "
+                         f"{gib(mem.peaks['decode']['peak_allocated_bytes'])}")
+        result["chunked_over_step"] = result["chunked"]["row_tokens_per_s"] / result["step"]["row_tokens_per_s"]
+        lines += ["", f"chunked / step row-tokens/s: **{result['chunked_over_step']:.2f}x** (goal >= 8x)", ""]
+        if "agreement" in parts:
+            lines += ["| variant | mean KL (step) | max abs(KL chunked - KL step) |", "|---|---|---|"]
+            agree = {}
+            for i, v in enumerate(variants[1:], 1):
+                d = float(np.abs(runs["chunked"]["kl"][i] - runs["step"]["kl"][i]).max())
+                agree[v.label] = {"mean_kl_step": float(runs["step"]["kl"][i].mean()), "max_abs_dkl": d}
+                lines.append(f"| {v.label} | {agree[v.label]['mean_kl_step']:.4g} | {d:.3g} |")
+            result["agreement"] = agree
+            lines.append("")
+    if "long" in parts:
+        tokens = docs_of(args.long_docs, args.long_prefill + args.long_tokens + 1, vocab, seed=1)
+        mem = PhaseMemory()
+        st = KLSettings(prefill=args.long_prefill, tokens=args.long_tokens, window=args.window, seed=1,
+                        backend=backend, exec_mode="chunked")
+        res, secs, wall = one_batch(model, tokens, variants, st, mem)
+        rows = len(variants) * args.long_docs
+        result["long"] = {"docs": args.long_docs, "prefill": args.long_prefill, "tokens": args.long_tokens,
+                          "decode_seconds": secs, "wall_seconds": wall, "row_tokens_per_s": rows * args.long_tokens / secs,
+                          "memory": mem.as_dict(), "mean_kl": {v.label: float(res["kl"][i].mean())
+                                                               for i, v in enumerate(variants)}}
+        lines.append(f"long: {args.long_docs} docs x {len(variants)} variants, prefill {args.long_prefill}, "
+                     f"{args.long_tokens} positions, chunked: **wall {wall / 60:.1f} min** (goal <= 8), decode "
+                     f"{secs:.0f} s; peak allocated decode {gib(mem.peaks['decode']['peak_allocated_bytes'])}")
+    tag = args.shape + ("" if parts != {"long"} else "_long")
+    with open(os.path.join(args.out, f"kl_scale_{tag}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(args.out, f"kl_scale_{tag}.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
