@@ -1,7 +1,8 @@
 """Peak memory per phase of a run (model load, prefill, decode), for run.json and the report.
 
 On CUDA: the peak of ``torch.cuda.max_memory_allocated`` inside the phase (the peak statistics are reset at
-the phase's start), summed over the GPUs the run uses, and per GPU. On CPU nothing equivalent exists: the
+the phase's start), summed over the GPUs the run uses, and per GPU, and the peak the caching allocator
+reserved (``max_memory_reserved``: a reserve far above the allocated peak means fragmentation). On CPU nothing equivalent exists: the
 allocated peak is ``None`` and the process's peak resident set size (``ru_maxrss``) is recorded instead,
 which is the peak since the process started (so a later phase's value includes the earlier ones).
 """
@@ -17,7 +18,8 @@ import torch
 PHASES = ("load", "prefill", "decode")
 NOTE_CPU = ("cpu: peak_allocated_bytes is not measurable (None); peak_rss_bytes is the process's peak resident "
             "set size since it started (ru_maxrss), cumulative over phases")
-NOTE_CUDA = "cuda: peak_allocated_bytes = max of torch.cuda.max_memory_allocated within the phase, summed over GPUs"
+NOTE_CUDA = ("cuda: peak_allocated_bytes = torch.cuda.max_memory_allocated within the phase, summed over GPUs; "
+             "peak_reserved_bytes = the caching allocator's reserve (what nvidia-smi sees, less the CUDA context)")
 
 
 def _rss_bytes() -> int:
@@ -45,7 +47,8 @@ class PhaseMemory:
         yield
         if self.cuda:
             per = [int(torch.cuda.max_memory_allocated(d)) for d in self._devices()]
-            rec = {"peak_allocated_bytes": sum(per), "peak_allocated_bytes_per_gpu": per}
+            res = [int(torch.cuda.max_memory_reserved(d)) for d in self._devices()]
+            rec = {"peak_allocated_bytes": sum(per), "peak_allocated_bytes_per_gpu": per, "peak_reserved_bytes": sum(res)}
         else:
             rec = {"peak_allocated_bytes": None}
         rec["peak_rss_bytes"] = _rss_bytes()
