@@ -21,7 +21,8 @@ model_args::
                          stays <= this (besides <= batch_size rows); a request over the budget runs
                          alone. 0 or none = no budget (rows limited by batch_size only)
     device=cuda|cpu      default: cuda when available
-    dtype=float32        model weights dtype (fp32 keeps the fp32 spec reference-exact)
+    dtype=auto           model weights dtype: auto (the checkpoint's), bfloat16, float16 or float32;
+                         the SSM states, the fp32 reference's included, stay float32
     backend=triton|torch cache kernels (default: triton on CUDA, torch on CPU)
     parallelize=false    spread the model over the visible GPUs (device_map=auto)
     max_length=N         context limit for loglikelihood_rolling windows (default: the
@@ -117,14 +118,13 @@ def _as_budget(name: str, x) -> int | None:
     return v or None
 
 
-def load_model_and_tokenizer(pretrained: str, device: str, dtype: torch.dtype, device_map: str | None = None):
+def load_model_and_tokenizer(pretrained: str, device: str, dtype="auto", device_map: str | None = None):
     """``(model, tokenizer)`` for a model folder, hub id, embedded name (gdn-demo, mamba2-demo)
     or tiny random model (tiny-ARCH), through :func:`replayssm_quant.eval.adapters.loading.load_model`."""
     from replayssm_quant.eval.adapters.loading import load_model
 
-    loaded = load_model(pretrained, device=device, device_map=device_map)
-    model = loaded.model if dtype == torch.float32 else loaded.model.to(dtype)
-    return model, loaded.tokenizer
+    loaded = load_model(pretrained, device=device, device_map=device_map, dtype=dtype)
+    return loaded.model, loaded.tokenizer
 
 
 @register_model("replayssm")
@@ -142,7 +142,7 @@ class ReplaySSMLM(TemplateLM):
     def __init__(self, pretrained: str | None = None, state: str = "fp32", mode: str = "replay",
                  window: int = 16, seed: int = 0, batch_size: int | str = 1, max_batch_size: int | None = None,
                  max_batch_tokens: int | str | None = DEFAULT_MAX_BATCH_TOKENS, device: str | None = None,
-                 dtype: str = "float32", backend: str | None = None,
+                 dtype: str = "auto", backend: str | None = None,
                  max_length: int | None = None, add_bos_token: bool | str = False,
                  max_gen_toks: int = DEFAULT_MAX_GEN_TOKS, parallelize: bool | str = False, model=None,
                  tokenizer=None, **kwargs: Any):
@@ -169,9 +169,12 @@ class ReplaySSMLM(TemplateLM):
         self.max_batch_tokens = _as_budget("max_batch_tokens", max_batch_tokens)
         self.max_gen_toks = _as_int("max_gen_toks", max_gen_toks)
         self.add_bos_token = _as_bool(add_bos_token)
-        if dtype not in ("float32", "bfloat16", "float16", "auto"):
-            raise ValueError(f"replayssm: dtype must be float32, bfloat16, float16 or auto, got {dtype!r}")
-        tdtype = torch.float32 if dtype == "auto" else getattr(torch, dtype)
+        from .adapters.dtypes import parse_weight_dtype
+
+        try:
+            tdtype = parse_weight_dtype(dtype)
+        except ValueError as e:
+            raise ValueError(f"replayssm: {e}") from None
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self._device = torch.device(dev)
         if model is None:
