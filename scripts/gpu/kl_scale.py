@@ -15,10 +15,19 @@ Writes ``OUT/kl_scale_<shape>.json`` and ``.md``. One device call per shape and 
 
     source scripts/gpu/setup.sh
     python3 scripts/gpu/kl_scale.py --out "$OUT" --shape qwen3_5_4b --parts throughput,agreement
-    python3 scripts/gpu/kl_scale.py --out "$OUT" --shape nemotron_h_8b --parts throughput,agreement
+    python3 scripts/gpu/kl_scale.py --out "$OUT" --shape nemotron_h_8b --parts throughput,agreement --docs 4
     python3 scripts/gpu/kl_scale.py --out "$OUT" --shape qwen3_5_4b --parts long
 
 ``--shape tiny-ARCH`` (tiny random configs) runs the same code on the CPU in seconds (a smoke test).
+
+Memory: each phase records the peak *allocated* and the peak *reserved* by the caching allocator (what
+nvidia-smi shows, less the CUDA context). The issue's 127 GB (nvidia-smi) against 29.8 GB peak allocated
+of a bare session points at the allocator's reserve: the HF KV cache grows by one ``torch.cat`` per step
+and layer, which fragments the reserve; ``--expandable-segments`` sets
+``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` to measure that. The Nemotron-H shape's prefill goes
+through transformers' torch ``mamba2_chunk_scan`` (no mamba_ssm on the machine), whose ``C B^T`` product
+materialises ``[docs, chunks, 128, 128, heads, dstate]`` (~7 GB per document at prefill 1024): keep
+``--docs`` at 4 or less there.
 """
 
 from __future__ import annotations
@@ -26,7 +35,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
+
+if "--expandable-segments" in sys.argv:          # before torch initialises CUDA
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
 
 import numpy as np
 import torch
@@ -86,6 +99,11 @@ def docs_of(n: int, length: int, vocab: int, seed: int) -> torch.Tensor:
     return torch.randint(0, vocab, (n, length), generator=g)
 
 
+def _peaks(mem: PhaseMemory, phase: str) -> str:
+    p = mem.peaks.get(phase, {})
+    return f"{gib(p.get('peak_allocated_bytes'))} / {gib(p.get('peak_reserved_bytes'))}"
+
+
 def one_batch(model, tokens, variants, st, memory):
     t0 = time.perf_counter()
     res, secs = kl_batch(model, tokens, variants, st, seed=1, memory=memory)
@@ -105,6 +123,8 @@ def main():
     ap.add_argument("--long-prefill", type=int, default=1024)
     ap.add_argument("--long-tokens", type=int, default=16384)
     ap.add_argument("--window", type=int, default=16)
+    ap.add_argument("--expandable-segments", action="store_true",
+                    help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (allocator fragmentation check)")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -115,6 +135,7 @@ def main():
     n_params = sum(p.numel() for p in model.parameters())
     variants = with_reference([parse_variant(v) for v in KL_VARIANTS])
     result = {"shape": args.shape, "params": n_params, "dtype": args.dtype, "device": device,
+              "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
               "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu", "variants": [v.label for v in variants],
               "load_memory": memory.as_dict()}
     lines = [f"# KL harness at scale: {args.shape} ({n_params / 1e9:.2f}B parameters, {args.dtype} weights, "
@@ -133,8 +154,7 @@ def main():
                           "row_tokens_per_s": rows * args.tokens / secs, "memory": mem.as_dict()}
             lines.append(f"{ex}: {rows} rows x {args.tokens} positions after prefill {args.prefill}: decode "
                          f"{secs:.1f} s, **{rows * args.tokens / secs:.0f} row-tokens/s**, wall {wall:.1f} s; peak "
-                         f"allocated prefill {gib(mem.peaks['prefill']['peak_allocated_bytes'])}, decode "
-                         f"{gib(mem.peaks['decode']['peak_allocated_bytes'])}")
+                         f"allocated / reserved: prefill {_peaks(mem, 'prefill')}, decode {_peaks(mem, 'decode')}")
         result["chunked_over_step"] = result["chunked"]["row_tokens_per_s"] / result["step"]["row_tokens_per_s"]
         lines += ["", f"chunked / step row-tokens/s: **{result['chunked_over_step']:.2f}x** (goal >= 8x)", ""]
         if "agreement" in parts:
@@ -159,8 +179,10 @@ def main():
                                                                for i, v in enumerate(variants)}}
         lines.append(f"long: {args.long_docs} docs x {len(variants)} variants, prefill {args.long_prefill}, "
                      f"{args.long_tokens} positions, chunked: **wall {wall / 60:.1f} min** (goal <= 8), decode "
-                     f"{secs:.0f} s; peak allocated decode {gib(mem.peaks['decode']['peak_allocated_bytes'])}")
-    tag = args.shape + ("" if parts != {"long"} else "_long")
+                     f"{secs:.0f} s; peak allocated / reserved: prefill {_peaks(mem, 'prefill')}, decode "
+                     f"{_peaks(mem, 'decode')}")
+    lines.append(f"load: {_peaks(memory, 'load')} (allocator conf {result['alloc_conf'] or 'default'})")
+    tag = args.shape + ("" if parts != {"long"} else "_long") + ("_expseg" if args.expandable_segments else "")
     with open(os.path.join(args.out, f"kl_scale_{tag}.json"), "w") as f:
         json.dump(result, f, indent=1)
     with open(os.path.join(args.out, f"kl_scale_{tag}.md"), "w") as f:
