@@ -10,6 +10,11 @@ layers' inputs differ at the fp32 ulp level:
   ~1e-5 already in the first window, before any rounding could differ);
 * SR specs: the stored checkpoints after every window are the step path's except where a value near a
   rounding threshold moved across it (counted: a handful at most).
+
+fp32 weights isolate the SSM path. With bf16 weights the model's own layers round differently for a
+T-token and a 1-token forward (tiny qwen3_5: the fp32 reference's logits differ by 0.5% between the
+paths, per-position KLs by up to 1e-3 nats, mean KLs by a few percent), so per-position agreement is
+only meaningful with fp32 weights.
 """
 
 import pytest
@@ -35,6 +40,14 @@ def _codes(s):
     return out
 
 
+def _kls(model, ids):
+    """Per-position KL [variants, DOCS, N] of the step and the chunked path, and both runs' codes."""
+    (ls, cs), (lc, cc) = _run(model, ids, "step"), _run(model, ids, "chunked")
+    n, tgt = len(VARIANTS), ids[:, P + 1:P + N + 1]
+    return (position_metrics(ls.view(n, DOCS, N, -1), tgt)["kl"], position_metrics(lc.view(n, DOCS, N, -1), tgt)["kl"],
+            (ls, lc), (cs, cc))
+
+
 def _run(model, ids, exec_mode):
     with DecodeSession(model, VARIANTS, window=WINDOW, seed=3, backend="torch", exec_mode=exec_mode) as s:
         s.prefill(ids[:, :P])
@@ -51,14 +64,10 @@ def _run(model, ids, exec_mode):
 def test_chunked_session_equals_step(arch):
     model = tiny_model(arch, seed=1)
     ids = torch.randint(0, 256, (DOCS, P + N + 1), generator=torch.Generator().manual_seed(2))
-    (ls, cs), (lc, cc) = _run(model, ids, "step"), _run(model, ids, "chunked")
-    n = len(VARIANTS)
-    assert lc.shape == ls.shape == (n * DOCS, N, ls.shape[-1])
+    ks, kc, (ls, lc), (cs, cc) = _kls(model, ids)
+    assert lc.shape == ls.shape == (len(VARIANTS) * DOCS, N, ls.shape[-1])
     ref_err = ((lc[:DOCS] - ls[:DOCS]).abs().max() / ls[:DOCS].abs().max()).item()
     assert ref_err <= 1e-5, f"{arch}: fp32 reference logits differ by {ref_err:.3g} (relative)"
-    tgt = ids[:, P + 1:P + N + 1]
-    ks = position_metrics(ls.view(n, DOCS, N, -1), tgt)["kl"]
-    kc = position_metrics(lc.view(n, DOCS, N, -1), tgt)["kl"]
     report = []
     for i, v in enumerate(VARIANTS[1:], 1):
         dkl = (kc[i] - ks[i]).abs()
