@@ -120,8 +120,10 @@ def parse_variant(text: str | Variant, default_mode: str = "replay") -> Variant:
 
 
 #: how a session runs teacher-forced tokens: ``step`` (one model forward per token, the decode kernels
-#: themselves) or ``chunked`` (``T`` tokens per forward, replay variants only; DESIGN.md sec. 3)
-EXEC_MODES = ("step", "chunked")
+#: themselves), ``chunked`` (``T`` tokens per forward, replay variants only; DESIGN.md sec. 3) or
+#: ``chunked-all`` (``T`` tokens per forward for every variant: conventional ones step their state token by
+#: token inside each SSM layer, the same ``cache.step`` calls as the step path)
+EXEC_MODES = ("step", "chunked", "chunked-all")
 
 
 def check_exec_mode(exec_mode: str) -> str:
@@ -167,8 +169,9 @@ class DecodeSession:
             variants: 2 launches per cache plus glue) once per prefill as a CUDA graph and replay
             it on later steps (same kernels, same results; removes the per-cache Python and launch
             overhead that otherwise dominates a decode step). Ignored on CPU.
-        exec_mode: ``"step"`` (default) or ``"chunked"``: :meth:`feed` then runs ``T`` tokens per model
-            forward through the chunked windows (every variant must be a replay variant).
+        exec_mode: ``"step"`` (default), ``"chunked"``: :meth:`feed` then runs ``T`` tokens per model
+            forward through the chunked windows (every variant must be a replay variant), or ``"chunked-all"``:
+            the same, conventional variants allowed (their state stepped token by token inside each layer).
 
     The session hooks the model when created; :meth:`close` (or ``with``) unhooks it.
     Several sessions may be attached to one model; only the one inside :meth:`step`
@@ -188,10 +191,10 @@ class DecodeSession:
         if backend not in (None, "triton", "torch"):
             raise ValueError(f"backend must be 'triton', 'torch' or None (auto), got {backend!r}")
         self.exec_mode = check_exec_mode(exec_mode)
-        if exec_mode == "chunked" and not all(chunkable(v) for v in self.variants):
+        if exec_mode == "chunked" and not all(chunkable(v) for v in self.variants):   # (chunked-all: any)
             bad = ", ".join(v.label for v in self.variants if not chunkable(v))
             raise ValueError(f"chunked execution takes replay variants only ({bad} round every step: run them "
-                             "in a session with exec_mode='step')")
+                             "in a session with exec_mode='step', or all variants with exec_mode='chunked-all')")
         self.model, self.window, self.seed, self.backend = model, int(window), int(seed), backend
         # REPLAYSSM_CUDA_GRAPHS=0 turns the graphs off everywhere (lm-eval plugin, KL harness)
         self.cuda_graphs = bool(cuda_graphs) and os.environ.get("REPLAYSSM_CUDA_GRAPHS", "1") != "0"
@@ -422,6 +425,7 @@ class DecodeSession:
         tokens = self._rows_tokens(tokens)
         if self.exec_mode == "step":
             return torch.stack([self.step(tokens[:, t]) for t in range(tokens.shape[1])], 1)
+        # chunked / chunked-all: a conventional cache (window 1) is stepped token by token by chunked_forward
         for v in self.variants:
             w = v.window or self.window
             if self._position % w:

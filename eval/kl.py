@@ -22,7 +22,10 @@ variants L tokens per model forward (DESIGN.md sec. 3, the same roundings and
 Philox counters as step-by-step decoding); conventional variants, rounded every
 step, then run in a second session on the step path, beside their own copy of
 the reference. ``step`` runs everything one token per forward (what measures
-the decode kernels themselves).
+the decode kernels themselves). ``chunked-all`` runs every variant L tokens per
+forward in one session: conventional variants step their state token by token
+inside each SSM layer (the step path's own ``cache.step`` calls; only the
+model's other layers see L tokens per forward).
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ class KLSettings:
     batch_docs: int = 8
     backend: str | None = None
     cuda_graphs: bool = True   # per-layer CUDA graphs of the SSM step (GPU, triton backend)
-    exec_mode: str = "chunked"  # "chunked": replay variants L tokens per forward; "step": one token per forward
+    exec_mode: str = "chunked"  # "chunked": replay variants L tokens per forward; "step": one token per forward;
+    #                             "chunked-all": every variant L tokens per forward (eval.decode.EXEC_MODES)
 
     def __post_init__(self):
         check_exec_mode(self.exec_mode)
@@ -79,11 +83,11 @@ def _sync(device) -> None:
 
 def exec_groups(variants: list[Variant], exec_mode: str) -> list[tuple[str, list[int]]]:
     """How a batch runs its variants (``variants[0]`` the reference): ``[(exec_mode, variant indices)]``, each
-    group led by the reference (index 0). ``step``: one group. ``chunked``: the reference and the replay
+    group led by the reference (index 0). ``step``, ``chunked-all``: one group. ``chunked``: the reference and the replay
     variants chunked, then the reference and the conventional variants on the step path (if any); with only
     conventional variants, one step group."""
-    if exec_mode == "step":
-        return [("step", list(range(len(variants))))]
+    if exec_mode in ("step", "chunked-all"):
+        return [(exec_mode, list(range(len(variants))))]
     chunk = [i for i, v in enumerate(variants) if i and chunkable(v)]
     step = [i for i, v in enumerate(variants) if i and not chunkable(v)]
     groups = [("chunked", [0] + chunk)] if chunk or not step else []
@@ -102,13 +106,13 @@ def _session_metrics(model, tokens, variants, st: KLSettings, seed: int, exec_mo
         toks_in = tokens.to(model.get_input_embeddings().weight.device)
         toks = tokens.to(dev)
         out = {m: torch.zeros(n, D, N, device=dev, dtype=torch.float64) for m in METRICS}
-        C = s.chunk_tokens() if exec_mode == "chunked" else 1
+        C = 1 if exec_mode == "step" else s.chunk_tokens()
         with memory.phase("decode"):
             _sync(dev)
             t0 = time.perf_counter()
             for c0 in range(0, N, C):
                 T = min(C, N - c0)
-                if exec_mode == "chunked":
+                if exec_mode != "step":
                     logits = s.feed(toks_in[:, P + c0:P + c0 + T])              # [n*D, T, vocab]
                 else:
                     logits = s.step(toks_in[:, P + c0])[:, None]

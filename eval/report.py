@@ -333,6 +333,9 @@ def _exec_line(cfg: dict) -> str:
     if ex == "chunked":
         return ("chunked (replay variants L tokens per model forward, exact to the step path up to fp32 "
                 "reassociation; conventional variants on the step path, DESIGN.md sec. 3).")
+    if ex == "chunked-all":
+        return ("chunked-all (every variant L tokens per model forward; conventional states stepped token by token "
+                "inside each SSM layer).")
     return "step (one token per model forward)." if ex == "step" else "not recorded (step: one token per forward)."
 
 

@@ -2,13 +2,14 @@
 
 For each ``--shape`` (a random-weight ``from_config`` model built on the GPU, no download) and each part:
 
-* ``throughput``: one KL batch (``--docs`` documents x the 10 KL variants) on the step path and on the
-  chunked path (replay variants L tokens per forward; the two conventional variants in a step session):
-  decode seconds, row-tokens/s, peak allocated memory per phase (load, prefill, decode);
-* ``agreement``: from the same two runs (same tokens and seed), per variant the largest per-position
-  |KL_chunked - KL_step| and the mean KL;
+* ``throughput``: one KL batch (``--docs`` documents x the 10 KL variants) on the step path, the chunked
+  path (replay variants L tokens per forward; the two conventional variants in a step session) and
+  chunked-all (every variant L tokens per forward): decode seconds, row-tokens/s, peak memory per phase;
+* ``agreement``: from the same runs (same tokens and seed), per variant the largest per-position
+  |KL_chunked - KL_step| (and chunked-all) and the mean KL;
 * ``long``: ``--long-docs`` documents x the 10 variants, prefill ``--long-prefill``, ``--long-tokens``
-  positions, chunked, with its wall time (the issue's run: 16 x 10, prefill 1024, 16384 positions).
+  positions, ``--long-exec`` (default chunked-all), with its wall time (the issue's run: 16 x 10, prefill
+  1024, 16384 positions; with ``--long-exec chunked`` the conventional variants take 16384 step forwards).
 
 Writes ``OUT/kl_scale_<shape>.json`` and ``.md``. One device call per shape and part keeps each under the
 10-minute limit (the ``long`` part of the 4B shape may need one of its own)::
@@ -122,6 +123,7 @@ def main():
     ap.add_argument("--long-docs", type=int, default=16)
     ap.add_argument("--long-prefill", type=int, default=1024)
     ap.add_argument("--long-tokens", type=int, default=16384)
+    ap.add_argument("--long-exec", default="chunked-all", choices=["chunked", "chunked-all", "step"])
     ap.add_argument("--window", type=int, default=16)
     ap.add_argument("--expandable-segments", action="store_true",
                     help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (allocator fragmentation check)")
@@ -143,7 +145,7 @@ def main():
     if parts & {"throughput", "agreement"}:
         tokens = docs_of(args.docs, args.prefill + args.tokens + 1, vocab, seed=0)
         runs = {}
-        for ex in ("step", "chunked"):
+        for ex in ("step", "chunked", "chunked-all"):
             mem = PhaseMemory()
             st = KLSettings(prefill=args.prefill, tokens=args.tokens, window=args.window, seed=1, backend=backend,
                             exec_mode=ex)
@@ -155,30 +157,38 @@ def main():
             lines.append(f"{ex}: {rows} rows x {args.tokens} positions after prefill {args.prefill}: decode "
                          f"{secs:.1f} s, **{rows * args.tokens / secs:.0f} row-tokens/s**, wall {wall:.1f} s; peak "
                          f"allocated / reserved: prefill {_peaks(mem, 'prefill')}, decode {_peaks(mem, 'decode')}")
-        result["chunked_over_step"] = result["chunked"]["row_tokens_per_s"] / result["step"]["row_tokens_per_s"]
-        lines += ["", f"chunked / step row-tokens/s: **{result['chunked_over_step']:.2f}x** (goal >= 8x)", ""]
+        for ex in ("chunked", "chunked-all"):
+            result[f"{ex}_over_step"] = result[ex]["row_tokens_per_s"] / result["step"]["row_tokens_per_s"]
+            lines.append(f"{ex} / step row-tokens/s: **{result[f'{ex}_over_step']:.2f}x** (goal >= 8x)")
+        lines.append("")
         if "agreement" in parts:
-            lines += ["| variant | mean KL (step) | max abs(KL chunked - KL step) |", "|---|---|---|"]
+            lines += ["| variant | mean KL step | mean KL chunked | max abs(KL chunked - KL step) | same, chunked-all |",
+                      "|---|---|---|---|---|"]
             agree = {}
             for i, v in enumerate(variants[1:], 1):
                 d = float(np.abs(runs["chunked"]["kl"][i] - runs["step"]["kl"][i]).max())
-                agree[v.label] = {"mean_kl_step": float(runs["step"]["kl"][i].mean()), "max_abs_dkl": d}
-                lines.append(f"| {v.label} | {agree[v.label]['mean_kl_step']:.4g} | {d:.3g} |")
+                d_all = float(np.abs(runs["chunked-all"]["kl"][i] - runs["step"]["kl"][i]).max())
+                agree[v.label] = {"mean_kl_step": float(runs["step"]["kl"][i].mean()),
+                                  "mean_kl_chunked": float(runs["chunked"]["kl"][i].mean()),
+                                  "max_abs_dkl": d, "max_abs_dkl_chunked_all": d_all}
+                lines.append(f"| {v.label} | {agree[v.label]['mean_kl_step']:.4g} | "
+                             f"{agree[v.label]['mean_kl_chunked']:.4g} | {d:.3g} | {d_all:.3g} |")
             result["agreement"] = agree
             lines.append("")
     if "long" in parts:
         tokens = docs_of(args.long_docs, args.long_prefill + args.long_tokens + 1, vocab, seed=1)
         mem = PhaseMemory()
         st = KLSettings(prefill=args.long_prefill, tokens=args.long_tokens, window=args.window, seed=1,
-                        backend=backend, exec_mode="chunked")
+                        backend=backend, exec_mode=args.long_exec)
         res, secs, wall = one_batch(model, tokens, variants, st, mem)
         rows = len(variants) * args.long_docs
         result["long"] = {"docs": args.long_docs, "prefill": args.long_prefill, "tokens": args.long_tokens,
+                          "exec": args.long_exec,
                           "decode_seconds": secs, "wall_seconds": wall, "row_tokens_per_s": rows * args.long_tokens / secs,
                           "memory": mem.as_dict(), "mean_kl": {v.label: float(res["kl"][i].mean())
                                                                for i, v in enumerate(variants)}}
         lines.append(f"long: {args.long_docs} docs x {len(variants)} variants, prefill {args.long_prefill}, "
-                     f"{args.long_tokens} positions, chunked: **wall {wall / 60:.1f} min** (goal <= 8), decode "
+                     f"{args.long_tokens} positions, {args.long_exec}: **wall {wall / 60:.1f} min** (goal <= 8), decode "
                      f"{secs:.0f} s; peak allocated / reserved: prefill {_peaks(mem, 'prefill')}, decode "
                      f"{_peaks(mem, 'decode')}")
     lines.append(f"load: {_peaks(memory, 'load')} (allocator conf {result['alloc_conf'] or 'default'})")

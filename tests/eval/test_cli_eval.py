@@ -31,7 +31,7 @@ def _err(capsys):
     (["--model", "no-such-model", "--data", "/no/such/path"], "unknown model 'no-such-model'"),
     (["--tokens", "0"], "--tokens must be >= 1"),
     (["--dtype", "fp64"], "unknown dtype 'fp64'; valid: auto, bfloat16, float16, float32"),
-    (["--exec", "fast"], "unknown execution 'fast'; valid: step, chunked"),
+    (["--exec", "fast"], "unknown execution 'fast'; valid: step, chunked, chunked-all"),
 ])
 def test_bad_values_exit_2_with_one_line(argv, match, capsys, tmp_path):
     assert main(["eval", "--out", str(tmp_path / "o"), "--no-progress"] + argv) == 2

@@ -27,10 +27,11 @@ def _docs(n, seed=0):
     return [Document(f"text{i}#0", torch.randint(0, 256, (P + N + 1,), generator=g)) for i in range(n)]
 
 
-@pytest.mark.parametrize("exec_mode", ["chunked", "step"])
+@pytest.mark.parametrize("exec_mode", ["chunked", "step", "chunked-all"])
 def test_kl_batch_matches_separate_sessions(model, exec_mode):
     """KL, NLL, top-1 agreement and delta-p from one batched run (chunked: the replay variants L tokens per
-    forward, the conventional one in a step session) == computed by hand from one step session per variant."""
+    forward, the conventional one in a step session; chunked-all: the conventional one too, stepped inside
+    the layers) == computed by hand from one step session per variant."""
     docs = _docs(2)
     tokens = torch.stack([d.tokens for d in docs])
     variants = with_reference([parse_variant(v) for v in ["nvfp4+sr", "conventional:fp8+sr", "nvfp4/fp8+sr"]])
