@@ -118,7 +118,7 @@ def _as_budget(name: str, x) -> int | None:
     return v or None
 
 
-def load_model_and_tokenizer(pretrained: str, device: str, dtype="auto", device_map: str | None = None):
+def load_model_and_tokenizer(pretrained: str, device: str, dtype="float32", device_map: str | None = None):
     """``(model, tokenizer)`` for a model folder, hub id, embedded name (gdn-demo, mamba2-demo)
     or tiny random model (tiny-ARCH), through :func:`replayssm_quant.eval.adapters.loading.load_model`."""
     from replayssm_quant.eval.adapters.loading import load_model

@@ -8,8 +8,8 @@ Accepted names:
 * a local folder or a Hugging Face hub id (``Qwen/Qwen3.5-4B``): ``AutoModelForCausalLM``,
   spread over GPUs with ``device_map="auto"`` when asked.
 
-Weights load in ``dtype`` (:mod:`.dtypes`: ``auto`` = the checkpoint's, bf16 for released models; the
-embedded and tiny models are float32); the SSM states stay float32 whatever the weights.
+Weights load in ``dtype`` (:mod:`.dtypes`: ``auto`` = the checkpoint's, bf16 for released models and
+the embedded ones, float32 for the tiny ones); the SSM states stay float32 whatever the weights.
 """
 
 from __future__ import annotations
@@ -116,9 +116,10 @@ def check_model_name(name: str | None) -> tuple[str, str]:
     return name, str(path) if path.exists() else name
 
 
-def load_model(name: str | None, device: str = "cpu", device_map: str | None = None, dtype="auto") -> LoadedModel:
-    """Load ``name`` (see module doc) with weights in ``dtype`` (``auto``, ``bfloat16``, ``float16``, ``float32``
-    or a ``torch.dtype``), eval mode, on ``device`` (or ``device_map``).
+def load_model(name: str | None, device: str = "cpu", device_map: str | None = None, dtype="float32") -> LoadedModel:
+    """Load ``name`` (see module doc) with weights in ``dtype`` (``auto`` = the checkpoint's, ``bfloat16``,
+    ``float16``, ``float32`` or a ``torch.dtype``; float32 unless asked: the commands pass their ``--dtype``,
+    whose default is auto), eval mode, on ``device`` (or ``device_map``).
 
     A hub id while the hub cannot be used (:func:`~replayssm_quant.eval.hub.offline_reason`) is
     read from the local cache only: no retries against an unreachable hub.

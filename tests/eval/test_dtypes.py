@@ -20,6 +20,8 @@ def test_parse_weight_dtype():
 def test_load_model_dtype_keeps_ssm_state_fp32():
     lm = load_model("tiny-qwen3_5", dtype="bfloat16")
     assert weights_dtype(lm.model) == "bfloat16" and weights_dtype(load_model("tiny-qwen3_5").model) == "float32"
+    assert weights_dtype(load_model("gdn-demo").model) == "float32"             # the default: float32
+    assert weights_dtype(load_model("gdn-demo", dtype="auto").model) == "bfloat16"   # the checkpoint's
     from replayssm_quant.eval.decode import DecodeSession
 
     ids = torch.randint(0, 256, (1, 12), generator=torch.Generator().manual_seed(0))
