@@ -425,6 +425,10 @@ def run_downstream(out: Path, models: list[str], runs: list, tasks: list[str], *
         path = run_file(out, model_label(model_name), run)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.with_suffix(".results.json").write_text(json.dumps(results, indent=2, default=str))
+        g = results["generation"]
+        if g["tokens_per_s"]:
+            pbar.write(f"downstream: {model_name} {run.label}: {g['tokens']} tokens generated at "
+                       f"{g['tokens_per_s']:.1f} tokens/s ({results['weights_dtype']} weights)")
         write_rows_atomic(path, rows)
         pbar.update(1)
     pbar.close()
@@ -444,6 +448,8 @@ def evaluate_run(model, tokenizer, model_name: str, run, tasks: list[str], *, li
     """
     from lm_eval import simple_evaluate
 
+    from .adapters.dtypes import weights_dtype
+
     from .lm_eval_plugin import ReplaySSMLM
 
     lm = ReplaySSMLM(pretrained=model_name, model=model, tokenizer=tokenizer, state=run.spec.text, mode=run.mode,
@@ -457,4 +463,7 @@ def evaluate_run(model, tokenizer, model_name: str, run, tasks: list[str], *, li
         lm.session.close()
     samples, chosen = select_filter(res["samples"], filter_name)
     rows = samples_from_lm_eval(model_label(model_name), run.label, samples, lm.generation_log, metric)
-    return rows, {"results": res.get("results", {}), "filters": chosen, "run": run.label, "model": model_name}
+    gen = dict(lm.generation_stats)
+    gen["tokens_per_s"] = gen["tokens"] / gen["seconds"] if gen["seconds"] > 0 else None
+    return rows, {"results": res.get("results", {}), "filters": chosen, "run": run.label, "model": model_name,
+                  "generation": gen, "weights_dtype": weights_dtype(lm.model)}

@@ -66,6 +66,7 @@ count), which the downstream runner uses for the generation-length quartiles.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import torch
@@ -191,6 +192,8 @@ class ReplaySSMLM(TemplateLM):
                                      backend=backend)
         #: one dict per generate_until request: context, until, token_ids, gen_tokens
         self.generation_log: list[dict] = []
+        #: generated tokens and seconds spent in generation (prefill included), over all generate_until calls
+        self.generation_stats: dict = {"tokens": 0, "seconds": 0.0}
 
     # ------------------------------------------------------------------ lm-eval plumbing
     @property
@@ -373,8 +376,13 @@ class ReplaySSMLM(TemplateLM):
             for chunk in self._batches(idx, [len(prompt[i]) + max_gen for i in idx]):
                 seqs = [prompt[i] for i in chunk]
                 ids, mask = self._pad_left(seqs)
+                t0 = time.perf_counter()
                 rows = self.session.generate(ids, max_gen, attention_mask=mask, stop_token_ids=stop_ids,
                                              stop_fn=stop_fn)
+                if self._device.type == "cuda":
+                    torch.cuda.synchronize(self._device)
+                self.generation_stats["seconds"] += time.perf_counter() - t0
+                self.generation_stats["tokens"] += sum(len(r) for r in rows)
                 for i, toks in zip(chunk, rows):
                     text = self.tok_decode(toks)  # eos is a special token: dropped here
                     for u in until:
