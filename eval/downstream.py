@@ -228,7 +228,8 @@ def _request_context(args) -> str:
 
 # --------------------------------------------------------------------------- packaged tasks
 
-#: the packaged lm-eval task definitions (pass as include_path / --include_path)
+#: the packaged lm-eval task definitions (lm-eval's TaskManager scans it by itself once the plugin or
+#: the installed .pth hook is loaded; see replayssm_quant/_lm_eval_autoregister.py)
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 #: lm-eval tag selecting every packaged synthetic task
 SYNTH_TAG = "replayssm_synth"

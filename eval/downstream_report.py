@@ -24,11 +24,21 @@ def _quartile_labels(table, model: str, task: str) -> list[str]:
             for q in QUARTILES + ("all",)]
 
 
-def plot_deltas(table, path: Path) -> Path:
-    """Grouped bars: one panel per (model, task incl. ``all``), x = length quartile, one bar per run.
+#: colour of the fp32 reference's bars (its change is 0 by definition; drawn so the baseline is visible)
+REFERENCE_COLOR = "0.45"
+
+
+def delta_figure(table):
+    """Grouped bars: one panel per (model, task incl. ``all``), x = length quartile, one bar per run
+    (the fp32 reference first, 0 by definition). Every bar is labelled with its change in pp; a
+    change of exactly 0 (a bar of no height) gets a diamond on the zero line, a quartile without
+    samples a grey "n/a", so neither looks like the other.
 
     Args:
         table: :func:`quartile_table` output.
+
+    Returns:
+        the matplotlib Figure (the caller saves and closes it).
     """
     import matplotlib
 
@@ -38,10 +48,10 @@ def plot_deltas(table, path: Path) -> Path:
 
     models = list(dict.fromkeys(table.model))
     tasks = ["all"] + sorted(t for t in table.task.unique() if t != "all")
-    runs = [r for r in dict.fromkeys(table.run) if r != REFERENCE]
+    runs = [REFERENCE] + [r for r in dict.fromkeys(table.run) if r != REFERENCE]
     fig, axes = plt.subplots(len(models), len(tasks), figsize=(4.2 * len(tasks) + 1, 3.4 * len(models)),
                              squeeze=False, sharey=True)
-    width = 0.8 / max(1, len(runs))
+    width = 0.8 / len(runs)
     xs = np.arange(len(QUARTILES) + 1)
     cmap = plt.get_cmap("tab10")
     for i, model in enumerate(models):
@@ -50,22 +60,45 @@ def plot_deltas(table, path: Path) -> Path:
             sub = table[(table.model == model) & (table.task == task)]
             for k, run in enumerate(runs):
                 r = sub[sub.run == run].set_index("quartile")
-                vals = [r.loc[q, "delta_pp"] if q in r.index else np.nan for q in QUARTILES + ("all",)]
-                ax.bar(xs + (k - (len(runs) - 1) / 2) * width, vals, width, label=run, color=cmap(k % 10))
-            ax.axhline(0, color="black", lw=0.8)
+                vals = np.array([r.loc[q, "delta_pp"] if q in r.index else np.nan for q in QUARTILES + ("all",)],
+                                dtype=float)
+                offs = xs + (k - (len(runs) - 1) / 2) * width
+                ref = run == REFERENCE
+                color = REFERENCE_COLOR if ref else cmap((k - 1) % 10)
+                ax.bar(offs, vals, width, color=color, label=f"{run} (reference, 0 by definition)" if ref else run)
+                zero = vals == 0
+                ax.plot(offs[zero], vals[zero], linestyle="none", marker="D", markersize=4, color=color,
+                        markeredgecolor="black", markeredgewidth=0.4, zorder=3)
+                for x, v in zip(offs, vals):
+                    if np.isnan(v):
+                        ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=5, color="0.5", rotation=90)
+                    else:
+                        ax.annotate("0" if v == 0 else f"{v:+.1f}", (x, v), xytext=(0, 3 if v >= 0 else -3),
+                                    textcoords="offset points", ha="center", va="bottom" if v >= 0 else "top",
+                                    fontsize=5, rotation=90)
+            ax.axhline(0, color="black", lw=0.8, zorder=2)
             ax.set_xticks(xs, _quartile_labels(table, model, task), fontsize=7)
             ax.set_title(f"{model} / {'all tasks' if task == 'all' else task}", fontsize=9)
             ax.grid(axis="y", alpha=0.3)
             if j == 0:
                 ax.set_ylabel("accuracy change vs fp32 (pp)")
     lo, hi = axes[0][0].get_ylim()  # shared y: keep at least +-5 pp visible (all-zero panels otherwise collapse)
-    axes[0][0].set_ylim(min(lo, -5.0), max(hi, 5.0))
+    axes[0][0].set_ylim(min(lo, -5.0) - 0.1 * (hi - lo), max(hi, 5.0) + 0.1 * (hi - lo))  # room for the labels
     handles, labels = axes[0][0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="upper center", ncol=min(6, len(labels)), fontsize=8,
-                   bbox_to_anchor=(0.5, 1.0))
-    fig.suptitle("Downstream accuracy change from fp32 by fp32 generation-length quartile", y=1.06, fontsize=10)
     fig.tight_layout()
+    ncol = min(6, len(labels))
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, bbox_to_anchor=(0.5, 1.0))
+    rows = -(-len(labels) // ncol)  # the legend sits above the panels, the title above the legend
+    fig.suptitle("Downstream accuracy change from fp32 by fp32 generation-length quartile",
+                 y=1.0 + (0.22 * rows + 0.12) / fig.get_figheight(), va="bottom", fontsize=10)
+    return fig
+
+
+def plot_deltas(table, path: Path) -> Path:
+    """:func:`delta_figure` saved as a PNG at ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig = delta_figure(table)
     fig.savefig(path, dpi=130, bbox_inches="tight")
     plt.close(fig)
     return path
@@ -86,15 +119,24 @@ def _md_table(df, fmt=lambda v: v) -> str:
 
 
 def headline(table, model: str) -> list[str]:
-    """Sentences with the longest-quartile numbers of one model (pooled over tasks), from the data."""
+    """Sentences with the longest-quartile numbers of one model (pooled over tasks), from the data.
+
+    The longest quartile present: Q4, or a lower one when the tasks have fewer than 4 samples each
+    (then the sentence says so). Never empty."""
     t = table[(table.model == model) & (table.task == "all")]
-    q4 = t[t.quartile == "Q4"].set_index("run")
-    if REFERENCE not in q4.index:
-        return []
-    ref = q4.loc[REFERENCE]
-    out = [f"fp32 accuracy in the longest quartile (Q4, {int(ref.len_min)}-{int(ref.len_max)} generated tokens, "
+    ref_q = t[t.run == REFERENCE].quartile
+    present = [q for q in QUARTILES if q in set(ref_q)]
+    if not present:
+        return [f"no fp32 reference samples for {model}."]
+    top = present[-1]
+    qt = t[t.quartile == top].set_index("run")
+    ref = qt.loc[REFERENCE]
+    name = "the longest quartile" if top == QUARTILES[-1] else (
+        f"the longest quartile with samples ({', '.join(q for q in QUARTILES if q not in present)} empty: "
+        "fewer than 4 samples per task)")
+    out = [f"fp32 accuracy in {name} ({top}, {int(ref.len_min)}-{int(ref.len_max)} generated tokens, "
            f"n = {int(ref.n)}): {ref.accuracy:.1f}%."]
-    for run, r in q4.iterrows():
+    for run, r in qt.iterrows():
         if run != REFERENCE:
             out.append(f"`{run}`: {r.accuracy:.1f}% ({_fmt_pp(r.delta_pp)} pp).")
     return out

@@ -14,13 +14,16 @@ model_args::
     mode=replay|conventional   decode mode (default replay)
     window=16            replay window L
     seed=0               stochastic-rounding seed
-    batch_size=1         rows per decode batch (one row = one request); "auto" = max_batch_size or 64
+    batch_size=1         rows per decode batch (one row = one request); "auto" = max_batch_size or 64;
+                         wins over lm-eval's --batch_size (which is used when model_args has none)
     max_batch_size=64    used by batch_size=auto
     max_batch_tokens=65536  token budget of a batch: rows x (longest prompt of the batch + max_gen_toks)
                          for generation, rows x (longest context + continuation) for loglikelihood
                          stays <= this (besides <= batch_size rows); a request over the budget runs
                          alone. 0 or none = no budget (rows limited by batch_size only)
-    device=cuda|cpu      default: cuda when available
+    device=cuda|cpu      default: cuda when available. Beside lm-eval's --device (default cuda:0) the
+                         model_args value wins; lm-eval's device falls back to cpu (one-line notice)
+                         when no GPU is visible, a cuda device in model_args is then an error
     dtype=auto           model weights dtype: auto (the checkpoint's), bfloat16, float16 or float32;
                          the SSM states, the fp32 reference's included, stay float32
     backend=triton|torch cache kernels (default: triton on CUDA, torch on CPU)
@@ -36,7 +39,9 @@ lm-eval 0.4.13 does not, so a regular install (wheel, ``pip install .``) also
 ships ``replayssm_quant_lm_eval.pth``, whose start-up hook
 (:mod:`replayssm_quant._lm_eval_autoregister`) registers ``replayssm`` as a lazy
 placeholder for this class when lm-eval's registry is imported: the bare
-``lm_eval --model replayssm ...`` works. ``replayssm-lm-eval [lm-eval args]``
+``lm_eval --model replayssm ...`` works. The same hook (and this module, when imported) adds the
+packaged task folder (``replayssm_copy``, ``replayssm_upper``, tag ``replayssm_synth``) to the
+include paths of lm-eval's TaskManager, so ``--tasks replayssm_copy`` needs no ``--include_path``. ``replayssm-lm-eval [lm-eval args]``
 (= ``python -m replayssm_quant.eval.lm_eval_plugin``: lm-eval's own CLI with this
 module imported first) is the equivalent wrapper; editable installs get no
 ``.pth``, so there use the wrapper, or import this module before calling
@@ -76,6 +81,8 @@ from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import simple_parse_args_string
 from tqdm import tqdm
+
+from replayssm_quant import _lm_eval_autoregister
 
 log = logging.getLogger(__name__)
 
@@ -128,17 +135,90 @@ def load_model_and_tokenizer(pretrained: str, device: str, dtype="float32", devi
     return loaded.model, loaded.tokenizer
 
 
+#: the name of the device lm-eval passes beside model_args: its --device, whose default is cuda:0
+_LM_EVAL_DEVICE = "device"
+#: main modules / scripts that are lm-eval's command line (there a bad model_args is a one-line error)
+_CLI_MAIN_MODULES = ("lm_eval.__main__", "lm_eval", "replayssm_quant.eval.lm_eval_plugin")
+_CLI_SCRIPTS = ("lm_eval", "lm-eval", "replayssm-lm-eval")
+
+
+def _running_lm_eval_cli() -> bool:
+    """Whether this process is lm-eval's command line (``lm_eval``, ``python -m lm_eval``,
+    ``replayssm-lm-eval``) rather than a Python program calling lm-eval."""
+    import os
+    import sys
+
+    main = sys.modules.get("__main__")
+    spec_name = getattr(getattr(main, "__spec__", None), "name", None)
+    if spec_name in _CLI_MAIN_MODULES:
+        return True
+    argv0 = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return spec_name is None and argv0.removesuffix(".exe") in _CLI_SCRIPTS
+
+
+def _is_cuda(device) -> bool:
+    return str(device).strip().lower().startswith("cuda")
+
+
+def _check_device(device: str | None) -> str:
+    """The device to run on: ``device`` as given (an error when it names CUDA and no GPU is
+    visible), or cuda when a GPU is visible and cpu otherwise for None."""
+    if device is None or str(device).strip() == "":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    dev = str(device).strip()
+    try:
+        torch.device(dev)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"replayssm: device={dev!r} is not a torch device; use cpu, cuda or cuda:N") from None
+    if _is_cuda(dev) and not torch.cuda.is_available():
+        why = "torch is built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
+        raise ValueError(f"replayssm: device={dev} but {why}; use device=cpu (or leave device unset)")
+    return dev
+
+
+def model_kwargs(model_args: dict, additional_config: dict | None = None) -> dict:
+    """The keyword arguments of :class:`ReplaySSMLM` from lm-eval's two sources.
+
+    ``model_args`` (``--model_args``) win: a key also in ``additional_config`` (lm-eval's own
+    ``--device`` / ``--batch_size`` / ``--max_batch_size``, passed by every lm-eval 0.4.x code
+    path) is dropped from the latter, so the two never collide. lm-eval's device (its default is
+    cuda:0 even on a machine without a GPU) falls back to cpu with a one-line notice when no GPU
+    is visible; a CUDA device named in model_args is kept (and is an error there).
+    """
+    args = dict(model_args)
+    extra = {k: v for k, v in (additional_config or {}).items() if v is not None and k not in args}
+    dev = extra.get(_LM_EVAL_DEVICE)
+    if dev is not None and _is_cuda(dev) and not torch.cuda.is_available():
+        log.warning("replayssm: no CUDA GPU visible: running on cpu instead of lm-eval's device %s "
+                    "(put device=cuda in model_args to require a GPU)", dev)
+        extra[_LM_EVAL_DEVICE] = "cpu"
+    return {**args, **extra}
+
+
 @register_model("replayssm")
 class ReplaySSMLM(TemplateLM):
     """lm-eval model whose SSM decode steps run through a quantized state cache (see module doc)."""
 
     @classmethod
     def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
-        """``--model_args`` win over lm-eval's own options for the same key (``device=cpu`` in
-        model_args together with lm-eval's ``--device`` is not an error)."""
-        args = simple_parse_args_string(arg_string)
-        extra = {k: v for k, v in (additional_config or {}).items() if v is not None and k not in args}
-        return cls(**args, **extra)
+        """lm-eval's factory for a ``key=value,...`` model_args string (the CLI of lm-eval < 0.4.9,
+        ``simple_evaluate(model_args="...")``); see :func:`model_kwargs` for the merge."""
+        return cls._create(simple_parse_args_string(arg_string), additional_config)
+
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None):
+        """lm-eval's factory for a model_args dict (the CLI of lm-eval 0.4.9+, which parses
+        ``--model_args`` into a dict, and ``simple_evaluate(model_args={...})``)."""
+        return cls._create(dict(arg_dict or {}), additional_config)
+
+    @classmethod
+    def _create(cls, args: dict, additional_config: dict | None):
+        try:
+            return cls(**model_kwargs(args, additional_config))
+        except ValueError as exc:
+            if _running_lm_eval_cli():  # a user error on the command line: one line, no traceback
+                raise SystemExit(f"error: {exc}") from None
+            raise
 
     def __init__(self, pretrained: str | None = None, state: str = "fp32", mode: str = "replay",
                  window: int = 16, seed: int = 0, batch_size: int | str = 1, max_batch_size: int | None = None,
@@ -176,7 +256,7 @@ class ReplaySSMLM(TemplateLM):
             tdtype = parse_weight_dtype(dtype)
         except ValueError as e:
             raise ValueError(f"replayssm: {e}") from None
-        dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        dev = _check_device(device)
         self._device = torch.device(dev)
         if model is None:
             model, tokenizer = load_model_and_tokenizer(str(pretrained), dev, tdtype,
@@ -218,7 +298,8 @@ class ReplaySSMLM(TemplateLM):
 
     def get_model_info(self) -> dict:
         return {"model_pretrained": self.pretrained, "state": self.variant.spec.text,
-                "mode": self.variant.mode, "window": self.window, "seed": self.seed}
+                "mode": self.variant.mode, "window": self.window, "seed": self.seed,
+                "model_device": str(self.device), "model_batch_size": self.batch_size}
 
     def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
         ids = self.tokenizer.encode(string, add_special_tokens=False)
@@ -396,6 +477,11 @@ class ReplaySSMLM(TemplateLM):
                 pbar.update(len(chunk))
         pbar.close()
         return out  # type: ignore[return-value]
+
+
+# the packaged tasks (replayssm_copy, ...) by name in lm-eval's TaskManager, also without the .pth
+# (editable installs, the replayssm-lm-eval wrapper); the model itself is registered above
+_lm_eval_autoregister.install(ignore_env=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,9 +16,17 @@ installed copy) and calls :func:`install`. Editable installs do not get the ``.p
 ``replayssm-lm-eval`` there, or import ``replayssm_quant.eval.lm_eval_plugin`` (or call
 :func:`install`) before lm-eval looks the model up.
 
+The same hook makes lm-eval's ``TaskManager`` scan the packaged task folder
+(``replayssm_quant/eval/tasks``: ``replayssm_copy``, ``replayssm_upper``, tag ``replayssm_synth``)
+as its first include path when ``lm_eval.tasks.manager`` is imported, so ``--tasks
+replayssm_copy`` needs no ``--include_path`` (lm-eval 0.4.13 has no other way to find tasks
+outside its own folder). The plugin module calls :func:`install` too, so ``replayssm-lm-eval``
+and Python programs that import it find the tasks in editable installs as well.
+
 Rules this module keeps:
 
-* it imports only ``os`` and ``sys`` (both loaded before ``site`` runs);
+* at start-up it imports only ``os`` and ``sys`` (both loaded before ``site`` runs; the rest
+  only once lm-eval is being imported);
 * nothing in it may break the interpreter: every failure is swallowed (a
   :class:`RuntimeWarning` at most, when the registration itself fails);
 * ``REPLAYSSM_NO_LM_EVAL_AUTOREGISTER=1`` in the environment turns it off;
@@ -35,6 +43,10 @@ PLUGIN_MODULE = "replayssm_quant.eval.lm_eval_plugin"
 TARGET = f"{PLUGIN_MODULE}:ReplaySSMLM"
 #: the module whose import triggers the registration
 TRIGGER = "lm_eval.api.registry"
+#: the module whose import triggers the task registration (lm-eval's TaskManager)
+TASKS_TRIGGER = "lm_eval.tasks.manager"
+#: the package holding the packaged task YAMLs (in its tasks/ folder)
+TASKS_PACKAGE = "replayssm_quant.eval"
 #: set (non-empty) to turn the hook off
 DISABLE_ENV = "REPLAYSSM_NO_LM_EVAL_AUTOREGISTER"
 #: name of the .pth file in the site-packages root (its source is at the repository root)
@@ -83,6 +95,71 @@ def register(registry_module=None) -> bool:
         return False
 
 
+def tasks_dir():
+    """The packaged task folder (``replayssm_quant/eval/tasks`` of the copy that imports), or None."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(TASKS_PACKAGE)
+    for d in (spec and spec.submodule_search_locations) or ():
+        f = os.path.join(d, "tasks")
+        if os.path.isdir(f):
+            return os.path.abspath(f)
+    return None
+
+
+def _with_tasks_path(init, folder: str):
+    """``TaskManager.__init__`` that scans ``folder`` too: first of the include paths, so a user's
+    ``--include_path`` still overrides a packaged task; not twice when the user names it."""
+    import functools
+    import inspect
+
+    sig = inspect.signature(init)
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        try:
+            bound = sig.bind(self, *args, **kwargs)
+            given = bound.arguments.get("include_path")
+            paths = [] if given is None else list(given) if isinstance(given, (list, tuple)) else [given]
+            if not any(os.path.abspath(str(p)) == folder for p in paths):
+                bound.arguments["include_path"] = [folder] + paths
+            args, kwargs = bound.args[1:], bound.kwargs
+        except Exception:  # an lm-eval whose signature we do not know: leave the call alone
+            pass
+        init(self, *args, **kwargs)
+
+    setattr(__init__, _MARK, folder)
+    return __init__
+
+
+def register_tasks(manager_module=None) -> bool:
+    """Make lm-eval's ``TaskManager`` (in ``manager_module``, default the imported
+    ``lm_eval.tasks.manager``) find the packaged tasks (``replayssm_copy``, ...) by name, as if
+    their folder were given with ``--include_path``. lm-eval 0.4.13 has no entry point or
+    setting for external task folders; its only way is an include path. True when it patched
+    now; False when already patched, not applicable, or on any error (never raises)."""
+    try:
+        if manager_module is None:
+            manager_module = sys.modules.get(TASKS_TRIGGER)
+            if manager_module is None:
+                return False
+        cls = manager_module.TaskManager
+        if getattr(cls.__init__, _MARK, False):
+            return False
+        folder = tasks_dir()
+        if folder is None:
+            return False
+        cls.__init__ = _with_tasks_path(cls.__init__, folder)
+        return True
+    except Exception as exc:
+        _warn("could not add the packaged tasks to lm-eval's TaskManager", exc)
+        return False
+
+
+#: what to do right after each trigger module has executed
+_ON_IMPORT = {TRIGGER: lambda m: register(m), TASKS_TRIGGER: lambda m: register_tasks(m)}
+
+
 class _Loader:
     """Wraps the real loader of ``lm_eval.api.registry``: runs it, then :func:`register`."""
 
@@ -103,15 +180,15 @@ class _Loader:
         except Exception:  # pragma: no cover
             pass
         self._loader.exec_module(module)  # lm-eval's own errors propagate unchanged
-        register(module)
+        _ON_IMPORT[module.__name__](module)
 
 
 class _Finder:
-    """``sys.meta_path`` finder that answers only for :data:`TRIGGER`: it asks the finders
-    after it for the real spec and wraps the spec's loader in :class:`_Loader`."""
+    """``sys.meta_path`` finder that answers only for :data:`TRIGGER` and :data:`TASKS_TRIGGER`:
+    it asks the finders after it for the real spec and wraps the spec's loader in :class:`_Loader`."""
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != TRIGGER:
+        if fullname not in _ON_IMPORT:
             return None
         try:
             spec = None
@@ -140,17 +217,19 @@ def installed() -> bool:
     return any(getattr(f, _MARK, False) for f in sys.meta_path)
 
 
-def install() -> bool:
-    """Put the hook into :data:`sys.meta_path` (idempotent; registers right away when
-    ``lm_eval.api.registry`` is already imported). False when turned off by
-    ``REPLAYSSM_NO_LM_EVAL_AUTOREGISTER`` or on error; never raises."""
+def install(ignore_env: bool = False) -> bool:
+    """Put the hook into :data:`sys.meta_path` (idempotent; registers right away what is already
+    imported: the model when ``lm_eval.api.registry`` is, the tasks when ``lm_eval.tasks.manager``
+    is). False when turned off by ``REPLAYSSM_NO_LM_EVAL_AUTOREGISTER`` (unless ``ignore_env``:
+    the plugin module, imported on purpose) or on error; never raises."""
     try:
-        if os.environ.get(DISABLE_ENV, "").strip() not in ("", "0"):
+        if not ignore_env and os.environ.get(DISABLE_ENV, "").strip() not in ("", "0"):
             return False
         if not installed():
             sys.meta_path.insert(0, _Finder())
-        if TRIGGER in sys.modules:
-            register(sys.modules[TRIGGER])
+        for name, on_import in _ON_IMPORT.items():
+            if name in sys.modules:
+                on_import(sys.modules[name])
         return True
     except Exception:  # pragma: no cover
         return False

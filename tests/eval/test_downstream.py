@@ -247,3 +247,65 @@ def test_packaged_task_data_is_the_heldout_set(tmp_path):
     assert mod.process_results(doc, [doc["target"][:-1]]) == {"exact_match": 0.0}
     with pytest.raises(FileNotFoundError, match="available: \\['copy', 'upper'\\]"):
         mod.load("reverse")
+
+
+def _equal_runs(docs_per_task: int):
+    """fp32 and nvfp4+sr with the same correctness on every sample: every change is 0."""
+    rows = []
+    for task in ("A", "B"):
+        lens, ok = [3 * i + 1 for i in range(docs_per_task)], [i % 2 for i in range(docs_per_task)]
+        rows += _rows("m", task, "fp32", lens, ok) + _rows("m", task, "nvfp4+sr", lens, ok)
+    return pd.DataFrame(rows)
+
+
+def _pixels_near(img, rgb, tol=6) -> int:
+    import numpy as np
+
+    return int((np.abs(img[..., :3].astype(int) - np.array(rgb)).max(axis=-1) <= tol).sum())
+
+
+def test_delta_plot_shows_zero_changes_and_the_fp32_baseline():
+    """All changes 0: every panel still shows each run (a marker on the zero line, a "0" label) and
+    fp32's own bars, so a zero is not mistaken for a missing quartile."""
+    import matplotlib.colors as mcolors
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from replayssm_quant.eval.downstream_report import REFERENCE_COLOR, delta_figure
+
+    fig = delta_figure(ds.quartile_table(_equal_runs(8)))
+    try:
+        labels = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert labels == ["fp32 (reference, 0 by definition)", "nvfp4+sr"]
+        fig.canvas.draw()
+        img = np.asarray(fig.canvas.buffer_rgba())
+        H = img.shape[0]
+        spec_rgb = [round(255 * c) for c in mcolors.to_rgb(plt.get_cmap("tab10")(0))]
+        ref_rgb = [round(255 * c) for c in mcolors.to_rgb(REFERENCE_COLOR)]
+        assert len(fig.axes) == 3  # all tasks, A, B
+        for ax in fig.axes:
+            bb = ax.get_window_extent()
+            panel = img[H - int(bb.y1):H - int(bb.y0), int(bb.x0):int(bb.x1)]  # inside the axes only
+            assert _pixels_near(panel, spec_rgb) > 40, ax.get_title()  # 5 markers of the spec
+            assert _pixels_near(panel, ref_rgb) > 40, ax.get_title()  # 5 markers of fp32
+            assert sum(t.get_text() == "0" for t in ax.texts) == 10  # 2 runs x (4 quartiles + all)
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("docs, top, empty", [(1, "Q1", "Q2, Q3, Q4"), (2, "Q3", "Q2, Q4"), (8, "Q4", None)])
+def test_headline_names_the_longest_quartile_present(tmp_path, docs, top, empty):
+    """Fewer than 4 samples per task leave upper quartiles empty: the headline (and the report's
+    "Longest quartile, all tasks:" sentence) still gives the longest one present and says so."""
+    from replayssm_quant.eval.downstream_report import headline, write_report
+
+    df = _equal_runs(docs)
+    sentences = headline(ds.quartile_table(df), "m")
+    assert sentences and f"({top}, " in sentences[0] and "`nvfp4+sr`: " in sentences[1]
+    assert (f"{empty} empty: fewer than 4 samples per task" in sentences[0]) if empty else "empty" not in sentences[0]
+    for (model, run), g in df.groupby(["model", "run"]):
+        ds.write_rows_atomic(ds.run_file(tmp_path, model, ds.parse_run(run)), g.to_dict("records"))
+    md = write_report(tmp_path).read_text()
+    line = next(ln for ln in md.splitlines() if ln.startswith("Longest quartile, all tasks:"))
+    assert line == "Longest quartile, all tasks: " + " ".join(sentences)
+    assert "(+0.0 pp)" in line

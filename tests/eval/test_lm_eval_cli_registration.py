@@ -36,9 +36,12 @@ def pth_dir(tmp_path_factory):
 
 
 def _env(**extra):
+    """The child's environment: offline, the hook on, and this checkout first on sys.path (the .pth
+    then loads the hook of the code under test, not of whatever copy is installed)."""
     env = {k: v for k, v in os.environ.items() if k != hook.DISABLE_ENV}
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false", **extra)
+               TOKENIZERS_PARALLELISM="false",
+               PYTHONPATH=os.pathsep.join([str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]), **extra)
     return env
 
 
@@ -60,6 +63,7 @@ state["registered"] = "replayssm" in model_registry
 state["builtins"] = all(n in model_registry for n in ("hf", "dummy", "vllm"))
 state["plugin_imported_early"] = "replayssm_quant.eval.lm_eval_plugin" in sys.modules
 state["torch_imported_early"] = "torch" in sys.modules
+state["hook_file"] = getattr(sys.modules.get("_replayssm_quant_lm_eval_autoregister"), "__file__", None)
 try:
     cls = get_model("replayssm")
     state["cls"] = cls.__module__ + ":" + cls.__name__
@@ -91,6 +95,7 @@ def test_pth_registers_replayssm_lazily(pth_dir, tmp_path):
     assert not st["plugin_imported_early"] and not st["torch_imported_early"]
     assert st["cls"] == hook.TARGET
     assert st["dummy"] == "DummyLM"
+    assert Path(st["hook_file"]) == Path(hook.__file__)  # the hook under test
 
 
 def test_opt_out_env_leaves_lm_eval_untouched(pth_dir, tmp_path):
@@ -101,23 +106,6 @@ def test_opt_out_env_leaves_lm_eval_untouched(pth_dir, tmp_path):
     assert not st["registered"] and st["cls"] is None
     assert "no model for this name found" in st["error"]
     assert st["dummy"] == "DummyLM"
-
-
-def test_bare_lm_eval_cli_finds_replayssm(pth_dir, tmp_path):
-    """lm-eval's own __main__ (what the `lm_eval` script runs), --model replayssm, on a tiny random
-    model and a packaged offline task, --limit 1: finishes with the results table."""
-    from replayssm_quant.eval.downstream import TASKS_DIR
-
-    argv = ["lm_eval", "--model", "replayssm", "--model_args", "pretrained=tiny-qwen3_5,state=fp32",
-            "--device", "cpu", "--tasks", "replayssm_copy", "--include_path", str(TASKS_DIR),
-            "--limit", "1", "--gen_kwargs", "max_gen_toks=4"]
-    code = (f"import runpy, site, sys; site.addsitedir({str(pth_dir)!r}); sys.argv = {argv!r}; "
-            "runpy.run_module('lm_eval', run_name='__main__', alter_sys=True)")
-    proc = _python(code, tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert re.search(r"^\|\s*Tasks\s*\|Version\|", proc.stdout, re.M), proc.stdout[-2000:]
-    assert re.search(r"^\|replayssm_copy\s*\|.*\|exact_match\|", proc.stdout, re.M), proc.stdout[-2000:]
-    assert "replayssm ({'pretrained': 'tiny-qwen3_5', 'state': 'fp32'})" in proc.stdout
 
 
 def test_plugin_run_as_main_does_not_collide(pth_dir, tmp_path):
@@ -155,3 +143,43 @@ def test_installed_package_ships_the_pth():
     else:
         assert hook.PTH_NAME in files, sorted(files)[:20]
         assert Path(files[hook.PTH_NAME].locate()).read_text() == PTH_SRC.read_text()
+
+
+class _FakeManagerModule:
+    """Stands for ``lm_eval.tasks.manager``: a TaskManager with lm-eval 0.4.13's signature."""
+
+    class TaskManager:
+        def __init__(self, verbosity=None, include_path=None, include_defaults=True, metadata=None):
+            self.include_path, self.include_defaults, self.metadata = include_path, include_defaults, metadata
+
+
+def test_register_tasks_adds_the_packaged_folder_first_once():
+    """The packaged task folder becomes the first include path (a user's --include_path still
+    overrides it), is not added twice when the user names it, and patching is idempotent."""
+    from replayssm_quant.eval.downstream import TASKS_DIR
+
+    folder = hook.tasks_dir()
+    assert folder == str(TASKS_DIR) and (TASKS_DIR / "replayssm_copy.yaml").is_file()
+    mod = type("M", (), {"TaskManager": type("TaskManager", (_FakeManagerModule.TaskManager,), {})})
+    assert hook.register_tasks(mod) is True
+    assert hook.register_tasks(mod) is False  # already patched
+    TM = mod.TaskManager
+    assert TM().include_path == [folder]
+    assert TM(include_path="/mine").include_path == [folder, "/mine"]
+    assert TM(None, ["/a", "/b"], False, {"x": 1}).include_path == [folder, "/a", "/b"]
+    assert TM(None, ["/a", "/b"], False, {"x": 1}).include_defaults is False
+    assert TM(include_path=[folder + "/"]).include_path == [folder + "/"]  # named by the user: once
+    assert TM(include_path=str(TASKS_DIR)).include_path == str(TASKS_DIR)  # left as given
+    with pytest.raises(TypeError):  # lm-eval's own argument errors are unchanged
+        TM(colour="red")
+
+
+def test_real_task_manager_finds_packaged_tasks_by_name():
+    """With the plugin imported (the test process: editable installs, the replayssm-lm-eval wrapper),
+    lm-eval's own TaskManager knows the packaged tasks and tag without an include path (lm-eval's
+    own task folder left out of the scan to keep this fast)."""
+    import replayssm_quant.eval.lm_eval_plugin  # noqa: F401  (installs the hook)
+    from lm_eval.tasks import TaskManager
+
+    tm = TaskManager(include_defaults=False)
+    assert {"replayssm_copy", "replayssm_upper", "replayssm_synth"} <= set(tm.all_tasks)

@@ -86,6 +86,57 @@ def test_registered_in_lm_eval_registry_and_entry_point(tiny_dirs):
     assert get_model("dummy").__name__ == "DummyLM"
 
 
+@pytest.mark.parametrize("factory", ["create_from_arg_string", "create_from_arg_obj"])
+def test_factories_model_args_win_over_lm_eval_options(tiny_dirs, factory, monkeypatch, caplog):
+    """Both lm-eval 0.4.x factories (a model_args string; the dict the 0.4.13 CLI passes) with
+    lm-eval's device / batch_size / max_batch_size beside the same keys: no "multiple values"
+    TypeError, model_args win, lm-eval's values fill the rest; lm-eval's CUDA device (its default
+    cuda:0) falls back to cpu with one notice when no GPU is visible."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    folder = tiny_dirs["qwen3_5"]
+    make = getattr(ReplaySSMLM, factory)
+
+    def build(margs: dict, extra: dict):
+        arg = ",".join(f"{k}={v}" for k, v in margs.items()) if factory == "create_from_arg_string" else margs
+        caplog.clear()
+        lm = make(arg, extra)
+        notices = [r for r in caplog.records if "no CUDA GPU visible" in r.getMessage()]
+        return str(lm.device), lm.batch_size, lm.max_batch_size, len(notices)
+
+    lm_eval_opts = {"device": "cuda:0", "batch_size": 3, "max_batch_size": None}
+    assert build({"pretrained": folder, "device": "cpu", "batch_size": 2}, lm_eval_opts) == ("cpu", 2, 64, 0)
+    assert build({"pretrained": folder}, lm_eval_opts) == ("cpu", 3, 64, 1)
+    assert build({"pretrained": folder, "batch_size": "auto", "max_batch_size": 5},
+                 {"device": "cpu", "batch_size": 1, "max_batch_size": 9}) == ("cpu", 5, 5, 0)
+    assert build({"pretrained": folder}, None) == ("cpu", 1, 64, 0)
+    # a cuda device the user put in model_args is kept, and without a GPU it is a clear error
+    with pytest.raises(ValueError, match=r"device=cuda but .*use device=cpu"):
+        build({"pretrained": folder, "device": "cuda"}, {"device": "cpu"})
+
+
+def test_simple_evaluate_with_device_beside_model_args(tiny_dirs, monkeypatch):
+    """lm-eval's Python entry point with model_args as a string and as a dict, --device and
+    batch_size beside the same keys: the model is built (the run itself is stopped right after)."""
+    import lm_eval
+
+    built = []
+    orig = ReplaySSMLM.__init__
+
+    def spy(self, *a, **kw):
+        orig(self, *a, **kw)
+        built.append((str(self.device), self.batch_size))
+        raise KeyboardInterrupt  # stop before tasks load: only model construction is under test
+
+    monkeypatch.setattr(ReplaySSMLM, "__init__", spy)
+    folder = tiny_dirs["qwen3_5"]
+    for margs in (f"pretrained={folder},device=cpu,batch_size=2", {"pretrained": folder, "device": "cpu",
+                                                                   "batch_size": 2}):
+        with pytest.raises(KeyboardInterrupt):
+            lm_eval.simple_evaluate(model="replayssm", model_args=margs, tasks=["replayssm_copy"],
+                                    device="cuda:0", batch_size=4)
+    assert built == [("cpu", 2), ("cpu", 2)]
+
+
 @pytest.mark.parametrize("bad, match", [
     ({"state": "fp7"}, "valid forms"),
     ({"state": "nvfp4/fp8", "mode": "conventional"}, "shared spec"),
@@ -281,15 +332,21 @@ def test_loglikelihood_runs_through_the_state(tiny_dirs, arch):
 
 
 def test_lm_eval_command_line_offline(tiny_dirs, tmp_path):
-    """lm-eval's own CLI (with the plugin registered) on a packaged synthetic task, --limit 2, offline."""
-    from replayssm_quant.eval.downstream import TASKS_DIR
+    """lm-eval's own CLI through the wrapper (``replayssm-lm-eval``, what editable installs use) on a
+    packaged synthetic task by name (no --include_path, the .pth hook turned off: the plugin itself
+    registers the tasks), --limit 2, offline."""
+    from pathlib import Path
 
+    from replayssm_quant import _lm_eval_autoregister as hook
+
+    repo = Path(__file__).resolve().parents[2]
     out = tmp_path / "lm_eval_out"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
+           "TOKENIZERS_PARALLELISM": "false", hook.DISABLE_ENV: "1",
+           "PYTHONPATH": os.pathsep.join([str(repo)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
     cmd = [sys.executable, "-m", "replayssm_quant.eval.lm_eval_plugin", "--model", "replayssm",
            "--model_args", f"pretrained={tiny_dirs['qwen3_5']},state=nvfp4/fp8+sr,mode=replay,window=4,seed=0",
-           "--tasks", "replayssm_copy", "--include_path", str(TASKS_DIR), "--limit", "2",
+           "--tasks", "replayssm_copy", "--limit", "2",
            "--gen_kwargs", "max_gen_toks=6", "--batch_size", "2", "--device", "cpu",
            "--output_path", str(out), "--log_samples"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -299,6 +356,7 @@ def test_lm_eval_command_line_offline(tiny_dirs, tmp_path):
     data = json.loads(res[0].read_text())
     assert data["results"]["replayssm_copy"]["exact_match,none"] == 0.0  # a random model copies nothing
     assert data["config"]["model"] == "replayssm"
+    assert (data["config"]["model_device"], data["config"]["model_batch_size"]) == ("cpu", 2)
     samples = [json.loads(line) for f in out.rglob("samples_replayssm_copy_*.jsonl") for line in open(f)]
     assert sorted(s["doc_id"] for s in samples) == [0, 1]
     assert all(len(s["resps"][0][0].encode()) <= 6 for s in samples)
