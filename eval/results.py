@@ -72,7 +72,8 @@ class ResultsStore:
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
-        self._locked = False
+        self._locked = self._created = False
+        self._pending: dict | None = None
 
     # ---- the folder and its lock ------------------------------------------------------
     def acquire(self) -> None:
@@ -84,6 +85,7 @@ class ResultsStore:
         if self.root.exists() and not self.root.is_dir():
             raise ValueError(f"--out {str(self.root)!r} is a file, not a folder; pass a folder (new or a run to resume)")
         try:
+            self._created = not self.root.exists()
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ValueError(f"--out {str(self.root)!r}: cannot create the folder ({e.strerror}); pass a writable folder") from None
@@ -113,10 +115,12 @@ class ResultsStore:
         raise ValueError(f"cannot take the lock {lock}; remove it if no run is using {self.root}")
 
     def release(self) -> None:
-        """Drop the lock taken by :meth:`acquire` (no-op otherwise)."""
+        """Drop the lock taken by :meth:`acquire` (no-op otherwise); a folder it created and left empty goes too."""
         if self._locked:
             (self.root / ".lock").unlink(missing_ok=True)
             self._locked = False
+            if self._created and not any(self.root.iterdir()):
+                self.root.rmdir()
 
     def __enter__(self):
         self.acquire()
@@ -165,8 +169,9 @@ class ResultsStore:
                                  "when its records were made (the data or the tokenizer changed); use another --out")
 
     def open(self, config: dict, docs=None) -> None:
-        """Start or resume: write ``run.json``, or check it agrees with ``config`` on :data:`RESUME_KEYS`
-        (and, given ``docs``, that the finished records were made from the same documents).
+        """Start or resume: check ``config`` agrees with ``config`` on :data:`RESUME_KEYS`
+        (and, given ``docs``, that the finished records were made from the same documents). ``run.json``
+        (new, or with the variants and documents merged) is written with the first record or batch.
 
         Variants and the number of documents may grow between runs (new records are added).
 
@@ -181,10 +186,21 @@ class ResultsStore:
             merged["variants"] = list(dict.fromkeys(old.get("variants", []) + config.get("variants", [])))
             merged["docs"] = max(old.get("docs", 0), config.get("docs", 0))
             config = merged
-        _write_json(self.root / "run.json", config)
+        self._pending = config
+
+    def _commit_config(self) -> None:
+        # run.json goes down with the first result, so a run failing before it computed anything
+        # (model load, kernel set-up) leaves no settings that would refuse the next run
+        if self._pending is not None:
+            _write_json(self.root / "run.json", self._pending)
+            self._pending = None
 
     def update_config(self, **fields) -> None:
-        """Add or replace fields of ``run.json`` (e.g. the peak memory per phase, known at the end of a run)."""
+        """Add or replace fields of ``run.json`` (e.g. the peak memory per phase, known at the end of a run); before
+        the first result (run.json not written yet) into the settings it will be written with."""
+        if self._pending is not None:
+            self._pending.update(fields)
+            return
         cfg = self.read_config() or {}
         cfg.update(fields)
         _write_json(self.root / "run.json", cfg)
@@ -201,8 +217,10 @@ class ResultsStore:
 
         ``more``: further per-position float32 arrays ``[N]`` (the KL harness writes ``top1`` and ``dp``,
         :mod:`.kl_stats`)."""
+        self._commit_config()
         base = self._base(doc, slug)
         arrays = {"kl": kl, "nll": nll, **more}
+
         def save(p: Path) -> None:
             with open(p, "wb") as f:  # a file object: np.savez would append ".npz" to a path
                 np.savez(f, **{k: np.asarray(a, np.float32) for k, a in arrays.items()})
@@ -210,6 +228,7 @@ class ResultsStore:
         _write_json(base.with_suffix(".json"), meta)
 
     def write_batch(self, batch: int, meta: dict) -> None:
+        self._commit_config()
         _write_json(self.root / "batches" / f"b{batch:04d}.json", meta)
 
     def records(self) -> list[tuple[dict, dict]]:

@@ -59,6 +59,8 @@ def model_fingerprint(model) -> str:
     for name, t in sorted(model.state_dict().items()):
         t = t.detach()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        if t.device.type == "meta":                   # offloaded by accelerate: no data here to hash
+            continue
         h.update(t.contiguous().reshape(-1).view(torch.uint8).cpu().numpy().tobytes())
     return h.hexdigest()[:16]
 

@@ -118,6 +118,14 @@ def run(args):
     dtype = parse_weight_dtype(args.dtype)                     # ValueError -> one line, exit 2
     check_exec_mode(args.exec_mode)
 
+    import os
+
+    if args.backend == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        from replayssm_quant.cli import UsageError
+
+        raise UsageError("--backend triton on the CPU needs TRITON_INTERPRET=1 in the environment (the Triton "
+                         "interpreter, slow); use --backend torch (the CPU default)")
+
     from replayssm_quant.cli import UsageError
     from replayssm_quant.eval.adapters.loading import check_model_name, load_model, model_fingerprint
     from replayssm_quant.eval.data import data_name, iter_texts, make_documents

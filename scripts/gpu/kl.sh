@@ -13,8 +13,10 @@
 # a run, rerun the same command: finished batches are kept and the run resumes.
 # Writes OUT/kl/<model>/ (run.json, records/, report.md, results.csv, buckets.csv, quartiles.csv,
 # ratios.csv, kl_vs_position.png, ratio_vs_position.png) and OUT/kl/<model>.log.
-# Copy OUT/kl/<model>/ to reports/kl/<model>/ to commit it (records/ may be left out: the CSVs hold
-# the tables; `replayssm-quant report DIR` needs records/).
+# Copy OUT/kl/<model>/ to reports/kl/<model>/ to commit it, without records/ (git-ignored there: the
+# CSVs hold the tables and `replayssm-quant report DIR` rebuilds the report from them).
+# The data is the held-out books (--data heldout-books; setup.sh points REPLAYSSM_GUTENBERG_DIR at
+# them): the packaged default documents are 4096 bytes, shorter than prefill + tokens here.
 set -uo pipefail
 OUT_DIR=""
 ARGS=()
@@ -37,7 +39,7 @@ export TQDM_MININTERVAL=15
 rc=0
 for m in "${MODELS[@]}"; do
   echo "=== $m ==="
-  ( time python3 -m replayssm_quant eval --model "$m" \
+  ( time python3 -m replayssm_quant eval --model "$m" --data heldout-books \
       --prefill 1024 --tokens 4096 --docs 32 --batch-docs 16 \
       --state fp32 --state bf16 --state fp16 --state fp8+sr --state nvfp4+sr --state nvfp4/fp16 \
       --state nvfp4/fp8+sr --state fp8/fp16 --state conventional:fp16+sr --state conventional:fp8+sr \

@@ -244,9 +244,28 @@ def test_failed_model_load_leaves_no_settings(two_texts, tmp_path, monkeypatch, 
         raise ValueError("cannot load model 'x': broken")
     monkeypatch.setattr(loading, "load_model", broken)
     assert main(_small(two_texts, tmp_path / "o", "--prefill", "9")) == 2
-    assert not (tmp_path / "o" / "run.json").exists() and not (tmp_path / "o" / ".lock").exists()
+    assert not (tmp_path / "o").exists()          # no run.json, no lock: the empty folder it made is gone too
     monkeypatch.setattr(loading, "load_model", real)
+    # failing after the model loaded, before the first result (e.g. the kernels' set-up): no run.json either
+    import replayssm_quant.eval.kl as kl
+
+    real_batch = kl.kl_batch
+
+    def fails(*a, **k):
+        raise ValueError("backend='triton' on a CPU device needs TRITON_INTERPRET=1")
+    monkeypatch.setattr(kl, "kl_batch", fails)
+    assert main(_small(two_texts, tmp_path / "o", "--prefill", "9")) == 2
+    assert not (tmp_path / "o").exists()
+    monkeypatch.setattr(kl, "kl_batch", real_batch)
     assert main(_small(two_texts, tmp_path / "o")) == 0
+    assert (tmp_path / "o" / "run.json").is_file()
+
+
+def test_triton_backend_on_cpu_without_interpreter_fails_first(tmp_path, monkeypatch, capsys):
+    _no_model_load(monkeypatch)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert main(["eval", "--device", "cpu", "--backend", "triton", "--out", str(tmp_path / "o")]) == 2
+    assert "needs TRITON_INTERPRET=1" in _err(capsys)
 
 
 def test_folder_lock(two_texts, tmp_path, capsys):

@@ -65,11 +65,12 @@ def test_pg19_offline_fails_at_once(monkeypatch, tok):
 
     datasets = pytest.importorskip("datasets")
     monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: pytest.fail("load_dataset called while offline"))
+    for var in hub.OFFLINE_VARS:
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     with pytest.raises(ValueError, match="HF_DATASETS_OFFLINE=1 is set.*--data /path/to/folder"):
         D.iter_texts("pg19")
-    for var in hub.OFFLINE_VARS:
-        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE")
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")         # nothing listens on the discard port
     hub._unreachable.cache_clear()
     with pytest.raises(ValueError, match="127.0.0.1:9 is not reachable"):
