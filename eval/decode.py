@@ -30,11 +30,22 @@ Typical use (the KL harness and the lm-eval plugin both do this)::
 
 or :meth:`DecodeSession.generate` (greedy, with stop tokens) and
 :meth:`DecodeSession.loglikelihood` (teacher-forced continuation log-probs).
+
+Chunked teacher forcing (DESIGN.md sec. 3): with ``exec_mode="chunked"`` (replay variants only),
+:meth:`DecodeSession.feed` passes ``T`` known tokens per row through the model in one forward; inside
+each SSM layer :func:`replayssm_quant.kernels.chunked.chunked_forward` computes the window outputs
+from the read copy and flushes through the cache's own flush (same roundings, same Philox
+counters as ``T`` calls of :meth:`DecodeSession.step`)::
+
+    s = DecodeSession(model, ["fp32", "nvfp4/fp8+sr"], window=16, exec_mode="chunked")
+    s.prefill(prompt_ids)
+    logits = s.feed(next_tokens)                 # next_tokens [D, T] -> logits [n*D, T, vocab] fp32
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
@@ -108,6 +119,26 @@ def parse_variant(text: str | Variant, default_mode: str = "replay") -> Variant:
     return Variant(spec=spec, mode=mode, window=window)
 
 
+#: how a session runs teacher-forced tokens: ``step`` (one model forward per token, the decode kernels
+#: themselves), ``chunked`` (``T`` tokens per forward, replay variants only; DESIGN.md sec. 3) or
+#: ``chunked-all`` (``T`` tokens per forward for every variant: conventional ones step their state token by
+#: token inside each SSM layer, the same ``cache.step`` calls as the step path)
+EXEC_MODES = ("step", "chunked", "chunked-all")
+
+
+def check_exec_mode(exec_mode: str) -> str:
+    """Return ``exec_mode`` if it is one of :data:`EXEC_MODES`; ``ValueError`` listing them otherwise."""
+    if exec_mode not in EXEC_MODES:
+        raise ValueError(f"unknown execution {exec_mode!r}; valid: {', '.join(EXEC_MODES)}")
+    return exec_mode
+
+
+def chunkable(variant: Variant) -> bool:
+    """Whether chunked teacher forcing applies to ``variant``: replay mode (conventional decoding rounds
+    the state every step, so it keeps the step path)."""
+    return variant.mode == "replay"
+
+
 def _forward_kwargs(model):
     params = inspect.signature(model.forward).parameters
     cache_kw = "cache_params" if "cache_params" in params else "past_key_values"
@@ -138,6 +169,9 @@ class DecodeSession:
             variants: 2 launches per cache plus glue) once per prefill as a CUDA graph and replay
             it on later steps (same kernels, same results; removes the per-cache Python and launch
             overhead that otherwise dominates a decode step). Ignored on CPU.
+        exec_mode: ``"step"`` (default), ``"chunked"``: :meth:`feed` then runs ``T`` tokens per model
+            forward through the chunked windows (every variant must be a replay variant), or ``"chunked-all"``:
+            the same, conventional variants allowed (their state stepped token by token inside each layer).
 
     The session hooks the model when created; :meth:`close` (or ``with``) unhooks it.
     Several sessions may be attached to one model; only the one inside :meth:`step`
@@ -145,7 +179,8 @@ class DecodeSession:
     """
 
     def __init__(self, model, variants: str | Variant | Sequence[str | Variant], window: int = DEFAULT_WINDOW,
-                 seed: int = 0, backend: str | None = None, default_mode: str = "replay", cuda_graphs: bool = True):
+                 seed: int = 0, backend: str | None = None, default_mode: str = "replay", cuda_graphs: bool = True,
+                 exec_mode: str = "step"):
         if isinstance(variants, (str, Variant)):
             variants = [variants]
         self.variants: list[Variant] = [parse_variant(v, default_mode) for v in variants]
@@ -155,6 +190,11 @@ class DecodeSession:
             raise ValueError(f"window must be >= 1, got {window}")
         if backend not in (None, "triton", "torch"):
             raise ValueError(f"backend must be 'triton', 'torch' or None (auto), got {backend!r}")
+        self.exec_mode = check_exec_mode(exec_mode)
+        if exec_mode == "chunked" and not all(chunkable(v) for v in self.variants):   # (chunked-all: any)
+            bad = ", ".join(v.label for v in self.variants if not chunkable(v))
+            raise ValueError(f"chunked execution takes replay variants only ({bad} round every step: run them "
+                             "in a session with exec_mode='step', or all variants with exec_mode='chunked-all')")
         self.model, self.window, self.seed, self.backend = model, int(window), int(seed), backend
         # REPLAYSSM_CUDA_GRAPHS=0 turns the graphs off everywhere (lm-eval plugin, KL harness)
         self.cuda_graphs = bool(cuda_graphs) and os.environ.get("REPLAYSSM_CUDA_GRAPHS", "1") != "0"
@@ -166,13 +206,16 @@ class DecodeSession:
             raise ValueError(f"{type(model).__name__} has no SSM layer this toolkit supports; supported: {SUPPORTED_MODELS}")
         self._cache_kw, self._has_ltk = _forward_kwargs(model)
         self._decoding = False
+        self._feeding = False          # a multi-token teacher-forced forward (chunked execution) is running
+        self._position = 0             # tokens fed since prefill
         self._handles: list = []
         self._caches: dict[int, list] = {}
         self.num_docs = 0
         self.hf_cache = None
         self.attention_mask = None
         for idx, layer, fam in self.layers:
-            self._handles += attach(layer, fam, self._make_run(idx), lambda: self._decoding)
+            self._handles += attach(layer, fam, self._make_run(idx), lambda: self._decoding,
+                                    self._make_chunk_run(idx), lambda: self._feeding)
 
     # ---- context manager -------------------------------------------------------
     def __enter__(self):
@@ -216,6 +259,19 @@ class DecodeSession:
                 return self._step_all(idx, q, k, v, g, beta)
             with torch.cuda.device(q.device):   # layers spread over GPUs (device_map): each graph on its own
                 return self._graphed_step(idx, q, k, v, g, beta)
+        return run
+
+    def _make_chunk_run(self, idx: int):
+        from replayssm_quant.kernels.chunked import chunked_forward
+
+        def run(q, k, v, g, beta):
+            """Inputs ``[rows, T, HV, *]`` (rows variant-major) -> fp32 ``[rows, T, HV, V]``."""
+            D, outs = self.num_docs, []
+            for i, c in enumerate(self._caches[idx]):
+                sl = slice(i * D, (i + 1) * D)
+                outs.append(chunked_forward(c, self._slots[idx], q[sl], k[sl], v[sl], g[sl],
+                                            None if beta is None else beta[sl]))
+            return torch.cat(outs, 0)
         return run
 
     # ---- CUDA graphs of the per-layer SSM step ---------------------------------------------
@@ -311,6 +367,7 @@ class DecodeSession:
             layer_cache.recurrent_states[0] = torch.zeros(1, device=layer_cache.recurrent_states[0].device)
         self.hf_cache = cache
         self.attention_mask = None if attention_mask is None else attention_mask.repeat(n, 1)
+        self._position = 0
         return out.logits[:, -1].float().repeat(n, 1)
 
     @torch.no_grad()
@@ -339,7 +396,60 @@ class DecodeSession:
         finally:
             self._decoding = False
         self.hf_cache = getattr(out, self._cache_kw)
+        self._position += 1
         return out.logits[:, -1].float()
+
+    def _rows_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``tokens [D, T]`` or ``[rows, T]`` -> ``[rows, T]`` on the embedding's device."""
+        tokens = tokens.to(self.model.get_input_embeddings().weight.device)
+        if tokens.dim() != 2 or tokens.shape[0] not in (self.num_docs, self.num_rows) or tokens.shape[1] < 1:
+            raise ValueError(f"tokens must be [{self.num_rows}, T] or [{self.num_docs}, T] with T >= 1, "
+                             f"got {tuple(tokens.shape)}")
+        return tokens if tokens.shape[0] == self.num_rows else tokens.repeat(len(self.variants), 1)
+
+    @torch.no_grad()
+    def feed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Teacher-force ``T`` tokens per row; float32 logits ``[num_rows, T, vocab]`` (position ``t``: after
+        feeding ``tokens[:, t]``).
+
+        With ``exec_mode="chunked"`` one model forward of ``T`` tokens (each SSM layer runs its windows
+        chunked); it must start at a window boundary of every variant (tokens fed since prefill a multiple of
+        each window), which holds when every earlier call fed a multiple of the windows. With
+        ``exec_mode="step"``: ``T`` calls of :meth:`step`.
+
+        Args:
+            tokens: int64 ``[num_rows, T]`` (or ``[D, T]``: the same tokens for every variant of a prompt).
+        """
+        if self.hf_cache is None:
+            raise RuntimeError("call prefill() before feed()")
+        tokens = self._rows_tokens(tokens)
+        if self.exec_mode == "step":
+            return torch.stack([self.step(tokens[:, t]) for t in range(tokens.shape[1])], 1)
+        # chunked / chunked-all: a conventional cache (window 1) is stepped token by token by chunked_forward
+        for v in self.variants:
+            w = v.window or self.window
+            if self._position % w:
+                raise ValueError(f"chunked feed must start at a window boundary: {self._position} tokens fed since "
+                                 f"prefill, not a multiple of the window {w} of {v.label}")
+        T = tokens.shape[1]
+        kw = {self._cache_kw: self.hf_cache, "use_cache": True}
+        if self.attention_mask is not None:
+            self.attention_mask = torch.cat(
+                [self.attention_mask, self.attention_mask.new_ones(self.num_rows, T)], 1)
+            kw["attention_mask"] = self.attention_mask
+        self._decoding = self._feeding = True
+        try:
+            out = self.model(input_ids=tokens, **kw)
+        finally:
+            self._decoding = self._feeding = False
+        self.hf_cache = getattr(out, self._cache_kw)
+        self._position += T
+        return out.logits.float()
+
+    def chunk_tokens(self) -> int:
+        """Tokens per chunked forward that keep every later forward on a window boundary: the least common
+        multiple of the variants' windows."""
+        return math.lcm(*[v.window or self.window for v in self.variants])
 
     def caches(self, layer_idx: int) -> list:
         """The per-variant ``SSMStateCache`` list of SSM layer ``layer_idx`` (after :meth:`prefill`)."""

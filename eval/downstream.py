@@ -338,7 +338,7 @@ def task_manager(include_path: list[str] | None = None):
 
 
 def run_config(tasks, limit, window, seed, batch_size, gen_kwargs, num_fewshot, metric, filter_name,
-               max_batch_tokens: int | None = None) -> dict:
+               max_batch_tokens: int | None = None, dtype: str = "auto") -> dict:
     """Everything that changes the samples of a run (recorded in OUT/config.json for resume).
 
     The batching (batch_size, max_batch_tokens) is part of it: stochastic-rounding draws are keyed by
@@ -347,7 +347,7 @@ def run_config(tasks, limit, window, seed, batch_size, gen_kwargs, num_fewshot, 
     """
     return {"tasks": list(tasks), "limit": limit, "window": window, "seed": seed, "batch_size": batch_size,
             "max_batch_tokens": max_batch_tokens or None, "gen_kwargs": gen_kwargs, "num_fewshot": num_fewshot,
-            "metric": metric, "filter": filter_name}
+            "metric": metric, "filter": filter_name, "dtype": dtype}
 
 
 def select_filter(lm_samples: dict, filter_name: str | None) -> tuple[dict, dict]:
@@ -373,7 +373,8 @@ def run_downstream(out: Path, models: list[str], runs: list, tasks: list[str], *
                    device: str | None = None, window: int = 16, seed: int = 0,
                    backend: str | None = None, gen_kwargs: str | None = None, num_fewshot: int | None = None,
                    metric: str = "exact_match", filter_name: str | None = None,
-                   include_path: list[str] | None = None, device_map: str | None = None) -> list[Path]:
+                   include_path: list[str] | None = None, device_map: str | None = None,
+                   dtype: str = "auto") -> list[Path]:
     """Run every (model, run) through lm-eval with the ``replayssm`` plugin; save samples per run.
 
     Each finished run is written to :func:`run_file` (JSON lines of the samples
@@ -382,7 +383,8 @@ def run_downstream(out: Path, models: list[str], runs: list, tasks: list[str], *
     (resume). The fp32 reference (first in ``runs``) defines the length
     quartiles, so it is required. A decode batch holds at most ``batch_size``
     rows and ``max_batch_tokens`` of rows x (longest prompt + max_gen_toks)
-    (None or 0: no token budget); see :mod:`.lm_eval_plugin`.
+    (None or 0: no token budget); see :mod:`.lm_eval_plugin`. ``dtype``: the weights' dtype
+    (:mod:`.adapters.dtypes`; ``auto`` = the checkpoint's), recorded in OUT/config.json.
 
     Returns:
         the samples files of all requested (model, run) pairs.
@@ -396,8 +398,11 @@ def run_downstream(out: Path, models: list[str], runs: list, tasks: list[str], *
         raise ValueError(f"max_batch_tokens must be an integer >= 0 or None (0 or None = no budget), "
                          f"got {max_batch_tokens!r}")
     out = Path(out)
+    from .adapters.dtypes import parse_weight_dtype
+
+    tdtype = parse_weight_dtype(dtype)
     config = run_config(tasks, limit, window, seed, batch_size, gen_kwargs, num_fewshot, metric, filter_name,
-                        max_batch_tokens)
+                        max_batch_tokens, str(dtype))
     check_config(out, config)
     todo = [(m, r) for m in models for r in runs if not run_file(out, model_label(m), r).exists()]
     done = len(models) * len(runs) - len(todo)
@@ -412,7 +417,7 @@ def run_downstream(out: Path, models: list[str], runs: list, tasks: list[str], *
 
             from .lm_eval_plugin import load_model_and_tokenizer
             dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-            loaded = (model_name, *load_model_and_tokenizer(model_name, dev, torch.float32, device_map))
+            loaded = (model_name, *load_model_and_tokenizer(model_name, dev, tdtype, device_map))
         rows, results = evaluate_run(loaded[1], loaded[2], model_name, run, tasks, limit=limit,
                                      batch_size=batch_size, max_batch_tokens=max_batch_tokens, device=device,
                                      window=window, seed=seed, backend=backend, gen_kwargs=gen_kwargs,
@@ -421,6 +426,10 @@ def run_downstream(out: Path, models: list[str], runs: list, tasks: list[str], *
         path = run_file(out, model_label(model_name), run)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.with_suffix(".results.json").write_text(json.dumps(results, indent=2, default=str))
+        g = results["generation"]
+        if g["tokens_per_s"]:
+            pbar.write(f"downstream: {model_name} {run.label}: {g['tokens']} tokens generated at "
+                       f"{g['tokens_per_s']:.1f} tokens/s ({results['weights_dtype']} weights)")
         write_rows_atomic(path, rows)
         pbar.update(1)
     pbar.close()
@@ -440,6 +449,8 @@ def evaluate_run(model, tokenizer, model_name: str, run, tasks: list[str], *, li
     """
     from lm_eval import simple_evaluate
 
+    from .adapters.dtypes import weights_dtype
+
     from .lm_eval_plugin import ReplaySSMLM
 
     lm = ReplaySSMLM(pretrained=model_name, model=model, tokenizer=tokenizer, state=run.spec.text, mode=run.mode,
@@ -453,4 +464,7 @@ def evaluate_run(model, tokenizer, model_name: str, run, tasks: list[str], *, li
         lm.session.close()
     samples, chosen = select_filter(res["samples"], filter_name)
     rows = samples_from_lm_eval(model_label(model_name), run.label, samples, lm.generation_log, metric)
-    return rows, {"results": res.get("results", {}), "filters": chosen, "run": run.label, "model": model_name}
+    gen = dict(lm.generation_stats)
+    gen["tokens_per_s"] = gen["tokens"] / gen["seconds"] if gen["seconds"] > 0 else None
+    return rows, {"results": res.get("results", {}), "filters": chosen, "run": run.label, "model": model_name,
+                  "generation": gen, "weights_dtype": weights_dtype(lm.model)}

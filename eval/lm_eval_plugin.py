@@ -24,7 +24,8 @@ model_args::
     device=cuda|cpu      default: cuda when available. Beside lm-eval's --device (default cuda:0) the
                          model_args value wins; lm-eval's device falls back to cpu (one-line notice)
                          when no GPU is visible, a cuda device in model_args is then an error
-    dtype=float32        model weights dtype (fp32 keeps the fp32 spec reference-exact)
+    dtype=auto           model weights dtype: auto (the checkpoint's), bfloat16, float16 or float32;
+                         the SSM states, the fp32 reference's included, stay float32
     backend=triton|torch cache kernels (default: triton on CUDA, torch on CPU)
     parallelize=false    spread the model over the visible GPUs (device_map=auto)
     max_length=N         context limit for loglikelihood_rolling windows (default: the
@@ -70,6 +71,7 @@ count), which the downstream runner uses for the generation-length quartiles.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import torch
@@ -124,14 +126,13 @@ def _as_budget(name: str, x) -> int | None:
     return v or None
 
 
-def load_model_and_tokenizer(pretrained: str, device: str, dtype: torch.dtype, device_map: str | None = None):
+def load_model_and_tokenizer(pretrained: str, device: str, dtype="float32", device_map: str | None = None):
     """``(model, tokenizer)`` for a model folder, hub id, embedded name (gdn-demo, mamba2-demo)
     or tiny random model (tiny-ARCH), through :func:`replayssm_quant.eval.adapters.loading.load_model`."""
     from replayssm_quant.eval.adapters.loading import load_model
 
-    loaded = load_model(pretrained, device=device, device_map=device_map)
-    model = loaded.model if dtype == torch.float32 else loaded.model.to(dtype)
-    return model, loaded.tokenizer
+    loaded = load_model(pretrained, device=device, device_map=device_map, dtype=dtype)
+    return loaded.model, loaded.tokenizer
 
 
 #: the name of the device lm-eval passes beside model_args: its --device, whose default is cuda:0
@@ -222,7 +223,7 @@ class ReplaySSMLM(TemplateLM):
     def __init__(self, pretrained: str | None = None, state: str = "fp32", mode: str = "replay",
                  window: int = 16, seed: int = 0, batch_size: int | str = 1, max_batch_size: int | None = None,
                  max_batch_tokens: int | str | None = DEFAULT_MAX_BATCH_TOKENS, device: str | None = None,
-                 dtype: str = "float32", backend: str | None = None,
+                 dtype: str = "auto", backend: str | None = None,
                  max_length: int | None = None, add_bos_token: bool | str = False,
                  max_gen_toks: int = DEFAULT_MAX_GEN_TOKS, parallelize: bool | str = False, model=None,
                  tokenizer=None, **kwargs: Any):
@@ -249,9 +250,12 @@ class ReplaySSMLM(TemplateLM):
         self.max_batch_tokens = _as_budget("max_batch_tokens", max_batch_tokens)
         self.max_gen_toks = _as_int("max_gen_toks", max_gen_toks)
         self.add_bos_token = _as_bool(add_bos_token)
-        if dtype not in ("float32", "bfloat16", "float16", "auto"):
-            raise ValueError(f"replayssm: dtype must be float32, bfloat16, float16 or auto, got {dtype!r}")
-        tdtype = torch.float32 if dtype == "auto" else getattr(torch, dtype)
+        from .adapters.dtypes import parse_weight_dtype
+
+        try:
+            tdtype = parse_weight_dtype(dtype)
+        except ValueError as e:
+            raise ValueError(f"replayssm: {e}") from None
         dev = _check_device(device)
         self._device = torch.device(dev)
         if model is None:
@@ -268,6 +272,8 @@ class ReplaySSMLM(TemplateLM):
                                      backend=backend)
         #: one dict per generate_until request: context, until, token_ids, gen_tokens
         self.generation_log: list[dict] = []
+        #: generated tokens and seconds spent in generation (prefill included), over all generate_until calls
+        self.generation_stats: dict = {"tokens": 0, "seconds": 0.0}
 
     # ------------------------------------------------------------------ lm-eval plumbing
     @property
@@ -451,8 +457,13 @@ class ReplaySSMLM(TemplateLM):
             for chunk in self._batches(idx, [len(prompt[i]) + max_gen for i in idx]):
                 seqs = [prompt[i] for i in chunk]
                 ids, mask = self._pad_left(seqs)
+                t0 = time.perf_counter()
                 rows = self.session.generate(ids, max_gen, attention_mask=mask, stop_token_ids=stop_ids,
                                              stop_fn=stop_fn)
+                if self._device.type == "cuda":
+                    torch.cuda.synchronize(self._device)
+                self.generation_stats["seconds"] += time.perf_counter() - t0
+                self.generation_stats["tokens"] += sum(len(r) for r in rows)
                 for i, toks in zip(chunk, rows):
                     text = self.tok_decode(toks)  # eos is a special token: dropped here
                     for u in until:

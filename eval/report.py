@@ -7,6 +7,8 @@ Reads a :class:`~replayssm_quant.eval.results.ResultsStore` and writes, into ``D
 * ``doc_quartiles.csv`` mean KL per (document, variant) and position quartile
 * ``positions.csv``     mean KL over documents per variant and position
 * ``buckets.csv``, ``quartiles.csv``  the per-variant means of the two above
+* ``stats.csv``         per variant and log2 bucket: mean KL +- SE, KL percentiles, same top-1 %, delta-p, PPL ratio
+  (:mod:`.kl_stats`; from records that carry top1 / dp)
 * ``ratios.csv``        shared / separate mean-KL ratios per bucket (same read format, replay mode),
   with a bootstrap interval over documents (``ratio_intervals.csv``)
 * ``kl_vs_position.png`` (log-log), ``ratio_vs_position.png`` (with the intervals as error bars)
@@ -27,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .kl_stats import compact, stats_table
 from .results import ResultsStore
 
 HEADLINE = ("nvfp4+sr", "nvfp4/fp8+sr")
@@ -71,10 +74,11 @@ def _order(cfg: dict, present) -> list[str]:
 
 
 def _from_records(recs, cfg) -> dict:
-    rows, kl_by = [], {}
+    rows, kl_by, arrays = [], {}, {}
     for meta, arr in recs:
         rows.append({k: meta[k] for k in _REC_COLS})
         kl_by[(meta["doc"], meta["variant"])] = arr["kl"]
+        arrays[(meta["doc"], meta["variant"])] = arr
     records = pd.DataFrame(rows)
     variants = _order(cfg, records["variant"])
     N = min(len(a) for a in kl_by.values())
@@ -88,7 +92,8 @@ def _from_records(recs, cfg) -> dict:
     positions = pd.DataFrame({v: np.mean([kl_by[(d, v)][:N] for d in docs if (d, v) in kl_by], axis=0)
                               for v in variants}, index=pd.Index(np.arange(1, N + 1), name="position"))
     return {"records": records, "doc_buckets": per_doc(log2_buckets(N)), "doc_quartiles": per_doc(quartiles(N)),
-            "positions": positions, "variants": variants, "N": N}
+            "positions": positions, "variants": variants, "N": N,
+            "stats": stats_table(arrays, [v for v in variants if v != "fp32"], log2_buckets(N))}
 
 
 def _from_csvs(root: Path, cfg) -> dict:
@@ -97,9 +102,10 @@ def _from_csvs(root: Path, cfg) -> dict:
         raise ValueError(f"{root} holds no finished records and lacks {', '.join(missing)} to rebuild the report from")
     records = pd.read_csv(root / "results.csv")
     positions = pd.read_csv(root / "positions.csv", index_col="position")
+    stats = pd.read_csv(root / "stats.csv", dtype={"positions": str}) if (root / "stats.csv").is_file() else None
     return {"records": records, "doc_buckets": pd.read_csv(root / "doc_buckets.csv"),
             "doc_quartiles": pd.read_csv(root / "doc_quartiles.csv"), "positions": positions,
-            "variants": _order(cfg, records["variant"]), "N": int(positions.index.max())}
+            "variants": _order(cfg, records["variant"]), "N": int(positions.index.max()), "stats": stats}
 
 
 def ratio_pairs(variants: list[str]) -> list[tuple[str, str]]:
@@ -322,6 +328,39 @@ def headline(t: dict) -> str:
     return "\n".join(lines)
 
 
+def _exec_line(cfg: dict) -> str:
+    ex = cfg.get("exec")
+    if ex == "chunked":
+        return ("chunked (replay variants L tokens per model forward, exact to the step path up to fp32 "
+                "reassociation; conventional variants on the step path, DESIGN.md sec. 3).")
+    if ex == "chunked-all":
+        return ("chunked-all (every variant L tokens per model forward; conventional states stepped token by token "
+                "inside each SSM layer).")
+    return "step (one token per model forward)." if ex == "step" else "not recorded (step: one token per forward)."
+
+
+def _memory_line(cfg: dict) -> str:
+    from .peak_memory import gib
+
+    mem = cfg.get("memory")
+    if not mem:
+        return "not recorded."
+    parts = [f"{ph} {gib(mem[ph].get('peak_allocated_bytes'))} allocated, {gib(mem[ph].get('peak_rss_bytes'))} RSS"
+             for ph in ("load", "prefill", "decode") if ph in mem]
+    return "; ".join(parts) + f" ({mem.get('note', '')})."
+
+
+def _stats_section(t: dict, last: str) -> str:
+    if t["stats"] is None:
+        return "(not available: the records predate the top-1 / delta-p metrics)"
+    table = _md(compact(t["stats"], last))
+    return (table + "\n\nSE: standard error of the mean over the bucket's (document, position) samples (positions of "
+            "a document are correlated: it understates the spread between documents). same top-1: the spec's argmax "
+            "is the reference's. dp: p_spec(true token) - p_fp32(true token), percentage points. PPL ratio: "
+            "exp(mean NLL_spec - mean NLL_fp32). Every bucket, with the KL percentiles (median, 90, 95, 99, 99.9, "
+            "max) and mean dp: stats.csv.")
+
+
 def build_report(root: str | Path, out: str | Path | None = None, per_position: bool = False) -> Path:
     """Write the CSVs, plots and ``report.md`` of ``root`` into ``out`` (default ``root``); returns the markdown path.
 
@@ -355,6 +394,8 @@ def build_report(root: str | Path, out: str | Path | None = None, per_position: 
     t["quartiles"].to_csv(dest / "quartiles.csv", float_format="%.6g")
     t["ratios"].to_csv(dest / "ratios.csv", float_format="%.6g")
     t["intervals"].to_csv(dest / "ratio_intervals.csv", index=False, float_format="%.6g")
+    if t["stats"] is not None:
+        t["stats"].to_csv(dest / "stats.csv", index=False, float_format="%.6g")
     plots = _plots(t, dest, per_position)
     from .data import describe
     from replayssm_quant.quant.spec import parse_state_spec
@@ -379,7 +420,11 @@ def build_report(root: str | Path, out: str | Path | None = None, per_position: 
         f"{cfg.get('prefill')}, teacher-forced tokens {cfg.get('tokens')}, documents {t['records']['doc'].nunique()}, "
         f"window L={cfg.get('window')}, seed {cfg.get('seed')}.  ",
         f"Data: {describe(cfg.get('data'))}.  ",
-        f"Model: {cfg.get('model')} (content hash {cfg.get('model_hash', 'not recorded')}).  ",
+        f"Model: {cfg.get('model')} (content hash {cfg.get('model_hash', 'not recorded')}); weights "
+        f"{cfg.get('weights_dtype', 'not recorded')} (--dtype {cfg.get('dtype', 'not recorded')}); the SSM state of "
+        f"the fp32 reference is float32 whatever the weights.  ",
+        f"Execution: {_exec_line(cfg)}  ",
+        f"Peak memory: {_memory_line(cfg)}  ",
         f"Environment: {cfg.get('env', platform.platform())}",
         "",
         "KL(p_fp32 || p_spec) in nats over the full vocabulary at each teacher-forced decode position t "
@@ -402,6 +447,10 @@ def build_report(root: str | Path, out: str | Path | None = None, per_position: 
         "",
         _md(t["quartiles"]),
         "",
+        "## Statistics at positions " + last + " (llama.cpp's KL set)",
+        "",
+        _stats_section(t, last),
+        "",
         "## Shared / separate ratio per bucket",
         "",
         _md(t["ratios"]) if len(t["ratios"]) else "(no shared/separate pair with the same read format among the variants)",
@@ -420,7 +469,7 @@ def build_report(root: str | Path, out: str | Path | None = None, per_position: 
     ] + [f"![{p}]({p})" for p in plots] + [
         "",
         "Files: results.csv (per document and variant), doc_buckets.csv and doc_quartiles.csv (per document, "
-        "variant and position range), positions.csv (mean per position), buckets.csv, quartiles.csv, ratios.csv, "
+        "variant and position range), positions.csv (mean per position), buckets.csv, quartiles.csv, stats.csv, ratios.csv, "
         "ratio_intervals.csv; `replayssm-quant report DIR` rebuilds this report from them. The run folder's "
         "records/<doc>/<variant>.npz hold the per-position arrays (needed to resume, not to report).",
     ]

@@ -7,7 +7,7 @@ Layout of ``DIR``::
                                   earlier leaves no settings behind
     .lock                         the pid of the run writing the folder (a second run is refused;
                                   a lock left by a dead process is taken over)
-    records/<doc>/<variant>.npz   kl float32 [N], nll float32 [N] of one (document, variant)
+    records/<doc>/<variant>.npz   kl, nll, top1, dp float32 [N] of one (document, variant) (eval.kl_stats)
     records/<doc>/<variant>.json  its metadata; written last, so its presence marks the record done
     batches/<batch>.json          timing of each processed batch (throughput; not part of results)
 
@@ -28,10 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
-#: run.json keys a resumed run must agree on (``model_hash``: a content hash of the weights and config)
-RESUME_KEYS = ("model", "model_hash", "data", "text_field", "prefill", "tokens", "window", "seed", "batch_docs")
+#: run.json keys a resumed run must agree on (``model_hash``: a content hash of the weights and config;
+#: ``weights_dtype``: the dtype the weights loaded in, e.g. bfloat16 for ``--dtype auto`` of a bf16 checkpoint)
+RESUME_KEYS = ("model", "model_hash", "weights_dtype", "data", "text_field", "prefill", "tokens", "window", "seed",
+               "batch_docs")
 #: the keys known before the model loads (checked first, so a mismatch fails before loading)
-EARLY_KEYS = tuple(k for k in RESUME_KEYS if k != "model_hash")
+EARLY_KEYS = tuple(k for k in RESUME_KEYS if k not in ("model_hash", "weights_dtype"))
 
 
 def tokens_sha(tokens) -> str:
@@ -193,6 +195,16 @@ class ResultsStore:
             _write_json(self.root / "run.json", self._pending)
             self._pending = None
 
+    def update_config(self, **fields) -> None:
+        """Add or replace fields of ``run.json`` (e.g. the peak memory per phase, known at the end of a run); before
+        the first result (run.json not written yet) into the settings it will be written with."""
+        if self._pending is not None:
+            self._pending.update(fields)
+            return
+        cfg = self.read_config() or {}
+        cfg.update(fields)
+        _write_json(self.root / "run.json", cfg)
+
     # ---- records ----------------------------------------------------------------------
     def _base(self, doc: int, slug: str) -> Path:
         return self.root / "records" / doc_key(doc) / slug
@@ -200,14 +212,18 @@ class ResultsStore:
     def done(self, doc: int, slug: str) -> bool:
         return self._base(doc, slug).with_suffix(".json").is_file()
 
-    def write_record(self, doc: int, slug: str, meta: dict, kl: np.ndarray, nll: np.ndarray) -> None:
-        """Store one (document, variant) record: arrays first, then the metadata that marks it done."""
+    def write_record(self, doc: int, slug: str, meta: dict, kl: np.ndarray, nll: np.ndarray, **more: np.ndarray) -> None:
+        """Store one (document, variant) record: arrays first, then the metadata that marks it done.
+
+        ``more``: further per-position float32 arrays ``[N]`` (the KL harness writes ``top1`` and ``dp``,
+        :mod:`.kl_stats`)."""
         self._commit_config()
         base = self._base(doc, slug)
+        arrays = {"kl": kl, "nll": nll, **more}
 
         def save(p: Path) -> None:
             with open(p, "wb") as f:  # a file object: np.savez would append ".npz" to a path
-                np.savez(f, kl=np.asarray(kl, np.float32), nll=np.asarray(nll, np.float32))
+                np.savez(f, **{k: np.asarray(a, np.float32) for k, a in arrays.items()})
         _atomic_write(base.with_suffix(".npz"), save)
         _write_json(base.with_suffix(".json"), meta)
 

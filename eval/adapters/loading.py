@@ -7,8 +7,11 @@ Accepted names:
 * ``gdn-long`` / ``mamba2-long``: the embedded long-memory models (``eval/default_models/<name>``;
   GDN state behind one layer-0 attention, and pure Mamba-2).
 * ``tiny-ARCH`` with ARCH in :data:`~.tiny.TINY_ARCHS`: a tiny random model (smoke runs, tests).
-* a local folder or a Hugging Face hub id (``Qwen/Qwen3.5-4B``): ``AutoModelForCausalLM``
-  in float32, spread over GPUs with ``device_map="auto"`` when asked.
+* a local folder or a Hugging Face hub id (``Qwen/Qwen3.5-4B``): ``AutoModelForCausalLM``,
+  spread over GPUs with ``device_map="auto"`` when asked.
+
+Weights load in ``dtype`` (:mod:`.dtypes`: ``auto`` = the checkpoint's, bf16 for released models and
+the embedded ones, float32 for the tiny ones); the SSM states stay float32 whatever the weights.
 """
 
 from __future__ import annotations
@@ -117,8 +120,10 @@ def check_model_name(name: str | None) -> tuple[str, str]:
     return name, str(path) if path.exists() else name
 
 
-def load_model(name: str | None, device: str = "cpu", device_map: str | None = None) -> LoadedModel:
-    """Load ``name`` (see module doc) in float32, eval mode, on ``device`` (or ``device_map``).
+def load_model(name: str | None, device: str = "cpu", device_map: str | None = None, dtype="float32") -> LoadedModel:
+    """Load ``name`` (see module doc) with weights in ``dtype`` (``auto`` = the checkpoint's, ``bfloat16``,
+    ``float16``, ``float32`` or a ``torch.dtype``; float32 unless asked: the commands pass their ``--dtype``,
+    whose default is auto), eval mode, on ``device`` (or ``device_map``).
 
     A hub id while the hub cannot be used (:func:`~replayssm_quant.eval.hub.offline_reason`) is
     read from the local cache only: no retries against an unreachable hub.
@@ -126,14 +131,17 @@ def load_model(name: str | None, device: str = "cpu", device_map: str | None = N
     Raises:
         ValueError: an unknown or unloadable name (one line, listing the valid forms).
     """
-    import torch
+    from .dtypes import parse_weight_dtype
 
+    dtype = parse_weight_dtype(dtype)
     silence_fallback_advice()
     name, source = check_model_name(name)
     if source == "tiny":
         from ..models.tokenizer import build_byte_tokenizer
         from .tiny import tiny_model
-        return LoadedModel(name, tiny_model(name[len("tiny-"):]).to(device), build_byte_tokenizer(), "tiny random config")
+        model = tiny_model(name[len("tiny-"):])
+        return LoadedModel(name, model.to(device, **({} if dtype == "auto" else {"dtype": dtype})),
+                           build_byte_tokenizer(), "tiny random config")
     offline = None
     if not Path(source).exists():
         from ..hub import offline_reason
@@ -142,7 +150,7 @@ def load_model(name: str | None, device: str = "cpu", device_map: str | None = N
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        kw = {"dtype": torch.float32}
+        kw = {"dtype": dtype}
         if device_map:
             kw["device_map"] = device_map
         model = AutoModelForCausalLM.from_pretrained(source, local_files_only=bool(offline), **kw)

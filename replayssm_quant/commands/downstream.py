@@ -42,6 +42,9 @@ def configure(parser):
     parser.add_argument("--seed", type=int, default=0, help="stochastic-rounding seed (default 0)")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     parser.add_argument("--device-map", default=None, help="e.g. auto: spread a large model over GPUs (accelerate)")
+    parser.add_argument("--dtype", default="auto", metavar="auto|bfloat16|float16|float32",
+                        help="dtype of the model weights (default auto: the checkpoint's, bf16 for released models); "
+                             "the SSM states stay float32")
     parser.add_argument("--backend", default=None, choices=["triton", "torch"],
                         help="state-cache kernels (default: triton on CUDA, torch on CPU)")
     parser.add_argument("--metric", default="exact_match", help="per-sample metric to score (default exact_match)")
@@ -84,6 +87,9 @@ def run(args):
 
     out = Path(args.out)
     if not args.report_only:
+        from replayssm_quant.eval.adapters.dtypes import parse_weight_dtype
+
+        parse_weight_dtype(args.dtype)            # a bad value: one line, exit 2
         for name, v in (("--batch-size", args.batch_size), ("--window", args.window)):
             if v < 1:
                 raise ValueError(f"{name} must be >= 1, got {v}")
@@ -96,7 +102,7 @@ def run(args):
                        batch_size=args.batch_size, max_batch_tokens=max_batch_tokens, device=args.device,
                        window=args.window, seed=args.seed, backend=args.backend, gen_kwargs=gen_kwargs,
                        num_fewshot=args.num_fewshot, metric=args.metric, filter_name=args.filter,
-                       include_path=args.include_path, device_map=args.device_map)
+                       include_path=args.include_path, device_map=args.device_map, dtype=args.dtype)
     md = write_report(out)
     print(f"report: {md}")
     return 0

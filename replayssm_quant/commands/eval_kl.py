@@ -38,6 +38,14 @@ def configure(parser):
     parser.add_argument("--out", default="kl_results", help="results folder; rerun to resume (default ./kl_results)")
     parser.add_argument("--device", default=None, help="cpu / cuda / cuda:N (default: cuda if available)")
     parser.add_argument("--device-map", default=None, help="e.g. auto: spread a large model over GPUs (accelerate)")
+    parser.add_argument("--dtype", default="auto", metavar="auto|bfloat16|float16|float32",
+                        help="dtype of the model weights (default auto: the checkpoint's, bf16 for released models); "
+                             "the SSM states, the fp32 reference's included, stay float32")
+    parser.add_argument("--exec", dest="exec_mode", default="chunked", metavar="chunked|step|chunked-all",
+                        help="chunked (default): replay variants L tokens per model forward (exact, DESIGN.md sec. 3), "
+                             "conventional ones on the step path; step: every variant one token per forward (what "
+                             "the decode kernels do); chunked-all: every variant L tokens per forward, conventional "
+                             "states stepped token by token inside each SSM layer")
     parser.add_argument("--backend", default=None, choices=["triton", "torch"],
                         help="state-cache backend (default: triton on CUDA, torch on CPU)")
     parser.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false",
@@ -104,6 +112,12 @@ def run(args):
 
     variants = [parse_variant(s, args.mode) for s in (args.state or DEFAULT_STATES)]  # ValueError -> exit 2
     device = check_device(args.device)
+    from replayssm_quant.eval.adapters.dtypes import parse_weight_dtype, weights_dtype
+    from replayssm_quant.eval.decode import check_exec_mode
+
+    dtype = parse_weight_dtype(args.dtype)                     # ValueError -> one line, exit 2
+    check_exec_mode(args.exec_mode)
+
     import os
 
     if args.backend == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -116,6 +130,7 @@ def run(args):
     from replayssm_quant.eval.adapters.loading import check_model_name, load_model, model_fingerprint
     from replayssm_quant.eval.data import data_name, iter_texts, make_documents
     from replayssm_quant.eval.kl import KLSettings, run_kl, with_reference
+    from replayssm_quant.eval.peak_memory import PhaseMemory
     from replayssm_quant.eval.report import build_report
     from replayssm_quant.eval.results import EARLY_KEYS, ResultsStore
 
@@ -127,7 +142,9 @@ def run(args):
     with ResultsStore(args.out) as store:
         store.check(config, EARLY_KEYS)
         texts, num_texts = iter_texts(args.data, args.text_field)
-        lm = load_model(args.model, device=device, device_map=args.device_map)
+        memory = PhaseMemory()
+        with memory.phase("load"):
+            lm = load_model(args.model, device=device, device_map=args.device_map, dtype=dtype)
         length = args.prefill + args.tokens + 1
         docs = make_documents(texts, lm.tokenizer, length, args.docs, num_texts=num_texts)
         if not docs:
@@ -137,11 +154,15 @@ def run(args):
             print(f"note: only {len(docs)} documents of {length} tokens available (asked for {args.docs})",
                   file=sys.stderr)
         st = KLSettings(prefill=args.prefill, tokens=args.tokens, window=args.window, seed=args.seed,
-                        batch_docs=args.batch_docs, backend=args.backend, cuda_graphs=args.cuda_graphs)
+                        batch_docs=args.batch_docs, backend=args.backend, cuda_graphs=args.cuda_graphs,
+                        exec_mode=args.exec_mode)
         store.open(dict(config, model=lm.name, model_hash=model_fingerprint(lm.model), model_source=lm.source,
+                        dtype=args.dtype, weights_dtype=weights_dtype(lm.model), exec=args.exec_mode,
                         docs=len(docs), variants=[v.label for v in with_reference(variants)],
                         command="replayssm-quant " + shlex.join(sys.argv[1:]), env=_env()), docs)
-        summary = run_kl(lm.model, docs, variants, st, store, progress=not args.no_progress)
+        summary = run_kl(lm.model, docs, variants, st, store, progress=not args.no_progress, memory=memory)
+        if summary["batches"]:
+            store.update_config(memory=summary["memory"])
         tps = summary["row_tokens_per_s"]
         print(f"{summary['records_written']} records written in {summary['batches']} batches"
               + (f", {tps:.1f} row-tokens/s" if tps else " (nothing left to do)") + f"; results in {args.out}")

@@ -30,11 +30,36 @@ def _err(capsys):
     (["--model", "tiny-mamba2", "--data", "/no/such/path"], "--data '/no/such/path': no such file or folder"),
     (["--model", "no-such-model", "--data", "/no/such/path"], "unknown model 'no-such-model'"),
     (["--tokens", "0"], "--tokens must be >= 1"),
+    (["--dtype", "fp64"], "unknown dtype 'fp64'; valid: auto, bfloat16, float16, float32"),
+    (["--exec", "fast"], "unknown execution 'fast'; valid: step, chunked, chunked-all"),
 ])
 def test_bad_values_exit_2_with_one_line(argv, match, capsys, tmp_path):
     assert main(["eval", "--out", str(tmp_path / "o"), "--no-progress"] + argv) == 2
     line = _err(capsys)
     assert line.startswith("replayssm-quant eval: error: ") and match in line
+
+
+@pytest.mark.parametrize("dtype, weights", [("auto", "float32"), ("bfloat16", "bfloat16"), ("float16", "float16"),
+                                            ("float32", "float32")])
+def test_dtype_is_applied_and_recorded(dtype, weights, text_file, tmp_path):
+    """--dtype sets the weights (auto: the checkpoint's; the tiny models are float32), run.json and the report
+    say it, with the execution and the peak memory per phase; the report carries the statistics table."""
+    import json
+
+    out = tmp_path / "o"
+    assert main(["eval", "--model", "tiny-mamba2", "--data", text_file, "--prefill", "4", "--tokens", "5",
+                 "--docs", "1", "--window", "4", "--no-progress", "--state", "nvfp4+sr", "--state",
+                 "conventional:fp16", "--dtype", dtype, "--out", str(out)]) == 0
+    cfg = json.loads((out / "run.json").read_text())
+    assert cfg["dtype"] == dtype and cfg["weights_dtype"] == weights and cfg["exec"] == "chunked"
+    assert set(cfg["memory"]) == {"note", "load", "prefill", "decode"}
+    assert cfg["memory"]["decode"]["peak_allocated_bytes"] is None and cfg["memory"]["decode"]["peak_rss_bytes"] > 0
+    md = (out / "report.md").read_text()
+    assert f"weights {weights} (--dtype {dtype})" in md and "Execution: chunked" in md and "Peak memory: load" in md
+    assert "## Statistics at positions 4-5" in md and "same top-1 %" in md
+    import pandas as pd
+    stats = pd.read_csv(out / "stats.csv", dtype={"positions": str})
+    assert set(stats["variant"]) == {"nvfp4+sr", "conventional:fp16"} and list(stats["positions"][:3]) == ["1", "2-3", "4-5"]
 
 
 def test_model_folder_without_config(tmp_path, capsys):

@@ -27,15 +27,19 @@ def _docs(n, seed=0):
     return [Document(f"text{i}#0", torch.randint(0, 256, (P + N + 1,), generator=g)) for i in range(n)]
 
 
-def test_kl_batch_matches_separate_sessions(model):
-    """KL and NLL from one batched session == computed by hand from one session per variant."""
+@pytest.mark.parametrize("exec_mode", ["chunked", "step", "chunked-all"])
+def test_kl_batch_matches_separate_sessions(model, exec_mode):
+    """KL, NLL, top-1 agreement and delta-p from one batched run (chunked: the replay variants L tokens per
+    forward, the conventional one in a step session; chunked-all: the conventional one too, stepped inside
+    the layers) == computed by hand from one step session per variant."""
     docs = _docs(2)
     tokens = torch.stack([d.tokens for d in docs])
     variants = with_reference([parse_variant(v) for v in ["nvfp4+sr", "conventional:fp8+sr", "nvfp4/fp8+sr"]])
-    st = KLSettings(prefill=P, tokens=N, window=4, seed=5, backend="torch")
-    kl, nll, secs = kl_batch(model, tokens, variants, st, seed=5)
-    assert kl.shape == (4, 2, N) and nll.shape == (4, 2, N) and secs > 0
-    assert np.all(kl[0] == 0)
+    st = KLSettings(prefill=P, tokens=N, window=4, seed=5, backend="torch", exec_mode=exec_mode)
+    res, secs = kl_batch(model, tokens, variants, st, seed=5)
+    kl, nll = res["kl"], res["nll"]
+    assert all(res[m].shape == (4, 2, N) for m in ("kl", "nll", "top1", "dp")) and secs > 0
+    assert np.all(kl[0] == 0) and np.all(res["dp"][0] == 0) and np.all(res["top1"][0] == 1)
     assert kl.min() >= -1e-12        # float64 divergence: no negative rounding noise
     per = []
     for v in variants:
@@ -43,11 +47,15 @@ def test_kl_batch_matches_separate_sessions(model):
             s.prefill(tokens[:, :P])
             per.append(torch.stack([torch.log_softmax(s.step(tokens[:, P + t]), -1) for t in range(N)], 1))
     ref = per[0]
+    true = tokens[:, P + 1:P + N + 1, None]
     for i in range(1, 4):
         want = (ref.exp() * (ref - per[i])).sum(-1).numpy()
         np.testing.assert_allclose(kl[i], want, rtol=1e-3, atol=1e-6)
         assert kl[i].mean() > 1e-6, f"{variants[i].label}: no KL at all"
-    want_nll = -per[2].gather(2, tokens[:, P + 1:P + N + 1, None])[..., 0].numpy()
+        want_dp = (per[i].gather(2, true).exp() - ref.gather(2, true).exp())[..., 0].numpy()
+        np.testing.assert_allclose(res["dp"][i], want_dp, rtol=1e-3, atol=1e-6)
+        np.testing.assert_array_equal(res["top1"][i], (per[i].argmax(-1) == ref.argmax(-1)).numpy())
+    want_nll = -per[2].gather(2, true)[..., 0].numpy()
     np.testing.assert_allclose(nll[2], want_nll, rtol=1e-4, atol=1e-5)
 
 

@@ -148,11 +148,27 @@ def test_simple_evaluate_with_device_beside_model_args(tiny_dirs, monkeypatch):
     ({"max_batch_tokens": 2.5}, "max_batch_tokens must be an integer >= 0"),
     ({"colour": "red"}, "known: .*max_batch_tokens"),
     ({"pretrained": "/no/such/folder"}, "unknown model"),
+    ({"dtype": "fp64"}, "^replayssm: unknown dtype 'fp64'; valid: auto, bfloat16, float16, float32"),
 ])
 def test_bad_model_args_are_clear_errors(tiny_dirs, bad, match):
     args = {"pretrained": tiny_dirs["qwen3_5"], "device": "cpu", **bad}
     with pytest.raises(ValueError, match=match):
         ReplaySSMLM(**args)
+
+
+def test_dtype_arg(tiny_dirs, tmp_path):
+    """dtype= sets the weights; auto keeps the checkpoint's (float32 here, bfloat16 for a bf16 checkpoint)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = tiny_dirs["qwen3_5"]
+    for arg, want in (("auto", torch.float32), ("bfloat16", torch.bfloat16), ("float16", torch.float16),
+                      ("float32", torch.float32)):
+        lm = ReplaySSMLM.create_from_arg_string(f"pretrained={folder},device=cpu,dtype={arg}")
+        assert {p.dtype for p in lm.model.parameters()} == {want}, arg
+    AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).save_pretrained(tmp_path / "bf16")
+    AutoTokenizer.from_pretrained(folder).save_pretrained(tmp_path / "bf16")
+    lm = ReplaySSMLM(pretrained=str(tmp_path / "bf16"), device="cpu")
+    assert {p.dtype for p in lm.model.parameters()} == {torch.bfloat16}
 
 
 def test_max_batch_tokens_arg(tiny_dirs):

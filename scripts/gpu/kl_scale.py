@@ -1,0 +1,204 @@
+"""KL harness at real-model scale (issue 25): random-weight models of released shapes, bf16 weights.
+
+For each ``--shape`` (a random-weight ``from_config`` model built on the GPU, no download) and each part:
+
+* ``throughput``: one KL batch (``--docs`` documents x the 10 KL variants) on the step path, the chunked
+  path (replay variants L tokens per forward; the two conventional variants in a step session) and
+  chunked-all (every variant L tokens per forward): decode seconds, row-tokens/s, peak memory per phase;
+* ``agreement``: from the same runs (same tokens and seed), per variant the largest per-position
+  |KL_chunked - KL_step| (and chunked-all) and the mean KL;
+* ``long``: ``--long-docs`` documents x the 10 variants, prefill ``--long-prefill``, ``--long-tokens``
+  positions, ``--long-exec`` (default chunked-all), with its wall time (the issue's run: 16 x 10, prefill
+  1024, 16384 positions; with ``--long-exec chunked`` the conventional variants take 16384 step forwards).
+
+Writes ``OUT/kl_scale_<shape>.json`` and ``.md``. One device call per shape and part keeps each under the
+10-minute limit (the ``long`` part of the 4B shape may need one of its own)::
+
+    source scripts/gpu/setup.sh
+    python3 scripts/gpu/kl_scale.py --out "$OUT" --shape qwen3_5_4b --parts throughput,agreement
+    python3 scripts/gpu/kl_scale.py --out "$OUT" --shape nemotron_h_8b --parts throughput,agreement --docs 4
+    python3 scripts/gpu/kl_scale.py --out "$OUT" --shape qwen3_5_4b --parts long
+
+``--shape tiny-ARCH`` (tiny random configs) runs the same code on the CPU in seconds (a smoke test).
+
+Memory: each phase records the peak *allocated* and the peak *reserved* by the caching allocator (what
+nvidia-smi shows, less the CUDA context). The issue's 127 GB (nvidia-smi) against 29.8 GB peak allocated
+of a bare session points at the allocator's reserve: the HF KV cache grows by one ``torch.cat`` per step
+and layer, which fragments the reserve; ``--expandable-segments`` sets
+``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` to measure that. The Nemotron-H shape's prefill goes
+through transformers' torch ``mamba2_chunk_scan`` (no mamba_ssm on the machine), whose ``C B^T`` product
+materialises ``[docs, chunks, 128, 128, heads, dstate]`` (~7 GB per document at prefill 1024): keep
+``--docs`` at 4 or less there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+if "--expandable-segments" in sys.argv:          # before torch initialises CUDA
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+
+import numpy as np
+import torch
+
+from replayssm_quant.eval.data import Document
+from replayssm_quant.eval.decode import parse_variant
+from replayssm_quant.eval.kl import KLSettings, kl_batch, with_reference
+from replayssm_quant.eval.peak_memory import PhaseMemory, gib
+
+KL_VARIANTS = ["bf16", "fp16", "fp8+sr", "nvfp4+sr", "nvfp4/fp16", "nvfp4/fp8+sr", "fp8/fp16",
+               "conventional:fp16+sr", "conventional:fp8+sr"]
+
+
+def _pattern(s: str) -> list[str]:
+    """Nemotron-H's hybrid_override_pattern (M mamba, - mlp, * attention) as layers_block_type."""
+    return [{"M": "mamba", "-": "mlp", "*": "attention"}[c] for c in s]
+
+
+def shape_config(shape: str):
+    """The config of a released model's shape (random weights; sizes from the models' config.json files)."""
+    import transformers as T
+
+    if shape == "qwen3_5_4b":
+        # Qwen3.5-4B: hidden 2560, 32 layers (3 GDN : 1 attention), GDN 16 key / 32 value heads of 128, vocab 248320
+        return T.Qwen3_5TextConfig(
+            vocab_size=248320, hidden_size=2560, intermediate_size=9216, num_hidden_layers=32,
+            num_attention_heads=16, num_key_value_heads=4, head_dim=256, linear_num_value_heads=32,
+            linear_num_key_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
+            layer_types=(["linear_attention"] * 3 + ["full_attention"]) * 8, tie_word_embeddings=True)
+    if shape == "nemotron_h_8b":
+        # Nemotron-H-8B: hidden 4096, 52 layers, Mamba-2 128 heads x 64, dstate 128, 8 groups, vocab 131072
+        return T.NemotronHConfig(
+            vocab_size=131072, hidden_size=4096,
+            layers_block_type=_pattern("M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"),
+            num_attention_heads=32, num_key_value_heads=8, head_dim=128, intermediate_size=21504,
+            ssm_state_size=128, mamba_num_heads=128, mamba_head_dim=64, n_groups=8, expand=2, chunk_size=128,
+            use_mamba_kernels=False)
+    if shape.startswith("tiny-"):
+        from replayssm_quant.eval.adapters.tiny import tiny_config
+        return tiny_config(shape[len("tiny-"):])
+    raise SystemExit(f"unknown --shape {shape!r}: qwen3_5_4b, nemotron_h_8b or tiny-ARCH")
+
+
+def build(shape: str, dtype: torch.dtype, device: str, memory: PhaseMemory):
+    from transformers import AutoModelForCausalLM
+
+    cfg = shape_config(shape)
+    with memory.phase("load"):
+        torch.manual_seed(0)
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    return model.eval(), cfg.vocab_size
+
+
+def docs_of(n: int, length: int, vocab: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (n, length), generator=g)
+
+
+def _peaks(mem: PhaseMemory, phase: str) -> str:
+    p = mem.peaks.get(phase, {})
+    return f"{gib(p.get('peak_allocated_bytes'))} / {gib(p.get('peak_reserved_bytes'))}"
+
+
+def one_batch(model, tokens, variants, st, memory):
+    t0 = time.perf_counter()
+    res, secs = kl_batch(model, tokens, variants, st, seed=1, memory=memory)
+    return res, secs, time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--shape", default="qwen3_5_4b")
+    ap.add_argument("--parts", default="throughput,agreement")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    ap.add_argument("--docs", type=int, default=8)
+    ap.add_argument("--prefill", type=int, default=1024)
+    ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--long-docs", type=int, default=16)
+    ap.add_argument("--long-prefill", type=int, default=1024)
+    ap.add_argument("--long-tokens", type=int, default=16384)
+    ap.add_argument("--long-exec", default="chunked-all", choices=["chunked", "chunked-all", "step"])
+    ap.add_argument("--window", type=int, default=16)
+    ap.add_argument("--expandable-segments", action="store_true",
+                    help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (allocator fragmentation check)")
+    args = ap.parse_args()
+    parts = set(args.parts.split(","))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    backend = "triton" if device == "cuda" else "torch"
+    os.makedirs(args.out, exist_ok=True)
+    memory = PhaseMemory()
+    model, vocab = build(args.shape, getattr(torch, args.dtype), device, memory)
+    n_params = sum(p.numel() for p in model.parameters())
+    variants = with_reference([parse_variant(v) for v in KL_VARIANTS])
+    result = {"shape": args.shape, "params": n_params, "dtype": args.dtype, "device": device,
+              "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+              "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu", "variants": [v.label for v in variants],
+              "load_memory": memory.as_dict()}
+    lines = [f"# KL harness at scale: {args.shape} ({n_params / 1e9:.2f}B parameters, {args.dtype} weights, "
+             f"random), {result['gpu']}", ""]
+    if parts & {"throughput", "agreement"}:
+        tokens = docs_of(args.docs, args.prefill + args.tokens + 1, vocab, seed=0)
+        runs = {}
+        for ex in ("step", "chunked", "chunked-all"):
+            mem = PhaseMemory()
+            st = KLSettings(prefill=args.prefill, tokens=args.tokens, window=args.window, seed=1, backend=backend,
+                            exec_mode=ex)
+            res, secs, wall = one_batch(model, tokens, variants, st, mem)
+            rows = len(variants) * args.docs
+            runs[ex] = res
+            result[ex] = {"decode_seconds": secs, "wall_seconds": wall, "rows": rows,
+                          "row_tokens_per_s": rows * args.tokens / secs, "memory": mem.as_dict()}
+            lines.append(f"{ex}: {rows} rows x {args.tokens} positions after prefill {args.prefill}: decode "
+                         f"{secs:.1f} s, **{rows * args.tokens / secs:.0f} row-tokens/s**, wall {wall:.1f} s; peak "
+                         f"allocated / reserved: prefill {_peaks(mem, 'prefill')}, decode {_peaks(mem, 'decode')}")
+        for ex in ("chunked", "chunked-all"):
+            result[f"{ex}_over_step"] = result[ex]["row_tokens_per_s"] / result["step"]["row_tokens_per_s"]
+            lines.append(f"{ex} / step row-tokens/s: **{result[f'{ex}_over_step']:.2f}x** (goal >= 8x)")
+        lines.append("")
+        if "agreement" in parts:
+            lines += ["| variant | mean KL step | mean KL chunked | max abs(KL chunked - KL step) | same, chunked-all |",
+                      "|---|---|---|---|---|"]
+            agree = {}
+            for i, v in enumerate(variants[1:], 1):
+                d = float(np.abs(runs["chunked"]["kl"][i] - runs["step"]["kl"][i]).max())
+                d_all = float(np.abs(runs["chunked-all"]["kl"][i] - runs["step"]["kl"][i]).max())
+                agree[v.label] = {"mean_kl_step": float(runs["step"]["kl"][i].mean()),
+                                  "mean_kl_chunked": float(runs["chunked"]["kl"][i].mean()),
+                                  "max_abs_dkl": d, "max_abs_dkl_chunked_all": d_all}
+                lines.append(f"| {v.label} | {agree[v.label]['mean_kl_step']:.4g} | "
+                             f"{agree[v.label]['mean_kl_chunked']:.4g} | {d:.3g} | {d_all:.3g} |")
+            result["agreement"] = agree
+            lines.append("")
+    if "long" in parts:
+        tokens = docs_of(args.long_docs, args.long_prefill + args.long_tokens + 1, vocab, seed=1)
+        mem = PhaseMemory()
+        st = KLSettings(prefill=args.long_prefill, tokens=args.long_tokens, window=args.window, seed=1,
+                        backend=backend, exec_mode=args.long_exec)
+        res, secs, wall = one_batch(model, tokens, variants, st, mem)
+        rows = len(variants) * args.long_docs
+        result["long"] = {"docs": args.long_docs, "prefill": args.long_prefill, "tokens": args.long_tokens,
+                          "exec": args.long_exec,
+                          "decode_seconds": secs, "wall_seconds": wall, "row_tokens_per_s": rows * args.long_tokens / secs,
+                          "memory": mem.as_dict(), "mean_kl": {v.label: float(res["kl"][i].mean())
+                                                               for i, v in enumerate(variants)}}
+        lines.append(f"long: {args.long_docs} docs x {len(variants)} variants, prefill {args.long_prefill}, "
+                     f"{args.long_tokens} positions, {args.long_exec}: **wall {wall / 60:.1f} min** (goal <= 8), decode "
+                     f"{secs:.0f} s; peak allocated / reserved: prefill {_peaks(mem, 'prefill')}, decode "
+                     f"{_peaks(mem, 'decode')}")
+    lines.append(f"load: {_peaks(memory, 'load')} (allocator conf {result['alloc_conf'] or 'default'})")
+    tag = args.shape + ("" if parts != {"long"} else "_long") + ("_expseg" if args.expandable_segments else "")
+    with open(os.path.join(args.out, f"kl_scale_{tag}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(args.out, f"kl_scale_{tag}.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
