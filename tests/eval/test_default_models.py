@@ -131,6 +131,7 @@ def test_weights_bf16_and_size(model_dir):
         assert total <= 40e6, f"shipped weights {total / 1e6:.1f} MB > 40 MB"
 
 
+@pytest.mark.books
 def test_reference_continuation_loss_matches_training_record(model_dir):
     from replayssm_quant.eval import gutenberg
     from replayssm_quant.eval.training.evaluate import reference_loss

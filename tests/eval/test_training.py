@@ -188,6 +188,7 @@ def test_byte_tokenizer_round_trip_offline(tmp_path, monkeypatch):
     assert tok.decode([104, 105, EOS_ID], skip_special_tokens=True) == "hi"
 
 
+@pytest.mark.books
 def test_gutenberg_split(monkeypatch, tmp_path):
     held, train = gutenberg.heldout_books(), gutenberg.train_books()
     assert [p.name for p in held] == sorted(gutenberg.HELDOUT_BOOKS)
@@ -400,6 +401,7 @@ def test_lr_schedule_warmup_then_cosine():
 
 # --------------------------------------------------------------------------- end to end
 
+@pytest.mark.books
 def test_train_save_reload_generate_report(tmp_path, monkeypatch):
     """train-demo on CPU for a few steps: saves a loadable HF folder, evaluates it, writes the report."""
     from replayssm_quant.cli import main
@@ -478,6 +480,7 @@ def test_validation_split_is_disjoint_tail():
         split_validation(books, 0.7)
 
 
+@pytest.mark.books
 def test_second_stage_init_from(tmp_path):
     """--init-from: the second stage starts from the first stage's weights and continues its log."""
     import pandas as pd
