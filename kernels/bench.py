@@ -10,8 +10,9 @@ median of ``triton.testing.do_bench`` over graph replays / (``L * R``). Minimum
 bytes per step = state bytes only (:meth:`StateSpec.step_bytes_per_element`);
 ring and activation bytes are extra and not counted. The device copy bandwidth
 (bytes read + written by a large ``copy_``) is measured in the same run. fla's
-``fused_recurrent_gated_delta_rule`` (GVA, fp32 state) is the outside GDN anchor when
-importable. Correctness on the device: fp32 replay/conventional outputs and
+``fused_recurrent_gated_delta_rule`` (GVA, fp32 state) and ``fused_recurrent_kda`` are the outside GDN and KDA
+anchors when importable (:data:`FLA_ANCHORS`; Mamba-2 has no fla decode kernel: its anchor is our conventional
+fp32 kernel, a vLLM-style ``selective_state_update``). Correctness on the device: fp32 replay/conventional outputs and
 checkpoints against the float64 oracle (the only tl.dot, in the replay flush, is fp32
 with input_precision="ieee": no TF32). Replay rows also report the time of a non-flush step alone
 (``nonflush_us``) and the flush step alone (``flush_us``: every slot's ring count set to L - 1 first). The
@@ -273,32 +274,41 @@ def plan_columns(plan, window: int) -> dict:
                 flush_stream=int(fl.side_stream) if fl else None, flush_stages=fl.stages if fl else plan.stages)
 
 
-def bench_fla(batch, shape, window, timer, device):
-    """fla fused_recurrent_gated_delta_rule, one token, GVA (16 key heads -> 32 value heads), fp32 state."""
-    from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
+#: the fla kernel each family's anchor row times (conventional fp32 decode, one token per call)
+FLA_ANCHORS = {"gdn": "fla.ops.gated_delta_rule.fused_recurrent_gated_delta_rule",
+               "kda": "fla.ops.kda.fused_recurrent_kda"}
 
+
+def bench_fla(batch, shape, window, timer, device, family="gdn"):
+    """fla's fused recurrent decode, one token, fp32 state ``[B, HV, V, K]`` (``state_v_first``): gdn
+    ``fused_recurrent_gated_delta_rule`` with GVA (HV / 2 key heads -> HV value heads, Qwen3.5), kda
+    ``fused_recurrent_kda`` (per-key decay ``g [B, 1, HV, K]``, as many key as value heads, Kimi-Linear)."""
+    import importlib
+
+    mod, _, name = FLA_ANCHORS[family].rpartition(".")
+    fn = getattr(importlib.import_module(mod), name)
     HV, K, V = shape["num_heads"], shape["head_k"], shape["head_v"]
-    H = HV // 2
+    H = HV // 2 if family == "gdn" else HV
     state_bytes = HV * K * V * 4
     R = rotation(state_bytes, batch)
-    x = bench_inputs("gdn", batch, shape, 1, device)
+    x = bench_inputs(family, batch, shape, 1, device)
     q = x["q"][:, :, :H].transpose(0, 1).contiguous()       # [B, 1, H, K]
     k = x["k"][:, :, :H].transpose(0, 1).contiguous()
     v = x["v"].transpose(0, 1).contiguous()                 # [B, 1, HV, V]
-    g = x["g"].transpose(0, 1).contiguous()
+    g = x["g"].transpose(0, 1).contiguous()                 # [B, 1, HV] (kda: [B, 1, HV, K])
     beta = x["beta"].transpose(0, 1).contiguous().to(torch.bfloat16)
     states = [torch.randn(batch, HV, V, K, device=device) * 0.1 for _ in range(R)]
 
     def steps():
         for s in range(window):
             for h0 in states:
-                fused_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta, scale=1.0, initial_state=h0,
-                                                 output_final_state=True, state_v_first=True)
+                fn(q, k, v, g=g, beta=beta, scale=1.0, initial_state=h0, output_final_state=True,
+                   state_v_first=True)
 
     ms = timer(steps)
     t_us = ms * 1e3 / (window * R)
     min_bytes = 8.0 * batch * HV * K * V
-    return dict(family="gdn", spec="fla fp32", mode="fla fused_recurrent", batch=batch, time_us=t_us,
+    return dict(family=family, spec="fla fp32", mode="fla fused_recurrent", batch=batch, time_us=t_us,
                 staggered_us=t_us, nonflush_us=float("nan"), flush_us=float("nan"), min_bytes=min_bytes,
                 GBps=min_bytes / (t_us * 1e-6) / 1e9, rotation=R, block_v=None,
                 flush_block_v=None, finite=True)
@@ -357,30 +367,35 @@ def _device_and_shapes(cpu_smoke: bool, families):
     return device, {f: shapes[f] for f in families}
 
 
-def _fla_importable(families, device, notes) -> bool:
-    if "gdn" not in families:
-        return False
+def _fla_families(families, device, notes) -> list[str]:
+    """The families of this run that have an fla anchor fla can run here (:data:`FLA_ANCHORS`)."""
+    fams = [f for f in families if f in FLA_ANCHORS]
+    if not fams:
+        return []
     if device.type != "cuda":
         notes.append("fla anchor not run (CPU smoke mode)")
-        return False
+        return []
     try:
         import fla.ops.gated_delta_rule  # noqa: F401
-        return True
+        return fams
     except Exception as e:  # pragma: no cover - depends on the machine
         notes.append(f"fla not importable ({type(e).__name__}: {e}); fla column skipped")
-        return False
+        return []
 
 
-def _fla_rows(batches, shape, window, timer, device, copy_bw, notes) -> list[dict]:
+def _fla_rows(todo, shapes, window, timer, device, copy_bw, notes) -> list[dict]:
+    """fla anchor rows for the ``(family, batch)`` pairs of ``todo``; a failure is noted and skips that family."""
     from tqdm import tqdm
 
-    rows = []
-    for b in tqdm(batches, desc="fla", disable=None):
+    rows, failed = [], set()
+    for fam, b in tqdm(todo, desc="fla", disable=None):
+        if fam in failed:
+            continue
         try:
-            rows.append(dict(bench_fla(b, shape, window, timer, device), copy_GBps=copy_bw))
+            rows.append(dict(bench_fla(b, shapes[fam], window, timer, device, family=fam), copy_GBps=copy_bw))
         except Exception as e:  # pragma: no cover
-            notes.append(f"fla run failed at B={b}: {type(e).__name__}: {e}")
-            break
+            notes.append(f"fla {fam} run failed at B={b}: {type(e).__name__}: {e}")
+            failed.add(fam)
     return rows
 
 
@@ -454,7 +469,7 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
         # 16-row flush sub-blocks, maxnreg 128) that the timed B=256 runs use
         corr += correctness(fam, shapes[fam], window, device, rows=20 if device.type == "cuda" else 2,
                             steps=None if device.type == "cuda" else window + 2)
-    fla_ok = _fla_importable(families, device, notes)
+    fla_fams = _fla_families(families, device, notes)
     os.makedirs(out, exist_ok=True)
     partial = os.path.join(out, "results.partial.csv")
     rows = _resumed_rows(partial, resume, notes)
@@ -471,8 +486,8 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
                                       ring_dtype=RING_DTYPES[ring_dtype]), copy_GBps=bw["best"]))
         pd.DataFrame(rows).to_csv(partial, index=False)   # a run cut short keeps what it measured (--resume)
     del x
-    if fla_ok:
-        rows += _fla_rows(batches, shapes["gdn"], window, timer, device, bw["best"], notes)
+    fla_todo = [(f, b) for f in fla_fams for b in batches if (f, "fla fp32", "fla fused_recurrent", b) not in done]
+    rows += _fla_rows(fla_todo, shapes, window, timer, device, bw["best"], notes)
     df = pd.DataFrame(rows)
     add_ratios(df)
     if not df.finite.all():

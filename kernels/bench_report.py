@@ -96,7 +96,7 @@ def _targets(df):
                              f"{conv / t('fp32', 'replay', b, col):.2f}x (target >= 1.7x); "
                              f"nvfp4/fp16 = {conv / t('nvfp4/fp16', 'replay', b, col):.2f}x (target >= 6x)"
                              + (f"; replay fp32 over fla = {t('fla fp32', 'fla fused_recurrent', b) / t('fp32', 'replay', b, col):.2f}x "
-                                "(target >= 1.6x)" if fam == "gdn" else ""))
+                                "(target >= 1.6x)" if fam in ("gdn", "kda") else ""))
         if 1 in set(d.batch):
             lines.append(f"- {fam} B=1: replay fp32 / conventional fp32 time = "
                          f"{t('fp32', 'replay', 1) / t('fp32', 'conventional', 1):.2f} (target <= 1.1)")
@@ -126,19 +126,19 @@ def markdown_table(frame, floatfmt: str = ".3g") -> str:
 
 def add_ratios(df) -> None:
     """Add to a results frame (in place): ``frac_copy_bw`` (min_bytes per ``time_us``, over copy_GBps),
-    ``speedup_vs_conv_fp32`` and ``speedup_vs_fla`` (gdn) from ``time_us``, and the same from ``staggered_us``
+    ``speedup_vs_conv_fp32`` and ``speedup_vs_fla`` (gdn, kda: fla's kernel of the family) from ``time_us``, and the same from ``staggered_us``
     (rings at spread positions, :func:`stagger_slots`): ``staggered_frac_copy_bw``,
     ``staggered_speedup_vs_conv_fp32``, ``staggered_speedup_vs_fla``. The references (conventional fp32, fla)
     have no ring phase: their own time."""
     if "staggered_us" not in df:       # (a resumed partial file of an older bench)
         df["staggered_us"] = float("nan")
     conv = df[(df.spec == "fp32") & (df["mode"] == "conventional")].set_index(["family", "batch"]).time_us
-    flat = df[df["mode"] == "fla fused_recurrent"].set_index("batch").time_us
+    flat = df[df["mode"] == "fla fused_recurrent"].set_index(["family", "batch"]).time_us
     for pre, col in (("", "time_us"), ("staggered_", "staggered_us")):
         df[f"{pre}frac_copy_bw"] = df.min_bytes / (df[col] * 1e-6) / 1e9 / df.copy_GBps
         df[f"{pre}speedup_vs_conv_fp32"] = [conv.get((f, b), float("nan")) / t for f, b, t in
                                             zip(df.family, df.batch, df[col])]
-        df[f"{pre}speedup_vs_fla"] = [flat.get(b, float("nan")) / t if f == "gdn" else float("nan")
+        df[f"{pre}speedup_vs_fla"] = [flat.get((f, b), float("nan")) / t
                                       for f, b, t in zip(df.family, df.batch, df[col])]
 
 
