@@ -33,6 +33,8 @@ class PhaseMemory:
 
     def __init__(self):
         self.cuda = torch.cuda.is_available()
+        if self.cuda:   # the allocator's peak counters exist only once CUDA is initialised ("Invalid device argument")
+            torch.cuda.init()
         self.peaks: dict[str, dict] = {}
 
     def _devices(self) -> list[int]:

