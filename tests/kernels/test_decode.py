@@ -224,7 +224,8 @@ def test_triton_bit_exact_vs_torch(family, spec, mode, block_v, split):
         outs = [_step(c, item, x, t) for c in cs]
         t += 1
         assert not torch.isnan(outs[1]).any()
-        assert _rel(outs[1], outs[0]) <= 1e-5
+        # on a GPU an fma-flipped rounding of a low-precision state moves the outputs that read it (_assert_stored_match)
+        assert _rel(outs[1], outs[0]) <= (1e-5 if DEV == "cpu" or cs[0].spec.read.name == "fp32" else 1e-3)
         assert torch.all(outs[1][item.to(DEV) < 0] == 0)
         # checkpoints, ring inputs, the cached corrections u_j (a shared spec's flush uses them) and
         # counters bit for bit (in the interpreter; on a GPU, see _assert_stored_match)
