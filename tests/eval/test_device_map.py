@@ -97,3 +97,24 @@ def test_cli_runs_split_and_records_placement(tmp_path):
     cfg = json.loads((out / "run.json").read_text())
     assert cfg["placement"] == SPLIT
     assert block_placement(load_model("tiny-qwen3_5").model) == {"": "cpu"}
+
+
+def test_lm_eval_plugin_on_a_split_model():
+    """The plugin (downstream's decoder) on the offloaded split: the same log-likelihoods and generations as on one
+    device."""
+    from replayssm_quant.eval.lm_eval_plugin import ReplaySSMLM
+
+    outs = []
+    for dm in (None, json.dumps(SPLIT)):
+        loaded = load_model("tiny-qwen3_5", device_map=dm)
+        lm = ReplaySSMLM(model=loaded.model, tokenizer=loaded.tokenizer, state="nvfp4/fp8+sr", window=4,
+                         device="cpu", batch_size=2)
+        ll = lm.loglikelihood([SimpleNamespace(args=("Once upon a time", " there")),
+                               SimpleNamespace(args=("It was", " the best"))], disable_tqdm=True)
+        gen = lm.generate_until([SimpleNamespace(args=("Call me", {"until": ["\u0000"], "max_gen_toks": 6}))],
+                                disable_tqdm=True)
+        outs.append((ll, gen))
+    (ll1, gen1), (ll2, gen2) = outs
+    assert gen1 == gen2 and len(gen1[0]) > 0
+    assert [b for _, b in ll1] == [b for _, b in ll2]
+    np.testing.assert_allclose([a for a, _ in ll2], [a for a, _ in ll1], rtol=0, atol=1e-5)
