@@ -7,6 +7,8 @@ For each ``--shape`` (a random-weight ``from_config`` model built on the GPU, no
   chunked-all (every variant L tokens per forward): decode seconds, row-tokens/s, peak memory per phase;
 * ``agreement``: from the same runs (same tokens and seed), per variant the largest per-position
   |KL_chunked - KL_step| (and chunked-all) and the mean KL;
+* ``generate``: generation tokens/s of the lm-eval plugin (what ``downstream`` decodes with) under fp32,
+  nvfp4/fp8+sr and conventional:fp8+sr: ``--gen-prompts`` prompts in one batch, ``--gen-tokens`` each;
 * ``long``: ``--long-docs`` documents x the 10 variants, prefill ``--long-prefill``, ``--long-tokens``
   positions, ``--long-exec`` (default chunked-all), with its wall time (the issue's run: 16 x 10, prefill
   1024, 16384 positions; with ``--long-exec chunked`` the conventional variants take 16384 step forwards).
@@ -18,6 +20,7 @@ Writes ``OUT/kl_scale_<shape>.json`` and ``.md``. One device call per shape and 
     python3 scripts/gpu/kl_scale.py --out "$OUT" --shape qwen3_5_4b --parts throughput,agreement
     python3 scripts/gpu/kl_scale.py --out "$OUT" --shape nemotron_h_8b --parts throughput,agreement --docs 4
     python3 scripts/gpu/kl_scale.py --out "$OUT" --shape qwen3_5_4b --parts long
+    python3 scripts/gpu/kl_scale.py --out "$OUT" --shape qwen3_5_4b --parts generate
     python3 scripts/gpu/kl_scale.py --out "$OUT" --shape kimi_linear_48b --parts throughput,agreement --docs 4
 
 ``--shape kimi_linear_48b`` (~49B parameters, ~91 GiB in bf16) fits one H200 uncut; should a run of it not fit,
@@ -143,6 +146,31 @@ def build(shape: str, dtype: torch.dtype, device: str, memory: PhaseMemory, laye
     return model.eval(), cfg.vocab_size
 
 
+GEN_STATES = ("fp32", "nvfp4/fp8+sr", "conventional:fp8+sr")
+
+
+def generation_speed(model, prompts: int, tokens: int, device: str) -> dict:
+    """Generation tokens/s of the lm-eval plugin (``downstream``'s decoder) per state of :data:`GEN_STATES`:
+    ``prompts`` byte-tokenised prompts in one batch, ``tokens`` greedy tokens each (no stop string fires)."""
+    from types import SimpleNamespace
+
+    from replayssm_quant.eval.lm_eval_plugin import ReplaySSMLM
+    from replayssm_quant.eval.models.tokenizer import build_byte_tokenizer
+
+    reqs = [SimpleNamespace(args=(f"Document {i}: " + "the quick brown fox jumps over the lazy dog. " * 4,
+                                  {"until": ["\u0000\u0000\u0000"], "max_gen_toks": tokens})) for i in range(prompts)]
+    out = {}
+    for state in GEN_STATES:
+        lm = ReplaySSMLM(model=model, tokenizer=build_byte_tokenizer(), state=state, device=device,
+                         batch_size=prompts, max_batch_tokens=0)
+        try:
+            lm.generate_until(reqs, disable_tqdm=True)
+        finally:
+            lm.session.close()
+        out[state] = dict(lm.generation_summary(), rows=prompts)
+    return out
+
+
 def docs_of(n: int, length: int, vocab: int, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randint(0, vocab, (n, length), generator=g)
@@ -175,6 +203,8 @@ def main():
     ap.add_argument("--long-tokens", type=int, default=16384)
     ap.add_argument("--long-exec", default="chunked-all", choices=["chunked", "chunked-all", "step"])
     ap.add_argument("--window", type=int, default=16)
+    ap.add_argument("--gen-prompts", type=int, default=16, help="part generate: prompts in the batch")
+    ap.add_argument("--gen-tokens", type=int, default=256, help="part generate: tokens generated per prompt")
     ap.add_argument("--expandable-segments", action="store_true",
                     help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (allocator fragmentation check)")
     args = ap.parse_args()
@@ -228,6 +258,12 @@ def main():
                              f"{agree[v.label]['mean_kl_chunked']:.4g} | {d:.3g} | {d_all:.3g} |")
             result["agreement"] = agree
             lines.append("")
+    if "generate" in parts:
+        result["generate"] = generation_speed(model, args.gen_prompts, args.gen_tokens, device)
+        lines += ["| state | rows | tokens generated | seconds | tokens/s |", "|---|---|---|---|---|"]
+        lines += [f"| {k} | {g['rows']} | {g['tokens']} | {g['seconds']:.1f} | **{g['tokens_per_s']:.0f}** |"
+                  for k, g in result["generate"].items()]
+        lines += ["(the lm-eval plugin's generate_until, as `downstream` runs it: greedy, prefill included)", ""]
     if "long" in parts:
         tokens = docs_of(args.long_docs, args.long_prefill + args.long_tokens + 1, vocab, seed=1)
         mem = PhaseMemory()
@@ -245,7 +281,8 @@ def main():
                      f"{secs:.0f} s; peak allocated / reserved: prefill {_peaks(mem, 'prefill')}, decode "
                      f"{_peaks(mem, 'decode')}")
     lines.append(f"load: {_peaks(memory, 'load')} (allocator conf {result['alloc_conf'] or 'default'})")
-    tag = (args.shape + ("" if args.layers is None else f"_L{args.layers}") + ("" if parts != {"long"} else "_long")
+    tag = (args.shape + ("" if args.layers is None else f"_L{args.layers}")
+           + ("" if parts not in ({"long"}, {"generate"}) else "_" + next(iter(parts)))
            + ("_expseg" if args.expandable_segments else ""))
     with open(os.path.join(args.out, f"kl_scale_{tag}.json"), "w") as f:
         json.dump(result, f, indent=1)

@@ -37,8 +37,8 @@ def test_tiny_runs_make_the_scale_report(tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
     small = ["--docs", "1", "--prefill", "4", "--tokens", "4", "--window", "4"]
     monkeypatch.setattr(sys, "argv", ["kl_scale.py", "--out", str(out), "--shape", "tiny-kimi_linear", "--parts",
-                                      "throughput,agreement,long", "--long-docs", "1", "--long-prefill", "4",
-                                      "--long-tokens", "4", *small])
+                                      "throughput,agreement,long,generate", "--long-docs", "1", "--long-prefill", "4",
+                                      "--long-tokens", "4", "--gen-prompts", "2", "--gen-tokens", "3", *small])
     kl_scale.main()
     monkeypatch.setattr(sys, "argv", ["kl_multi_gpu.py", "--out", str(out), "--shape", "tiny-qwen3_5",
                                       "--one-gpu-cpu-split", *small])
@@ -55,6 +55,9 @@ def test_tiny_runs_make_the_scale_report(tmp_path, monkeypatch, capsys):
     assert re.search(r"\| tiny-kimi_linear\s+\| conventional:fp8\+sr\s+\|", md)          # agreement table
     wall = round(run["long"]["wall_seconds"] / 60, 2)
     assert re.search(rf"\|\s+{wall:.4g} \| yes\s+\|", md)                              # long run vs 8 minutes
+    gen = run["generate"]                                                                 # the plugin's speed
+    assert set(gen) == set(kl_scale.GEN_STATES) and all(0 < g["tokens"] <= 2 * 3 for g in gen.values())
+    assert all(f"{g['tokens_per_s']:.4g}" in md for g in gen.values()) and "## Generation tokens/s" in md
     # the split model: offloaded layers' caches where they run, KL equal to one device
     assert split["layer_check"]["ok"] == split["layer_check"]["layers"] == 2
     assert split["layer_check"]["per_layer"]["2"]["parameter_devices"] == ["meta"]
