@@ -214,7 +214,7 @@ class DecodeSession:
         if not self.layers:
             raise ValueError(f"{type(model).__name__} has no SSM layer this toolkit supports; supported: {SUPPORTED_MODELS}")
         self._cache_kw, self._has_ltk = _forward_kwargs(model)
-        self._input_device = input_device(model)     # the embeddings' execution device (meta-free when offloaded)
+        self._offloaded_input = input_device(model)     # where token ids go when the embeddings are offloaded
         self._decoding = False
         self._feeding = False          # a multi-token teacher-forced forward (chunked execution) is running
         self._position = 0             # tokens fed since prefill
@@ -248,6 +248,12 @@ class DecodeSession:
     def rows(self, variant: int) -> slice:
         """The rows of variant index ``variant``."""
         return slice(variant * self.num_docs, (variant + 1) * self.num_docs)
+
+    def _input_device(self) -> torch.device:
+        """The embeddings' device (looked up per call: the model may have moved since the session was made), or for
+        embeddings offloaded by accelerate (meta parameters) their execution device."""
+        dev = self.model.get_input_embeddings().weight.device
+        return self._offloaded_input if dev.type == "meta" else dev
 
     # ---- per-layer step ----------------------------------------------------------
     def _step_all(self, idx: int, q, k, v, g, beta) -> torch.Tensor:
@@ -356,7 +362,7 @@ class DecodeSession:
         if input_ids.dim() != 2 or input_ids.shape[1] < 1:
             raise ValueError(f"input_ids must be [D, P] with P >= 1, got shape {tuple(input_ids.shape)}")
         D, n = input_ids.shape[0], len(self.variants)
-        dev = self._input_device
+        dev = self._input_device()
         input_ids = input_ids.to(dev)
         kw = {self._cache_kw: None, "use_cache": True}
         if self._has_ltk:
@@ -395,7 +401,7 @@ class DecodeSession:
         """
         if self.hf_cache is None:
             raise RuntimeError("call prefill() before step()")
-        tokens = tokens.to(self._input_device)
+        tokens = tokens.to(self._input_device())
         if tokens.dim() != 1 or tokens.shape[0] not in (self.num_docs, self.num_rows):
             raise ValueError(f"tokens must be [{self.num_rows}] or [{self.num_docs}], got {tuple(tokens.shape)}")
         if tokens.shape[0] != self.num_rows:
@@ -416,7 +422,7 @@ class DecodeSession:
 
     def _rows_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
         """``tokens [D, T]`` or ``[rows, T]`` -> ``[rows, T]`` on the embedding's device."""
-        tokens = tokens.to(self._input_device)
+        tokens = tokens.to(self._input_device())
         if tokens.dim() != 2 or tokens.shape[0] not in (self.num_docs, self.num_rows) or tokens.shape[1] < 1:
             raise ValueError(f"tokens must be [{self.num_rows}, T] or [{self.num_docs}, T] with T >= 1, "
                              f"got {tuple(tokens.shape)}")
