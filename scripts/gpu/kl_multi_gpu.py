@@ -23,9 +23,9 @@ Writes ``OUT/kl_multi_gpu_<part>.json`` and ``.md`` and ``OUT/README.md`` (:mod:
 together with any ``kl_scale_*.json`` there)::
 
     source scripts/gpu/setup.sh
-    python3 scripts/gpu/kl_multi_gpu.py --out "$OUT" --parts full          # nvidia-h200-x2, ~4 min
-    python3 scripts/gpu/kl_multi_gpu.py --out "$OUT" --parts compare       # nvidia-h200-x2, ~4 min
-    python3 scripts/gpu/kl_multi_gpu.py --out "$OUT" --one-gpu-cpu-split   # nvidia-h200, ~3 min
+    python3 scripts/gpu/kl_multi_gpu.py --out "$OUT" --parts full          # nvidia-h200-x2 (estimated ~4 min)
+    python3 scripts/gpu/kl_multi_gpu.py --out "$OUT" --parts compare       # nvidia-h200-x2 (estimated ~4 min)
+    python3 scripts/gpu/kl_multi_gpu.py --out "$OUT" --one-gpu-cpu-split   # nvidia-h200 (estimated ~3 min)
 """
 
 from __future__ import annotations
