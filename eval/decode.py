@@ -56,6 +56,7 @@ from replayssm_quant.quant.spec import DECODE_MODES, DEFAULT_WINDOW, StateSpec, 
 
 from .adapters import SUPPORTED_MODELS, ssm_layers
 from .adapters.hooks import attach
+from .placement import device_context, input_device
 
 
 @dataclass(frozen=True)
@@ -145,10 +146,16 @@ def _forward_kwargs(model):
     return cache_kw, "logits_to_keep" in params
 
 
-def _device_of(module) -> torch.device:
-    for p in module.parameters():
-        return p.device
-    return torch.device("cpu")
+@dataclass
+class LayerGraph:
+    """The CUDA graph of one SSM layer's step (all variants) with its static buffers and the GPU it was captured
+    on (the layer's: the graph replays there)."""
+
+    key: tuple
+    graph: object
+    static_in: tuple
+    static_out: torch.Tensor
+    device: torch.device
 
 
 class DecodeSession:
@@ -157,8 +164,10 @@ class DecodeSession:
     Args:
         model: a ``*ForCausalLM`` of a supported architecture (see
             :data:`~replayssm_quant.eval.adapters.SUPPORTED_MODELS`), in fp32 for
-            reference-exact results, in eval mode. It may be spread over GPUs
-            (``device_map="auto"``): each layer's caches live on that layer's device.
+            reference-exact results, in eval mode. It may be spread over devices (accelerate's
+            ``device_map``, e.g. ``"auto"``; offloaded blocks included): each SSM layer's caches, its Triton
+            launches and its CUDA graph live on the device that layer computes on (where its prefill state
+            comes out; :mod:`.placement`), the logits on the lm_head's.
         variants: one or several ``[MODE[@L]:]SPEC`` strings / :class:`Variant` (or a
             single string). Rows of the batch are variant-major.
         window: replay window L.
@@ -198,13 +207,14 @@ class DecodeSession:
         self.model, self.window, self.seed, self.backend = model, int(window), int(seed), backend
         # REPLAYSSM_CUDA_GRAPHS=0 turns the graphs off everywhere (lm-eval plugin, KL harness)
         self.cuda_graphs = bool(cuda_graphs) and os.environ.get("REPLAYSSM_CUDA_GRAPHS", "1") != "0"
-        self._graphs: dict[int, tuple] = {}
+        self._graphs: dict[int, LayerGraph] = {}
         self._graph_pools: dict = {}
-        self._graphable = False
+        self._graphable: set[int] = set()     # SSM layers whose step is recorded as a CUDA graph
         self.layers = ssm_layers(model)
         if not self.layers:
             raise ValueError(f"{type(model).__name__} has no SSM layer this toolkit supports; supported: {SUPPORTED_MODELS}")
         self._cache_kw, self._has_ltk = _forward_kwargs(model)
+        self._offloaded_input = input_device(model)     # where token ids go when the embeddings are offloaded
         self._decoding = False
         self._feeding = False          # a multi-token teacher-forced forward (chunked execution) is running
         self._position = 0             # tokens fed since prefill
@@ -239,6 +249,12 @@ class DecodeSession:
         """The rows of variant index ``variant``."""
         return slice(variant * self.num_docs, (variant + 1) * self.num_docs)
 
+    def _input_device(self) -> torch.device:
+        """The embeddings' device (looked up per call: the model may have moved since the session was made), or for
+        embeddings offloaded by accelerate (meta parameters) their execution device."""
+        dev = self.model.get_input_embeddings().weight.device
+        return self._offloaded_input if dev.type == "meta" else dev
+
     # ---- per-layer step ----------------------------------------------------------
     def _step_all(self, idx: int, q, k, v, g, beta) -> torch.Tensor:
         """One decode step of layer ``idx`` for every variant (rows variant-major): fp32 ``[rows, HV, V]``."""
@@ -255,9 +271,9 @@ class DecodeSession:
 
     def _make_run(self, idx: int):
         def run(q, k, v, g, beta):
-            if not self._use_graphs(q):
-                return self._step_all(idx, q, k, v, g, beta)
-            with torch.cuda.device(q.device):   # layers spread over GPUs (device_map): each graph on its own
+            with device_context(q.device):   # layers spread over GPUs: launches (and graphs) on the layer's own
+                if not self._use_graphs(idx, q):
+                    return self._step_all(idx, q, k, v, g, beta)
                 return self._graphed_step(idx, q, k, v, g, beta)
         return run
 
@@ -267,16 +283,17 @@ class DecodeSession:
         def run(q, k, v, g, beta):
             """Inputs ``[rows, T, HV, *]`` (rows variant-major) -> fp32 ``[rows, T, HV, V]``."""
             D, outs = self.num_docs, []
-            for i, c in enumerate(self._caches[idx]):
-                sl = slice(i * D, (i + 1) * D)
-                outs.append(chunked_forward(c, self._slots[idx], q[sl], k[sl], v[sl], g[sl],
-                                            None if beta is None else beta[sl]))
-            return torch.cat(outs, 0)
+            with device_context(q.device):
+                for i, c in enumerate(self._caches[idx]):
+                    sl = slice(i * D, (i + 1) * D)
+                    outs.append(chunked_forward(c, self._slots[idx], q[sl], k[sl], v[sl], g[sl],
+                                                None if beta is None else beta[sl]))
+                return torch.cat(outs, 0)
         return run
 
     # ---- CUDA graphs of the per-layer SSM step ---------------------------------------------
-    def _use_graphs(self, q: torch.Tensor) -> bool:
-        return self._graphable and q.device.type == "cuda" and not torch.cuda.is_current_stream_capturing()
+    def _use_graphs(self, idx: int, q: torch.Tensor) -> bool:
+        return idx in self._graphable and q.device.type == "cuda" and not torch.cuda.is_current_stream_capturing()
 
     def _graphed_step(self, idx: int, q, k, v, g, beta) -> torch.Tensor:
         """The step of every variant of layer ``idx`` as one CUDA graph replay.
@@ -290,13 +307,12 @@ class DecodeSession:
         inputs = (q, k, v, g, beta)
         key = tuple(None if x is None else (tuple(x.shape), x.dtype) for x in inputs)
         entry = self._graphs.get(idx)
-        if entry is not None and entry[0] == key:
-            _, graph, static_in, static_out = entry
-            for dst, src in zip(static_in, inputs):
+        if entry is not None and entry.key == key:
+            for dst, src in zip(entry.static_in, inputs):
                 if dst is not None:
                     dst.copy_(src)
-            graph.replay()
-            return static_out.clone()
+            entry.graph.replay()
+            return entry.static_out.clone()
         out = self._step_all(idx, q, k, v, g, beta)          # the real step (and Triton warm-up)
         static_in = tuple(None if x is None else x.detach().clone() for x in inputs)
         graph = torch.cuda.CUDAGraph()
@@ -306,15 +322,17 @@ class DecodeSession:
         pool = self._graph_pools[q.device.index]
         with torch.cuda.graph(graph, pool=pool):   # records only: nothing runs here
             static_out = self._step_all(idx, *static_in)
-        self._graphs[idx] = (key, graph, static_in, static_out)
+        self._graphs[idx] = LayerGraph(key, graph, static_in, static_out,
+                                       torch.device("cuda", torch.cuda.current_device()))
         return out
 
-    def _new_caches(self, num_docs: int) -> None:
+    def _new_caches(self, num_docs: int, devices: dict[int, torch.device]) -> None:
+        """Caches of ``num_docs`` slots per variant for every SSM layer, on ``devices[layer_idx]``."""
         from replayssm_quant.kernels.state_cache import SSMStateCache
 
         self._caches, self._slots, self._graphs = {}, {}, {}
         for idx, layer, fam in self.layers:
-            dev = _device_of(layer)
+            dev = devices[idx]
             backend = self.backend or ("triton" if dev.type == "cuda" else "torch")
             hv, k, v = fam.dims(layer)
             self._caches[idx] = [
@@ -323,8 +341,10 @@ class DecodeSession:
                               backend=backend)
                 for var in self.variants]
             self._slots[idx] = torch.arange(num_docs, device=dev, dtype=torch.int64)
-        # decided once per prefill, not per step: graphs need every cache on the triton backend
-        self._graphable = self.cuda_graphs and all(c.backend == "triton" for cs in self._caches.values() for c in cs)
+        # decided once per prefill, not per step, per layer (a model split over CPU and GPU graphs its GPU layers):
+        # a graph needs every cache of the layer on the triton backend on a GPU
+        self._graphable = {idx for idx, cs in self._caches.items()
+                           if self.cuda_graphs and all(c.backend == "triton" and c.device.type == "cuda" for c in cs)}
 
     # ---- prefill / step ------------------------------------------------------------
     @torch.no_grad()
@@ -342,7 +362,7 @@ class DecodeSession:
         if input_ids.dim() != 2 or input_ids.shape[1] < 1:
             raise ValueError(f"input_ids must be [D, P] with P >= 1, got shape {tuple(input_ids.shape)}")
         D, n = input_ids.shape[0], len(self.variants)
-        dev = self.model.get_input_embeddings().weight.device
+        dev = self._input_device()
         input_ids = input_ids.to(dev)
         kw = {self._cache_kw: None, "use_cache": True}
         if self._has_ltk:
@@ -354,11 +374,13 @@ class DecodeSession:
         out = self.model(input_ids=input_ids, **kw)
         cache = getattr(out, self._cache_kw)
         self.num_docs = D
-        self._new_caches(D)
+        # each layer's caches where its state came out of the prefill: the device that layer computes on
+        self._new_caches(D, {idx: cache.layers[idx].recurrent_states[0].device for idx, _, _ in self.layers})
         for idx, layer, fam in self.layers:
             st = fam.state_to_vk(cache.layers[idx].recurrent_states[0])     # [D, HV, V, K]
-            for c in self._caches[idx]:
-                c.load_state(self._slots[idx], st.to(self._slots[idx].device))
+            with device_context(st.device):
+                for c in self._caches[idx]:
+                    c.load_state(self._slots[idx], st)
         if n > 1:
             cache.reorder_cache(torch.arange(D, device=dev).repeat(n))
         for idx, _, _ in self.layers:
@@ -379,8 +401,7 @@ class DecodeSession:
         """
         if self.hf_cache is None:
             raise RuntimeError("call prefill() before step()")
-        dev = self.model.get_input_embeddings().weight.device
-        tokens = tokens.to(dev)
+        tokens = tokens.to(self._input_device())
         if tokens.dim() != 1 or tokens.shape[0] not in (self.num_docs, self.num_rows):
             raise ValueError(f"tokens must be [{self.num_rows}] or [{self.num_docs}], got {tuple(tokens.shape)}")
         if tokens.shape[0] != self.num_rows:
@@ -401,7 +422,7 @@ class DecodeSession:
 
     def _rows_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
         """``tokens [D, T]`` or ``[rows, T]`` -> ``[rows, T]`` on the embedding's device."""
-        tokens = tokens.to(self.model.get_input_embeddings().weight.device)
+        tokens = tokens.to(self._input_device())
         if tokens.dim() != 2 or tokens.shape[0] not in (self.num_docs, self.num_rows) or tokens.shape[1] < 1:
             raise ValueError(f"tokens must be [{self.num_rows}, T] or [{self.num_docs}, T] with T >= 1, "
                              f"got {tuple(tokens.shape)}")
@@ -454,6 +475,23 @@ class DecodeSession:
     def caches(self, layer_idx: int) -> list:
         """The per-variant ``SSMStateCache`` list of SSM layer ``layer_idx`` (after :meth:`prefill`)."""
         return self._caches[layer_idx]
+
+    def placement(self) -> dict[int, dict]:
+        """Per SSM layer (after :meth:`prefill`): ``{"cache_devices": sorted devices of every tensor of its caches
+        and slots, "graph_device": the GPU its CUDA graph was captured on (None: no graph yet),
+        "graph_buffers": sorted devices of the graph's static buffers}`` (device strings)."""
+        out = {}
+        for idx, caches in self._caches.items():
+            devs = {str(self._slots[idx].device)}
+            for c in caches:
+                devs |= {str(t.device) for t in vars(c).values() if isinstance(t, torch.Tensor)}
+                for stored in {id(c.hp): c.hp, id(c.lp): c.lp}.values():
+                    devs |= {str(t.device) for t in vars(stored).values() if isinstance(t, torch.Tensor)}
+            g = self._graphs.get(idx)
+            bufs = None if g is None else sorted({str(t.device) for t in (*g.static_in, g.static_out) if t is not None})
+            out[idx] = {"cache_devices": sorted(devs), "graph_device": None if g is None else str(g.device),
+                        "graph_buffers": bufs}
+        return out
 
     # ---- conveniences for harnesses -------------------------------------------------------
     @torch.no_grad()

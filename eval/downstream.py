@@ -464,7 +464,6 @@ def evaluate_run(model, tokenizer, model_name: str, run, tasks: list[str], *, li
         lm.session.close()
     samples, chosen = select_filter(res["samples"], filter_name)
     rows = samples_from_lm_eval(model_label(model_name), run.label, samples, lm.generation_log, metric)
-    gen = dict(lm.generation_stats)
-    gen["tokens_per_s"] = gen["tokens"] / gen["seconds"] if gen["seconds"] > 0 else None
+    gen = lm.generation_summary()
     return rows, {"results": res.get("results", {}), "filters": chosen, "run": run.label, "model": model_name,
                   "generation": gen, "weights_dtype": weights_dtype(lm.model)}

@@ -142,6 +142,22 @@ def headline(table, model: str) -> list[str]:
     return out
 
 
+def generation_table(out: Path):
+    """Generation speed per finished run, from ``OUT/runs/MODEL/RUN.results.json`` (the plugin's generation
+    counts): DataFrame model, run, weights, tokens, seconds, tokens/s (empty when no run has the counts)."""
+    import pandas as pd
+
+    rows = []
+    for f in sorted((Path(out) / "runs").glob("*/*.results.json")):
+        r = json.loads(f.read_text())
+        g = r.get("generation")
+        if g:
+            rows.append({"model": f.parent.name, "run": r.get("run", f.name.split(".results")[0]),
+                         "weights": r.get("weights_dtype"), "tokens": g["tokens"], "seconds": g["seconds"],
+                         "tokens/s": g["tokens"] / g["seconds"] if g["seconds"] > 0 else None})
+    return pd.DataFrame(rows, columns=["model", "run", "weights", "tokens", "seconds", "tokens/s"])
+
+
 def write_report(out: Path) -> Path:
     """Build CSV, PNG and README.md in ``out`` from its finished runs; returns the markdown path."""
     out = Path(out)
@@ -185,6 +201,11 @@ def write_report(out: Path) -> Path:
                             f"(n = {int(ref.loc[q, 'n'])}, one sample = {100 / ref.loc[q, 'n']:.1f} pp)"
                             for q in QUARTILES if q in ref.index)
             L += [f"fp32 generation lengths per quartile: {rng}.", ""]
+    gen = generation_table(out)
+    if not gen.empty:
+        L += ["## Generation speed", "",
+              "Tokens generated per second of `generate_until` (prefill included, all rows of a batch counted; one "
+              "lm-eval run per row):", "", gen.to_markdown(index=False, floatfmt=".4g"), ""]
     L += ["## For comparison: the source paper", "",
           "The ReplaySSM paper (DESIGN.md sec. 6) reports, on its long-generation tasks and models, that shared "
           "NVFP4+SR loses 20.9-28.2 points in the longest quartiles while separate NVFP4/FP8+SR keeps the gap at "

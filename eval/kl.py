@@ -40,6 +40,7 @@ from .data import Document
 from .decode import DecodeSession, Variant, check_exec_mode, chunkable, parse_variant
 from .kl_stats import METRICS, position_metrics
 from .peak_memory import PhaseMemory
+from .placement import input_device
 from .results import ResultsStore, doc_key, tokens_sha
 
 REFERENCE = "fp32"
@@ -103,7 +104,7 @@ def _session_metrics(model, tokens, variants, st: KLSettings, seed: int, exec_mo
         with memory.phase("prefill"):
             logits = s.prefill(tokens[:, :P])
         dev = logits.device                       # the lm_head's device (differs from the input's with device_map)
-        toks_in = tokens.to(model.get_input_embeddings().weight.device)
+        toks_in = tokens.to(input_device(model))
         toks = tokens.to(dev)
         out = {m: torch.zeros(n, D, N, device=dev, dtype=torch.float64) for m in METRICS}
         C = 1 if exec_mode == "step" else s.chunk_tokens()
@@ -209,7 +210,7 @@ def run_kl(model, docs: list[Document], variants: list[Variant], st: KLSettings,
                               "decode_steps": st.tokens, "decode_seconds": secs,
                               "row_tokens_per_s": rows * st.tokens / secs if secs > 0 else None,
                               "exec": st.exec_mode, "sessions": [g for g, _ in exec_groups(vs, st.exec_mode)],
-                              "device": str(model.get_input_embeddings().weight.device)})
+                              "device": str(input_device(model))})
         tok_total += rows * st.tokens
         secs_total += secs
     bar.close()

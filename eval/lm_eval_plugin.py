@@ -296,10 +296,24 @@ class ReplaySSMLM(TemplateLM):
     def tokenizer_name(self) -> str:
         return getattr(self.tokenizer, "name_or_path", "tokenizer").replace("/", "__")
 
+    def generation_summary(self) -> dict:
+        """``{"tokens", "seconds", "tokens_per_s"}`` of every ``generate_until`` call so far (prefill included;
+        ``tokens_per_s`` None before any generation)."""
+        g = dict(self.generation_stats)
+        g["tokens_per_s"] = g["tokens"] / g["seconds"] if g["seconds"] > 0 else None
+        return g
+
     def get_model_info(self) -> dict:
+        """What lm-eval writes into its results' ``config`` (it asks after the evaluation): the settings, the weights'
+        dtype and the generation speed (``generation_tokens_per_s``)."""
+        from .adapters.dtypes import weights_dtype
+
+        gen = self.generation_summary()
         return {"model_pretrained": self.pretrained, "state": self.variant.spec.text,
                 "mode": self.variant.mode, "window": self.window, "seed": self.seed,
-                "model_device": str(self.device), "model_batch_size": self.batch_size}
+                "model_device": str(self.device), "model_batch_size": self.batch_size,
+                "weights_dtype": weights_dtype(self.model), "generation_tokens": gen["tokens"],
+                "generation_seconds": gen["seconds"], "generation_tokens_per_s": gen["tokens_per_s"]}
 
     def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
         ids = self.tokenizer.encode(string, add_special_tokens=False)

@@ -29,6 +29,68 @@ MODEL_FORMS = ("valid --model values: " + ", ".join(DEMO_MODELS) + " (embedded),
                "or a Hugging Face hub id of a supported model (" + SUPPORTED_MODELS + ")")
 
 
+#: named accelerate placements ``--device-map`` takes besides a JSON object
+DEVICE_MAP_NAMES = ("auto", "balanced", "balanced_low_0", "sequential")
+DEVICE_MAP_FORMS = ("valid --device-map values: " + ", ".join(DEVICE_MAP_NAMES) + " (accelerate spreads the model over "
+                    "the GPUs, then the CPU), or a JSON object {module name: device} with devices N / cuda:N, cpu or "
+                    "disk, e.g. '{\"model.embed_tokens\": 0, \"model.layers\": \"cpu\", \"model.norm\": 0, "
+                    "\"lm_head\": 0}' (cpu / disk blocks of a map that names a GPU are offloaded: they run on the GPU)")
+
+
+def parse_device_map(text) -> str | dict | None:
+    """``--device-map`` (``None`` / empty: one device) as accelerate takes it: a name of
+    :data:`DEVICE_MAP_NAMES` or a ``{module name: int | "cuda:N" | "cpu" | "disk"}`` dict (from a JSON object or
+    a dict). ``ValueError`` (one line, listing the forms) otherwise."""
+    import json
+
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return None
+    dm = text
+    if isinstance(text, str):
+        if text.strip() in DEVICE_MAP_NAMES:
+            return text.strip()
+        try:
+            dm = json.loads(text)
+        except json.JSONDecodeError:
+            raise ValueError(f"unknown --device-map {text!r}; {DEVICE_MAP_FORMS}") from None
+    if not isinstance(dm, dict) or not dm:
+        raise ValueError(f"--device-map {text!r} is not a name or a non-empty JSON object; {DEVICE_MAP_FORMS}")
+    for k, v in dm.items():
+        ok = (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or v in ("cpu", "disk") or (
+            isinstance(v, str) and v.startswith("cuda") and _is_cuda_device(v))
+        if not isinstance(k, str) or not ok:
+            raise ValueError(f"--device-map: bad device {v!r} for module {k!r}; {DEVICE_MAP_FORMS}")
+    return dm
+
+
+def _is_cuda_device(v: str) -> bool:
+    import torch
+
+    try:
+        return torch.device(v).type == "cuda"
+    except (RuntimeError, ValueError):
+        return False
+
+
+def _offload_folder(device_map) -> str | None:
+    """A fresh temporary folder for the ``disk`` blocks of ``device_map`` (None when it has none)."""
+    import tempfile
+
+    if isinstance(device_map, dict) and "disk" in device_map.values():
+        return tempfile.mkdtemp(prefix="replayssm-offload-")
+    return None
+
+
+def dispatch(model, device_map):
+    """Spread an in-memory model over devices as ``from_pretrained(device_map=...)`` would (accelerate hooks;
+    a named map through ``infer_auto_device_map``); the tiny random models take ``--device-map`` this way."""
+    from accelerate import dispatch_model, infer_auto_device_map
+
+    if isinstance(device_map, str):
+        device_map = infer_auto_device_map(model, no_split_module_classes=model._no_split_modules)
+    return dispatch_model(model, device_map, offload_dir=_offload_folder(device_map))
+
+
 @dataclass
 class LoadedModel:
     """A model ready for :class:`~replayssm_quant.eval.decode.DecodeSession`."""
@@ -120,10 +182,11 @@ def check_model_name(name: str | None) -> tuple[str, str]:
     return name, str(path) if path.exists() else name
 
 
-def load_model(name: str | None, device: str = "cpu", device_map: str | None = None, dtype="float32") -> LoadedModel:
+def load_model(name: str | None, device: str = "cpu", device_map: str | dict | None = None,
+               dtype="float32") -> LoadedModel:
     """Load ``name`` (see module doc) with weights in ``dtype`` (``auto`` = the checkpoint's, ``bfloat16``,
     ``float16``, ``float32`` or a ``torch.dtype``; float32 unless asked: the commands pass their ``--dtype``,
-    whose default is auto), eval mode, on ``device`` (or ``device_map``).
+    whose default is auto), eval mode, on ``device`` (or spread by ``device_map``: :func:`parse_device_map`).
 
     A hub id while the hub cannot be used (:func:`~replayssm_quant.eval.hub.offline_reason`) is
     read from the local cache only: no retries against an unreachable hub.
@@ -134,14 +197,15 @@ def load_model(name: str | None, device: str = "cpu", device_map: str | None = N
     from .dtypes import parse_weight_dtype
 
     dtype = parse_weight_dtype(dtype)
+    device_map = parse_device_map(device_map)
     silence_fallback_advice()
     name, source = check_model_name(name)
     if source == "tiny":
         from ..models.tokenizer import build_byte_tokenizer
         from .tiny import tiny_model
-        model = tiny_model(name[len("tiny-"):])
-        return LoadedModel(name, model.to(device, **({} if dtype == "auto" else {"dtype": dtype})),
-                           build_byte_tokenizer(), "tiny random config")
+        model = tiny_model(name[len("tiny-"):]).to(**({} if dtype == "auto" else {"dtype": dtype}))
+        model = dispatch(model, device_map) if device_map else model.to(device)
+        return LoadedModel(name, model, build_byte_tokenizer(), "tiny random config")
     offline = None
     if not Path(source).exists():
         from ..hub import offline_reason
@@ -153,6 +217,9 @@ def load_model(name: str | None, device: str = "cpu", device_map: str | None = N
         kw = {"dtype": dtype}
         if device_map:
             kw["device_map"] = device_map
+            folder = _offload_folder(device_map)
+            if folder:
+                kw["offload_folder"] = folder
         model = AutoModelForCausalLM.from_pretrained(source, local_files_only=bool(offline), **kw)
         tok = AutoTokenizer.from_pretrained(source, local_files_only=bool(offline))
     except Exception as e:  # noqa: BLE001 - any load failure is a user-facing one-liner

@@ -41,7 +41,9 @@ def configure(parser):
     parser.add_argument("--window", type=int, default=16, help="replay window L (default 16)")
     parser.add_argument("--seed", type=int, default=0, help="stochastic-rounding seed (default 0)")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
-    parser.add_argument("--device-map", default=None, help="e.g. auto: spread a large model over GPUs (accelerate)")
+    parser.add_argument("--device-map", default=None,
+                        help="auto (spread a large model over the GPUs, then the CPU; accelerate) or a JSON object "
+                             "{module: N | cpu | disk}")
     parser.add_argument("--dtype", default="auto", metavar="auto|bfloat16|float16|float32",
                         help="dtype of the model weights (default auto: the checkpoint's, bf16 for released models); "
                              "the SSM states stay float32")

@@ -37,7 +37,9 @@ def configure(parser):
                         help="documents per batch; rows per batch = docs x variants (default 8)")
     parser.add_argument("--out", default="kl_results", help="results folder; rerun to resume (default ./kl_results)")
     parser.add_argument("--device", default=None, help="cpu / cuda / cuda:N (default: cuda if available)")
-    parser.add_argument("--device-map", default=None, help="e.g. auto: spread a large model over GPUs (accelerate)")
+    parser.add_argument("--device-map", default=None,
+                        help="auto (spread a large model over the GPUs, then the CPU; accelerate) or a JSON object "
+                             "{module: N | cpu | disk}")
     parser.add_argument("--dtype", default="auto", metavar="auto|bfloat16|float16|float32",
                         help="dtype of the model weights (default auto: the checkpoint's, bf16 for released models); "
                              "the SSM states, the fp32 reference's included, stay float32")
@@ -116,6 +118,9 @@ def run(args):
     from replayssm_quant.eval.decode import check_exec_mode
 
     dtype = parse_weight_dtype(args.dtype)                     # ValueError -> one line, exit 2
+    from replayssm_quant.eval.adapters.loading import parse_device_map
+
+    parse_device_map(args.device_map)                          # ValueError -> one line, exit 2, before the load
     check_exec_mode(args.exec_mode)
 
     import os
@@ -162,7 +167,9 @@ def run(args):
                         command="replayssm-quant " + shlex.join(sys.argv[1:]), env=_env()), docs)
         summary = run_kl(lm.model, docs, variants, st, store, progress=not args.no_progress, memory=memory)
         if summary["batches"]:
-            store.update_config(memory=summary["memory"])
+            from replayssm_quant.eval.placement import block_placement
+
+            store.update_config(memory=summary["memory"], placement=block_placement(lm.model))
         tps = summary["row_tokens_per_s"]
         print(f"{summary['records_written']} records written in {summary['batches']} batches"
               + (f", {tps:.1f} row-tokens/s" if tps else " (nothing left to do)") + f"; results in {args.out}")

@@ -7,6 +7,8 @@ For each ``--shape`` (a random-weight ``from_config`` model built on the GPU, no
   chunked-all (every variant L tokens per forward): decode seconds, row-tokens/s, peak memory per phase;
 * ``agreement``: from the same runs (same tokens and seed), per variant the largest per-position
   |KL_chunked - KL_step| (and chunked-all) and the mean KL;
+* ``generate``: generation tokens/s of the lm-eval plugin (what ``downstream`` decodes with) under fp32,
+  nvfp4/fp8+sr and conventional:fp8+sr: ``--gen-prompts`` prompts in one batch, ``--gen-tokens`` each;
 * ``long``: ``--long-docs`` documents x the 10 variants, prefill ``--long-prefill``, ``--long-tokens``
   positions, ``--long-exec`` (default chunked-all), with its wall time (the issue's run: 16 x 10, prefill
   1024, 16384 positions; with ``--long-exec chunked`` the conventional variants take 16384 step forwards).
@@ -18,6 +20,13 @@ Writes ``OUT/kl_scale_<shape>.json`` and ``.md``. One device call per shape and 
     python3 scripts/gpu/kl_scale.py --out "$OUT" --shape qwen3_5_4b --parts throughput,agreement
     python3 scripts/gpu/kl_scale.py --out "$OUT" --shape nemotron_h_8b --parts throughput,agreement --docs 4
     python3 scripts/gpu/kl_scale.py --out "$OUT" --shape qwen3_5_4b --parts long
+    python3 scripts/gpu/kl_scale.py --out "$OUT" --shape qwen3_5_4b --parts generate
+    python3 scripts/gpu/kl_scale.py --out "$OUT" --shape kimi_linear_48b --parts throughput,agreement --docs 4
+
+``--shape kimi_linear_48b`` (~49B parameters, ~91 GiB in bf16) fits one H200 uncut; should a run of it not fit,
+``--layers N`` keeps the first N layers (the report and the file name say so). ``qwen3_next_80b`` (~150 GiB) does
+not fit one GPU: ``scripts/gpu/kl_multi_gpu.py`` runs it over two GPUs (or cut, over a GPU and the CPU).
+``python3 scripts/gpu/kl_scale_report.py OUT`` turns the ``kl_scale_*.json`` files into ``OUT/README.md``.
 
 ``--shape tiny-ARCH`` (tiny random configs) runs the same code on the CPU in seconds (a smoke test).
 
@@ -54,6 +63,12 @@ KL_VARIANTS = ["bf16", "fp16", "fp8+sr", "nvfp4+sr", "nvfp4/fp16", "nvfp4/fp8+sr
                "conventional:fp16+sr", "conventional:fp8+sr"]
 
 
+#: the released shapes ``--shape`` takes (random weights; tiny-ARCH besides)
+SHAPES = ("qwen3_5_4b", "nemotron_h_8b", "kimi_linear_48b", "qwen3_next_80b")
+#: Kimi-Linear-48B-A3B's MLA (full attention) layers, counted from 1 as its config.json does
+KIMI_MLA_LAYERS = (4, 8, 12, 16, 20, 24, 27)
+
+
 def _pattern(s: str) -> list[str]:
     """Nemotron-H's hybrid_override_pattern (M mamba, - mlp, * attention) as layers_block_type."""
     return [{"M": "mamba", "-": "mlp", "*": "attention"}[c] for c in s]
@@ -78,21 +93,82 @@ def shape_config(shape: str):
             num_attention_heads=32, num_key_value_heads=8, head_dim=128, intermediate_size=21504,
             ssm_state_size=128, mamba_num_heads=128, mamba_head_dim=64, n_groups=8, expand=2, chunk_size=128,
             use_mamba_kernels=False)
+    if shape == "kimi_linear_48b":
+        # Kimi-Linear-48B-A3B: hidden 2304, 27 layers (KDA; MLA at layers 4, 8, ..., 24, 27 counted from 1), KDA 32
+        # heads of 128, MoE 256 experts (8 active + 1 shared) of 1024, the first layer dense, vocab 163840 (~49B
+        # parameters, ~91 GiB in bf16: fits one H200 uncut)
+        return T.KimiLinearConfig(
+            vocab_size=163840, hidden_size=2304, intermediate_size=9216, moe_intermediate_size=1024,
+            num_hidden_layers=27, num_attention_heads=32, num_key_value_heads=32, kv_lora_rank=512, q_lora_rank=None,
+            qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128, num_local_experts=256, num_experts_per_tok=8,
+            n_shared_experts=1, linear_head_dim=128, linear_num_heads=32, linear_conv_kernel_dim=4,
+            layer_types=["full_attention" if i + 1 in KIMI_MLA_LAYERS else "linear_attention" for i in range(27)],
+            mlp_layer_types=["dense"] + ["sparse"] * 26)
+    if shape == "qwen3_next_80b":
+        # Qwen3-Next-80B-A3B: hidden 2048, 48 layers (3 GDN : 1 attention), GDN 16 key / 32 value heads of 128,
+        # attention 16 heads (2 KV) of 256, MoE 512 experts (10 active + a shared one) of 512, vocab 151936 (~81B
+        # parameters, ~150 GiB in bf16: more than one H200)
+        return T.Qwen3NextConfig(
+            vocab_size=151936, hidden_size=2048, intermediate_size=5120, num_hidden_layers=48,
+            num_attention_heads=16, num_key_value_heads=2, head_dim=256, linear_num_value_heads=32,
+            linear_num_key_heads=16, linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
+            num_experts=512, num_experts_per_tok=10, moe_intermediate_size=512, shared_expert_intermediate_size=512,
+            decoder_sparse_step=1, layer_types=(["linear_attention"] * 3 + ["full_attention"]) * 12)
     if shape.startswith("tiny-"):
         from replayssm_quant.eval.adapters.tiny import tiny_config
         return tiny_config(shape[len("tiny-"):])
-    raise SystemExit(f"unknown --shape {shape!r}: qwen3_5_4b, nemotron_h_8b or tiny-ARCH")
+    raise SystemExit(f"unknown --shape {shape!r}: {', '.join(SHAPES)} or tiny-ARCH")
 
 
-def build(shape: str, dtype: torch.dtype, device: str, memory: PhaseMemory):
+def cut(cfg, layers: int | None):
+    """``cfg`` with only its first ``layers`` layers (None: unchanged): the per-layer type lists cut alike."""
+    if layers is None:
+        return cfg
+    n = getattr(cfg, "num_hidden_layers", None)
+    if layers < 1 or (n is not None and layers > n):
+        raise SystemExit(f"--layers {layers}: the shape has {n} layers")
+    for key in ("layer_types", "mlp_layer_types", "layers_block_type"):
+        if getattr(cfg, key, None) is not None:
+            setattr(cfg, key, list(getattr(cfg, key))[:layers])
+    if n is not None:
+        cfg.num_hidden_layers = layers
+    return cfg
+
+
+def build(shape: str, dtype: torch.dtype, device: str, memory: PhaseMemory, layers: int | None = None):
     from transformers import AutoModelForCausalLM
 
-    cfg = shape_config(shape)
+    cfg = cut(shape_config(shape), layers)
     with memory.phase("load"):
         torch.manual_seed(0)
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
     return model.eval(), cfg.vocab_size
+
+
+GEN_STATES = ("fp32", "nvfp4/fp8+sr", "conventional:fp8+sr")
+
+
+def generation_speed(model, prompts: int, tokens: int, device: str) -> dict:
+    """Generation tokens/s of the lm-eval plugin (``downstream``'s decoder) per state of :data:`GEN_STATES`:
+    ``prompts`` byte-tokenised prompts in one batch, ``tokens`` greedy tokens each (no stop string fires)."""
+    from types import SimpleNamespace
+
+    from replayssm_quant.eval.lm_eval_plugin import ReplaySSMLM
+    from replayssm_quant.eval.models.tokenizer import build_byte_tokenizer
+
+    reqs = [SimpleNamespace(args=(f"Document {i}: " + "the quick brown fox jumps over the lazy dog. " * 4,
+                                  {"until": ["\u0000\u0000\u0000"], "max_gen_toks": tokens})) for i in range(prompts)]
+    out = {}
+    for state in GEN_STATES:
+        lm = ReplaySSMLM(model=model, tokenizer=build_byte_tokenizer(), state=state, device=device,
+                         batch_size=prompts, max_batch_tokens=0)
+        try:
+            lm.generate_until(reqs, disable_tqdm=True)
+        finally:
+            lm.session.close()
+        out[state] = dict(lm.generation_summary(), rows=prompts)
+    return out
 
 
 def docs_of(n: int, length: int, vocab: int, seed: int) -> torch.Tensor:
@@ -117,6 +193,8 @@ def main():
     ap.add_argument("--shape", default="qwen3_5_4b")
     ap.add_argument("--parts", default="throughput,agreement")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    ap.add_argument("--layers", type=int, default=None,
+                    help="keep only the first N layers (a shape that does not fit one GPU; the report says so)")
     ap.add_argument("--docs", type=int, default=8)
     ap.add_argument("--prefill", type=int, default=1024)
     ap.add_argument("--tokens", type=int, default=256)
@@ -125,6 +203,8 @@ def main():
     ap.add_argument("--long-tokens", type=int, default=16384)
     ap.add_argument("--long-exec", default="chunked-all", choices=["chunked", "chunked-all", "step"])
     ap.add_argument("--window", type=int, default=16)
+    ap.add_argument("--gen-prompts", type=int, default=16, help="part generate: prompts in the batch")
+    ap.add_argument("--gen-tokens", type=int, default=256, help="part generate: tokens generated per prompt")
     ap.add_argument("--expandable-segments", action="store_true",
                     help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (allocator fragmentation check)")
     args = ap.parse_args()
@@ -133,14 +213,17 @@ def main():
     backend = "triton" if device == "cuda" else "torch"
     os.makedirs(args.out, exist_ok=True)
     memory = PhaseMemory()
-    model, vocab = build(args.shape, getattr(torch, args.dtype), device, memory)
+    model, vocab = build(args.shape, getattr(torch, args.dtype), device, memory, args.layers)
     n_params = sum(p.numel() for p in model.parameters())
+    full_layers = getattr(shape_config(args.shape), "num_hidden_layers", None)
     variants = with_reference([parse_variant(v) for v in KL_VARIANTS])
     result = {"shape": args.shape, "params": n_params, "dtype": args.dtype, "device": device,
+              "layers": args.layers, "shape_layers": full_layers,
               "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
               "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu", "variants": [v.label for v in variants],
               "load_memory": memory.as_dict()}
-    lines = [f"# KL harness at scale: {args.shape} ({n_params / 1e9:.2f}B parameters, {args.dtype} weights, "
+    cut_note = "" if args.layers is None else f", **cut to its first {args.layers} of {full_layers} layers**"
+    lines = [f"# KL harness at scale: {args.shape} ({n_params / 1e9:.2f}B parameters{cut_note}, {args.dtype} weights, "
              f"random), {result['gpu']}", ""]
     if parts & {"throughput", "agreement"}:
         tokens = docs_of(args.docs, args.prefill + args.tokens + 1, vocab, seed=0)
@@ -175,6 +258,12 @@ def main():
                              f"{agree[v.label]['mean_kl_chunked']:.4g} | {d:.3g} | {d_all:.3g} |")
             result["agreement"] = agree
             lines.append("")
+    if "generate" in parts:
+        result["generate"] = generation_speed(model, args.gen_prompts, args.gen_tokens, device)
+        lines += ["| state | rows | tokens generated | seconds | tokens/s |", "|---|---|---|---|---|"]
+        lines += [f"| {k} | {g['rows']} | {g['tokens']} | {g['seconds']:.1f} | **{g['tokens_per_s']:.0f}** |"
+                  for k, g in result["generate"].items()]
+        lines += ["(the lm-eval plugin's generate_until, as `downstream` runs it: greedy, prefill included)", ""]
     if "long" in parts:
         tokens = docs_of(args.long_docs, args.long_prefill + args.long_tokens + 1, vocab, seed=1)
         mem = PhaseMemory()
@@ -192,7 +281,9 @@ def main():
                      f"{secs:.0f} s; peak allocated / reserved: prefill {_peaks(mem, 'prefill')}, decode "
                      f"{_peaks(mem, 'decode')}")
     lines.append(f"load: {_peaks(memory, 'load')} (allocator conf {result['alloc_conf'] or 'default'})")
-    tag = args.shape + ("" if parts != {"long"} else "_long") + ("_expseg" if args.expandable_segments else "")
+    tag = (args.shape + ("" if args.layers is None else f"_L{args.layers}")
+           + ("" if parts not in ({"long"}, {"generate"}) else "_" + next(iter(parts)))
+           + ("_expseg" if args.expandable_segments else ""))
     with open(os.path.join(args.out, f"kl_scale_{tag}.json"), "w") as f:
         json.dump(result, f, indent=1)
     with open(os.path.join(args.out, f"kl_scale_{tag}.md"), "w") as f:

@@ -309,3 +309,22 @@ def test_headline_names_the_longest_quartile_present(tmp_path, docs, top, empty)
     line = next(ln for ln in md.splitlines() if ln.startswith("Longest quartile, all tasks:"))
     assert line == "Longest quartile, all tasks: " + " ".join(sentences)
     assert "(+0.0 pp)" in line
+
+
+def test_report_gives_generation_speed_per_run(tmp_path):
+    """The runs' results.json generation counts (the plugin's) become a tokens/s table in the report."""
+    from replayssm_quant.eval.downstream_report import generation_table, write_report
+
+    df = _equal_runs(8)
+    speeds = {}
+    for k, ((model, run), g) in enumerate(df.groupby(["model", "run"])):
+        path = ds.run_file(tmp_path, model, ds.parse_run(run))
+        ds.write_rows_atomic(path, g.to_dict("records"))
+        tokens, secs = 100 + 37 * k, 0.5 + k
+        path.with_suffix(".results.json").write_text(json.dumps(
+            {"run": run, "generation": {"tokens": tokens, "seconds": secs}, "weights_dtype": "bfloat16"}))
+        speeds[run] = tokens / secs
+    table = generation_table(tmp_path)
+    assert dict(zip(table.run, table["tokens/s"])) == pytest.approx(speeds) and set(table.weights) == {"bfloat16"}
+    md = write_report(tmp_path).read_text()
+    assert "## Generation speed" in md and all(f"{v:.4g}" in md for v in speeds.values())

@@ -2,6 +2,7 @@
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from replayssm_quant.eval.adapters.tiny import tiny_model
@@ -18,4 +19,7 @@ def test_generation_stats_count_tokens_and_time():
     assert len(out) == 2
     made = sum(r["gen_tokens"] for r in lm.generation_log)
     assert made > 0 and lm.generation_stats["tokens"] == made and lm.generation_stats["seconds"] > 0
+    info = lm.get_model_info()          # what lm-eval writes into its results' config after the evaluation
+    assert info["generation_tokens"] == made and info["weights_dtype"] == "float32"
+    assert info["generation_tokens_per_s"] == pytest.approx(made / lm.generation_stats["seconds"])
     assert {p.dtype for p in lm.model.parameters()} == {torch.float32}

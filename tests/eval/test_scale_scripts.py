@@ -1,0 +1,70 @@
+"""scripts/gpu/kl_scale.py shapes, kl_multi_gpu.py on the CPU (tiny shapes), and the report of their JSON files."""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from replayssm_quant.eval.adapters import ssm_layers
+from replayssm_quant.eval.scale_report import build_scale_report, main as report_main
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "gpu"))
+import kl_multi_gpu  # noqa: E402
+import kl_scale  # noqa: E402
+
+
+@pytest.mark.parametrize("shape, billions, ssm, attention", [
+    ("kimi_linear_48b", (48, 50), 20, 7),       # 27 layers: KDA, MLA at 4, 8, ..., 24, 27 (from 1)
+    ("qwen3_next_80b", (79, 82), 36, 12),       # 48 layers: 3 GDN : 1 attention
+])
+def test_released_shapes_on_meta(shape, billions, ssm, attention):
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(kl_scale.shape_config(shape), dtype=torch.bfloat16)
+    n = sum(p.numel() for p in model.parameters()) / 1e9
+    assert billions[0] <= n <= billions[1], n
+    layers = ssm_layers(model)
+    assert len(layers) == ssm and len(model.config.layer_types) - ssm == attention
+    cut = kl_scale.cut(kl_scale.shape_config(shape), 5)
+    assert cut.num_hidden_layers == 5 and len(cut.layer_types) == 5
+
+
+def test_tiny_runs_make_the_scale_report(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    small = ["--docs", "1", "--prefill", "4", "--tokens", "4", "--window", "4"]
+    monkeypatch.setattr(sys, "argv", ["kl_scale.py", "--out", str(out), "--shape", "tiny-kimi_linear", "--parts",
+                                      "throughput,agreement,long,generate", "--long-docs", "1", "--long-prefill", "4",
+                                      "--long-tokens", "4", "--gen-prompts", "2", "--gen-tokens", "3", *small])
+    kl_scale.main()
+    monkeypatch.setattr(sys, "argv", ["kl_multi_gpu.py", "--out", str(out), "--shape", "tiny-qwen3_5",
+                                      "--one-gpu-cpu-split", *small])
+    kl_multi_gpu.main()
+    run = json.loads((out / "kl_scale_tiny-kimi_linear.json").read_text())
+    split = json.loads((out / "kl_multi_gpu_cpu_split.json").read_text())
+    md = (out / "README.md").read_text()
+    # speeds and their ratio against the 8x goal, from the run's own numbers
+    ratio = run["chunked_over_step"]
+    speed = md.split("## Row-tokens/s")[1].split("\n## ")[0]
+    row = next(line for line in speed.splitlines() if line.startswith("| tiny-kimi_linear "))
+    assert f"{ratio:.4g}" in row and ("| yes " in row) == (ratio >= 8)
+    assert "## Peak memory per phase" in md and re.search(r"\| tiny-kimi_linear\s+\| chunked\s+\| decode\s+\|", md)
+    assert re.search(r"\| tiny-kimi_linear\s+\| conventional:fp8\+sr\s+\|", md)          # agreement table
+    wall = round(run["long"]["wall_seconds"] / 60, 2)
+    assert re.search(rf"\|\s+{wall:.4g} \| yes\s+\|", md)                              # long run vs 8 minutes
+    gen = run["generate"]                                                                 # the plugin's speed
+    assert set(gen) == set(kl_scale.GEN_STATES) and all(0 < g["tokens"] <= 2 * 3 for g in gen.values())
+    assert all(f"{g['tokens_per_s']:.4g}" in md for g in gen.values()) and "## Generation tokens/s" in md
+    # the split model: offloaded layers' caches where they run, KL equal to one device
+    assert split["layer_check"]["ok"] == split["layer_check"]["layers"] == 2
+    assert split["layer_check"]["per_layer"]["2"]["parameter_devices"] == ["meta"]
+    assert split["kl_compare"]["max_abs_dkl"] == {"step": 0.0, "chunked": 0.0}
+    assert "**2 of 2**" in md and re.search(r"\| step\s+\|\s+0 \| yes", md)
+    assert report_main([str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("scale_report: error: ") and "has no kl_scale_*.json" in err[-1]
+    with pytest.raises(ValueError, match="has no kl_scale"):
+        build_scale_report(tmp_path)
