@@ -250,6 +250,12 @@ class DecodeSession:
             raise ValueError(f"draft {self.draft.text} takes exec_mode='step' (a speculative session runs its "
                              f"teacher-forced tokens as verify steps), got exec_mode={exec_mode!r}")
         self.model, self.window, self.seed, self.backend = model, int(window), int(seed), backend
+        if self.draft is not None:
+            for v in self.variants:
+                w = v.window or int(window)
+                if v.mode == "replay" and self.draft.tokens > w:
+                    raise ValueError(f"draft {self.draft.text} verifies {self.draft.tokens} tokens per step, more than "
+                                     f"the replay window L={w} of {v.label}: use T <= L (or a longer window)")
         # REPLAYSSM_CUDA_GRAPHS=0 turns the graphs off everywhere (lm-eval plugin, KL harness)
         self.cuda_graphs = bool(cuda_graphs) and os.environ.get("REPLAYSSM_CUDA_GRAPHS", "1") != "0"
         self._graphs: dict[int, tuple] = {}
@@ -591,7 +597,7 @@ class DecodeSession:
         D = self.num_docs
         for idx, _, _ in self.layers:
             for i, c in enumerate(self._caches[idx]):
-                c.commit(self._slots[idx], accepted[i * D:(i + 1) * D])
+                c.commit(self._slots[idx], accepted[i * D:(i + 1) * D], validate=False)
             _roll_back_conv(self.hf_cache.layers[idx], accepted)
         # attention: the common rejected tail goes, shorter rows keep masked holes
         tail = T - hi

@@ -86,7 +86,7 @@ def _window_terms(cache, slots, h: int, nt: int, T: int, qn, kn, g):
         Gn[:, :, t] = Gprev
         if per_key:
             qt, kt = qn[:, :, t][:, :, None, :], kn[:, :, t][:, :, None, :]
-            dec = np.exp(Gprev[:, :, None, :] - Gr)
+            dec = np.exp(np.minimum(Gprev[:, :, None, :] - Gr, np.float32(0.0)))
             Cq[:, :, t] = np.sum(Kr * dec * qt, axis=-1)
             Ck[:, :, t] = np.sum(Kr * dec * kt, axis=-1)
             dw = np.exp(np.minimum(Gprev[:, :, None, :] - Gn, np.float32(0.0)))
@@ -151,7 +151,7 @@ def verify_rows(cache, slots, h: int, nt: int, q, k, v, g, beta, write_draft: bo
     mj = np.arange(RP) < h
     tt = np.arange(TP)
     if not cache.per_key:
-        Dq = np.exp(Gn[..., :, None] - Gr[..., None, :])
+        Dq = np.exp(np.minimum(Gn[..., :, None] - Gr[..., None, :], np.float32(0.0)))
         Cq = _dot(qn, sw(Kr)) * Dq
         Ck = _dot(kn, sw(Kr)) * Dq
         Dw = np.exp(np.minimum(Gn[..., :, None] - Gn[..., None, :], np.float32(0.0)))

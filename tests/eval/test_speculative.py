@@ -158,3 +158,9 @@ def test_bad_calls_fail_with_one_line():
             s.accept(torch.ones(3, dtype=torch.int64))
         s.accept(torch.tensor([3, 1]))                          # [D]: the same count for every variant
         assert s.step(ids[:, 0]).shape == (4, 264)
+
+
+def test_a_draft_longer_than_a_replay_window_is_refused():
+    with pytest.raises(ValueError, match=r"ngram:8 verifies 8 tokens per step, more than the replay window L=4 "
+                                         r"of replay@4:fp8\+sr: use T <= L"):
+        DecodeSession(tiny_model("mamba2"), ["fp32", "replay@4:fp8+sr"], window=16, draft="ngram:8")
