@@ -52,9 +52,9 @@ class SpecReportSettings:
     variants: tuple[str, ...] = ("fp32",)
     drafts: tuple[int, ...] = (2, 4, 8)
     max_ngram: int = 3
-    docs: int = 4
-    max_len: int = 48
-    batch_size: int = 4
+    docs: int = 8
+    max_len: int = 64
+    batch_size: int = 8
     window: int = 16
     device: str | None = None
     backend: str | None = None
@@ -267,7 +267,10 @@ def write_spec_report(out: Path) -> Path:
         "per model step of a row (1 for plain decoding, at most T), `identical` = share of rows whose tokens equal "
         "the non-speculative greedy run's (draft `none`), `correct` = share of exact targets, `speedup` = wall time "
         "of the draft-`none` run / this run's on this machine (on a CPU with the torch reference of the state "
-        "cache it measures the Python reference, not the kernels).",
+        "cache it measures the Python reference, not the kernels). The drafts depend only on the prompt and the "
+        "text generated so far, and a draft is accepted iff it is the greedy token, so two models that generate "
+        "the same text get the same drafts and acceptance (the `upper` task's outputs differ from their prompts "
+        "in case, so its drafts rarely match).",
         "",
         f"Rows differing from the non-speculative greedy output: **{n_bad}** of {len(runs)}.",
         "",
