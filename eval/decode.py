@@ -179,8 +179,8 @@ def _roll_back_conv(layer_cache, accepted: torch.Tensor) -> None:
         if st is not None and layer_cache.is_conv_states_initialized[i]:
             W = layer_cache.conv_kernel_size[i]
             if st.shape[-1] > W:
-                cols = accepted[:, None] + torch.arange(W, device=st.device)[None, :]        # [rows, W]
-                st = st.gather(-1, cols[:, None, :].expand(st.shape[0], st.shape[1], W).to(st.device))
+                cols = accepted.to(st.device)[:, None] + torch.arange(W, device=st.device)[None, :]   # [rows, W]
+                st = st.gather(-1, cols[:, None, :].expand(st.shape[0], st.shape[1], W))
             layer_cache.conv_states[i] = st.contiguous()
     layer_cache.record_past = False
 
@@ -591,13 +591,13 @@ class DecodeSession:
         accepted = accepted.to(torch.int64)
         if accepted.shape[0] != R:
             accepted = accepted.repeat(len(self.variants))
-        lo, hi = int(accepted.min()), int(accepted.max())
+        lo, hi = torch.stack([accepted.min(), accepted.max()]).tolist()     # the one host sync
         if lo < 1 or hi > T:
             raise ValueError(f"accepted counts must be in 1..{T} (the tokens of the last verify), got {lo}..{hi}")
         D = self.num_docs
         for idx, _, _ in self.layers:
             for i, c in enumerate(self._caches[idx]):
-                c.commit(self._slots[idx], accepted[i * D:(i + 1) * D], validate=False)
+                c.commit(self._slots[idx], accepted[i * D:(i + 1) * D].to(c.device), validate=False)
             _roll_back_conv(self.hf_cache.layers[idx], accepted)
         # attention: the common rejected tail goes, shorter rows keep masked holes
         tail = T - hi
