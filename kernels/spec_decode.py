@@ -48,6 +48,12 @@ def _clamped(cache, slots):
     return slots.clamp(min=0, max=cache.num_slots - 1)
 
 
+def _may_hold(cache, mask) -> bool:
+    """Whether any row may need a launch: always on the GPU (no host synchronisation: a launch whose rows are all
+    skipped costs microseconds), ``mask.any()`` elsewhere (the interpreter runs every skipped program in Python)."""
+    return cache.device.type == "cuda" or bool(mask.any())
+
+
 def _torch_verify(cache, slots, q, k, v, g, beta, counts, write_draft, out):
     """The torch reference over rows grouped by (ring count, token count) (host syncs: a reference)."""
     B, T, HV, V = v.shape
@@ -188,12 +194,13 @@ def commit(cache, slots, accepted):
     k, v, g, beta = _flush_inputs(cache, slots, h)
     tail_in = _tail_inputs(cache, slots, h) if cache.max_draft > 1 else None   # (read before anything is written)
     cache.ring_count[eff] = torch.where(flush, L - 1, h).to(torch.int32)
-    _flush_step(cache, torch.where(flush, slots, -1), k, v, g, beta)
+    if _may_hold(cache, flush):
+        _flush_step(cache, torch.where(flush, slots, -1), k, v, g, beta)
     cache.flush_count[eff] = cache.flush_count[eff] + flush.to(torch.int32)
     # 2) the committed tail: verified again from the new read copy into ring positions 0 .. h' - L - 1
     tail = torch.where(flush, hn - L, 0).to(torch.int32)
     cache.ring_count[eff] = torch.where(flush, 0, hn).to(torch.int32)
-    if tail_in is not None:
+    if tail_in is not None and _may_hold(cache, tail > 0):
         tk, tv, tg, tb = tail_in
         n, Tm1, HV = tk.shape[:3]
         tq = torch.zeros_like(tk)
