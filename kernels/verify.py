@@ -91,7 +91,7 @@ def _verify_kernel(
             gam = tl.exp(Gn)
             gQ = Q * gam[:, None]
             gK = Kn * gam[:, None]
-            Dq = tl.exp(Gn[:, None] - Gr[None, :])
+            Dq = tl.exp(tl.minimum(Gn[:, None] - Gr[None, :], 0.0))   # padded token rows: G 0, no overflow
             Cq = tl.dot(Q, tl.trans(Kr), input_precision="ieee") * Dq
             Ck = tl.dot(Kn, tl.trans(Kr), input_precision="ieee") * Dq
             Dw = tl.exp(tl.minimum(Gn[:, None] - Gn[None, :], 0.0))
@@ -113,7 +113,7 @@ def _verify_kernel(
                 Gn = tl.where(sel, Gprev[None, :], Gn)
                 qt = tl.load(q_ptr + row * K + offs_k, mask=mtt, other=0.0).to(tl.float32)
                 kt = tl.load(k_ptr + row * K + offs_k, mask=mtt, other=0.0).to(tl.float32)
-                dec = tl.exp(Gprev[None, :] - Gr)
+                dec = tl.exp(tl.minimum(Gprev[None, :] - Gr, 0.0))
                 Cq = tl.where(sel, tl.sum(Kr * dec * qt[None, :], 1)[None, :], Cq)
                 Ck = tl.where(sel, tl.sum(Kr * dec * kt[None, :], 1)[None, :], Ck)
                 dw = tl.exp(tl.minimum(Gprev[None, :] - Gn, 0.0))
