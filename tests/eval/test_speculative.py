@@ -164,3 +164,20 @@ def test_a_draft_longer_than_a_replay_window_is_refused():
     with pytest.raises(ValueError, match=r"ngram:8 verifies 8 tokens per step, more than the replay window L=4 "
                                          r"of replay@4:fp8\+sr: use T <= L"):
         DecodeSession(tiny_model("mamba2"), ["fp32", "replay@4:fp8+sr"], window=16, draft="ngram:8")
+
+
+def test_triton_speculation_equals_triton_greedy():
+    """The Triton kernels (interpreter on CPU): verify / commit kernels under speculation give the step kernels'
+    greedy tokens, fp32 and a separate quantized spec side by side."""
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+        pytest.skip("needs TRITON_INTERPRET=1 on a CPU")
+    model = tiny_model("qwen3_5")
+    ids = _every_token_prompt(1, 264, seed=5)
+    with DecodeSession(model, ["fp32", "nvfp4/fp8+sr"], window=4, backend="triton", cuda_graphs=False) as s:
+        ref = s.generate(ids, 7)
+    with DecodeSession(model, ["fp32", "nvfp4/fp8+sr"], window=4, backend="triton", draft="ngram:3") as s:
+        got = s.generate(ids, 7)
+        assert s.spec_stats.drafted > 0
+    assert got == ref
