@@ -139,7 +139,7 @@ def speculative_generate(session, input_ids: torch.Tensor, max_new_tokens: int,
             done[r] = finished(r)
     out = cut_rows([g[:max_new_tokens] for g in gen], stop_ids, stop_fn)
     for r, row in enumerate(out):
-        stats.per_row[r][3] = len(row) - 1
+        stats.per_row[r][3] = max(len(row) - 1, 0)
     stats.steps, stats.drafted, stats.accepted, stats.emitted = (sum(x[i] for x in stats.per_row) for i in range(4))
     session.spec_stats = stats
     return out
