@@ -181,3 +181,13 @@ def test_triton_speculation_equals_triton_greedy():
         got = s.generate(ids, 7)
         assert s.spec_stats.drafted > 0
     assert got == ref
+
+
+def test_budgets_of_zero_and_one_token():
+    model = tiny_model("mamba2")
+    ids = torch.randint(0, 256, (2, 5), generator=torch.Generator().manual_seed(6))
+    for n in (0, 1):
+        ref, _ = _greedy(model, ["fp32"], ids, n)
+        got, stats = _greedy(model, ["fp32"], ids, n, draft="ngram:4")
+        assert got == ref and [len(r) for r in got] == [n, n]
+        assert stats.emitted == 0 and stats.steps == 0
