@@ -223,9 +223,13 @@ def _plot(summary, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     spec = summary[summary["draft"] != NO_DRAFT].copy()
     spec["T"] = [parse_draft(d).tokens for d in spec["draft"]]
-    for (m, t, v), grp in spec.groupby(["model", "task", "variant"], sort=False):
+    styles = ["-", "--", "-.", ":"]            # one line style per model, so equal curves of two models both show
+    models = list(dict.fromkeys(spec["model"]))
+    for i, ((m, t, v), grp) in enumerate(spec.groupby(["model", "task", "variant"], sort=False)):
         grp = grp.sort_values("T")
-        ax.plot(grp["T"], grp["tokens_per_step"], marker="o", label=f"{m} {t} {v}")
+        k = models.index(m)
+        ax.plot(grp["T"], grp["tokens_per_step"], ls=styles[k % 4], marker="os^v"[k % 4], ms=7 - 2 * (k % 3),
+                label=f"{m} {t} {v}")
     if len(spec):
         Ts = sorted(set(spec["T"]))
         ax.plot(Ts, Ts, ls=":", c="grey", label="all drafts accepted (T)")
@@ -257,7 +261,8 @@ def write_spec_report(out: Path) -> Path:
         "# Speculative decoding with prompt-lookup drafts",
         "",
         f"Machine: {cfg.get('machine', '?')}; device {cfg.get('device', '?')}, state-cache backend "
-        f"{cfg.get('backend') or 'auto'}. Settings: {json.dumps({k: cfg[k] for k in cfg if k not in ('machine',)})}.",
+        f"{cfg.get('backend') or 'auto (torch on a CPU, triton on CUDA)'}. Made by `replayssm-quant spec-report` "
+        f"with the settings {json.dumps({k: cfg[k] for k in cfg if k not in ('machine',)})}.",
         "",
         "Greedy decoding of the packaged copy tasks (`eval/tasks/synth_*.jsonl`: the shortest "
         f"{cfg.get('docs', '?')} documents per task with targets of <= {cfg.get('max_len', '?')} tokens) by "
