@@ -109,8 +109,10 @@ def test_ngram_speculation_equals_greedy_on_the_embedded_models(name):
 
     model = load_model(name, dtype="float32").model
     ids, mask = _copy_prompts(2, 40)                            # left-padded rows of different lengths
-    ref, _ = _greedy(model, ["fp32"], ids, 16, mask)
-    got, stats = _greedy(model, ["fp32"], ids, 16, mask, draft="ngram:6")
+    # fp32 and quantized specs (separate, shared, conventional) side by side; 24 tokens cross 3 windows of 8
+    variants = ["fp32", "nvfp4/fp8+sr", "nvfp4+sr", "conventional:fp8+sr"]
+    ref, _ = _greedy(model, variants, ids, 24, mask, window=8)
+    got, stats = _greedy(model, variants, ids, 24, mask, window=8, draft="ngram:6")
     assert got == ref
     # the models copy the list from the prompt: most drafts are right, several tokens per model step
     assert stats.acceptance_rate > 0.6 and stats.tokens_per_step > 2.5, stats.as_dict()
