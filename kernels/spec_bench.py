@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from .bench import CPU_SMOKE_SHAPES, SHAPES, Timer, _fill_states, bench_inputs, bench_kernel, rotation
+from .bench import SHAPES, Timer, _device_and_shapes, _fill_states, bench_inputs, bench_kernel, rotation
 from .bench_report import markdown_table, run_header
 from .inputs import random_decode_inputs
 from .naive import oracle_sequence
@@ -194,15 +194,7 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
             raise ValueError(f"acceptance rate {p}: allowed 0..1")
     for s in specs:
         conventional_spec(s)   # bad specs fail here
-    if cpu_smoke:
-        if os.environ.get("TRITON_INTERPRET") != "1":
-            raise ValueError("--cpu-smoke needs TRITON_INTERPRET=1 in the environment")
-        device, shapes = torch.device("cpu"), CPU_SMOKE_SHAPES
-    else:
-        if not torch.cuda.is_available():
-            raise ValueError("spec_bench needs a CUDA GPU (none visible); --cpu-smoke runs tiny shapes in the "
-                             "Triton interpreter")
-        device, shapes = torch.device("cuda"), SHAPES
+    device, shapes = _device_and_shapes(cpu_smoke, families)
     timer = Timer(device, rep_ms)
     os.makedirs(out, exist_ok=True)
     t0 = time.time()
