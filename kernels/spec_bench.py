@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from .bench import CPU_SMOKE_SHAPES, SHAPES, Timer, _fill_states, bench_inputs, bench_kernel, rotation
+from .bench import SHAPES, Timer, _device_and_shapes, _fill_states, bench_inputs, bench_kernel, rotation
 from .bench_report import markdown_table, run_header
 from .inputs import random_decode_inputs
 from .naive import oracle_sequence
@@ -66,14 +66,17 @@ def spec_inputs(family, batch, T, shape, device):
     return {n: (None if t is None else t.transpose(0, 1).contiguous()) for n, t in x.items()}
 
 
-def time_rounds(family, spec, mode, batch, T, rate, shape, window, timer, device, x) -> float:
+def time_rounds(family, spec, mode, batch, T, rate, shape, window, timer, device, x, max_draft=None) -> float:
     """Microseconds per ``verify(T)`` + ``commit`` round of one slot group (``mode`` replay or conventional),
-    averaged over ``window`` rounds (replay) or one (conventional: every round costs the same) per group."""
+    averaged over ``window`` rounds (replay) or one (conventional: every round costs the same) per group, on a cache
+    of ``max_draft`` (default T; the benchmark uses its largest T for all, so the step kernels of the commit's flush
+    compile once)."""
+    md = max_draft or T
     probe = SSMStateCache(family, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"], window=window,
-                          mode=mode, backend="torch", max_draft=T)
+                          mode=mode, backend="torch", max_draft=md)
     R = rotation(probe.bytes_per_slot(), batch) if device.type == "cuda" else 1
     cache = SSMStateCache(family, spec, batch * R, shape["num_heads"], shape["head_k"], shape["head_v"],
-                          window=window, mode=mode, device=device, backend="triton", seed=1234, max_draft=T)
+                          window=window, mode=mode, device=device, backend="triton", seed=1234, max_draft=md)
     _fill_states(cache, 7)
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
     out = torch.empty(batch, T, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
@@ -96,7 +99,7 @@ def time_rounds(family, spec, mode, batch, T, rate, shape, window, timer, device
     return us
 
 
-def correctness(family, shape, window, device, T=4, rows=3, rounds=6) -> dict:
+def correctness(family, shape, window, device, T=4, rows=3, rounds=12) -> dict:
     """fp32 replay verify / commit on the device against the float64 oracle: the largest relative error of the
     verify outputs (every token) and of the committed state after the last round."""
     HV, K, V = shape["num_heads"], shape["head_k"], shape["head_v"]
@@ -169,8 +172,10 @@ def _targets(summary) -> list[str]:
 
 
 def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, rates=None, window=None, rep_ms=40,
-                   cpu_smoke=False, resume=False, command=None):
-    """Run the benchmark (module doc) into ``out``; returns the summary DataFrame."""
+                   cpu_smoke=False, resume=False, command=None, budget_s=None):
+    """Run the benchmark (module doc) into ``out``; returns the summary DataFrame. Batch 256 is timed first, then
+    the others; ``budget_s`` (default 270 on the GPU): no new measurement starts after that many seconds (the report
+    lists what was left out; ``--resume`` in the same folder continues)."""
     import pandas as pd
     from tqdm import tqdm
 
@@ -189,15 +194,7 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
             raise ValueError(f"acceptance rate {p}: allowed 0..1")
     for s in specs:
         conventional_spec(s)   # bad specs fail here
-    if cpu_smoke:
-        if os.environ.get("TRITON_INTERPRET") != "1":
-            raise ValueError("--cpu-smoke needs TRITON_INTERPRET=1 in the environment")
-        device, shapes = torch.device("cpu"), CPU_SMOKE_SHAPES
-    else:
-        if not torch.cuda.is_available():
-            raise ValueError("spec_bench needs a CUDA GPU (none visible); --cpu-smoke runs tiny shapes in the "
-                             "Triton interpreter")
-        device, shapes = torch.device("cuda"), SHAPES
+    device, shapes = _device_and_shapes(cpu_smoke, families)
     timer = Timer(device, rep_ms)
     os.makedirs(out, exist_ok=True)
     t0 = time.time()
@@ -206,16 +203,20 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
     partial = os.path.join(out, "results.partial.csv")
     rows = pd.read_csv(partial).to_dict("records") if resume and os.path.exists(partial) else []
     done = {(r["family"], r["spec"], int(r["batch"]), r["kind"], int(r["T"]), float(r["rate"])) for r in rows}
+    budget_s = budget_s if budget_s is not None else (1e9 if cpu_smoke else 270)
     todo = []
-    for fam in families:
-        for spec in specs:
-            for b in batches:
+    for b in sorted(batches, key=lambda b: (b != 256, b)):
+        for fam in families:
+            for spec in specs:
                 todo += [(fam, spec, b, "replay_step", 0, 1.0), (fam, spec, b, "conv_step", 0, 1.0)]
                 for T in drafts:
                     todo += [(fam, spec, b, "verify", T, p) for p in rates] + [(fam, spec, b, "conv_verify", T, 1.0)]
     todo = [t for t in todo if t not in done]
-    x_key, x = None, None
+    x_key, x, left = None, None, []
     for fam, spec, b, kind, T, p in tqdm(todo, desc="spec bench", disable=False if cpu_smoke else None):
+        if time.time() - t0 > budget_s:
+            left.append((fam, spec, b, kind, T, p))
+            continue
         shape = shapes[fam]
         if kind in ("replay_step", "conv_step"):
             if x_key != (fam, b, "step"):
@@ -226,7 +227,7 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
             if x_key != (fam, b, T):
                 x_key, x = (fam, b, T), spec_inputs(fam, b, T, shape, device)
             mode, sp = ("replay", spec) if kind == "verify" else ("conventional", conventional_spec(spec))
-            us = time_rounds(fam, sp, mode, b, T, p, shape, window, timer, device, x)
+            us = time_rounds(fam, sp, mode, b, T, p, shape, window, timer, device, x, max_draft=max(drafts))
         rows.append(dict(family=fam, spec=spec, batch=b, kind=kind, T=T, rate=p, mode=mode, timed_spec=sp,
                          time_us=us))
         pd.DataFrame(rows).to_csv(partial, index=False)
@@ -246,7 +247,11 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
              "snapshots, the accepted one restored), of conv_spec; steps: one decode step (replay: averaged over L "
              "steps).", "- acceptance p: fraction of the T - 1 drafts accepted (a row commits 1 + p (T - 1) tokens "
              "per round); tokens/s: committed SSM-layer tokens per second.",
-             f"- wall time {time.time() - t0:.0f} s", "", "## Targets (H200, B = 256)", "",
+             f"- replay and conventional caches of max_draft = {max(drafts)} (the largest T) for every T",
+             f"- wall time {time.time() - t0:.0f} s"
+             + (f"; time budget {budget_s:.0f} s reached: {len(left)} measurements not run (first: {left[0]}); "
+                "rerun with --resume into the same --out to add them" if left else ""),
+             "", "## Targets (H200, B = 256)", "",
              *(_targets(summary) or ["- (no B = 256, T = 8 rows in this run)"]), "", "## Verify cost", "",
              markdown_table(summary[cols], ".3g") if len(summary) else "(none)", "",
              "## SSM-layer tokens/s by acceptance rate", "",
@@ -255,6 +260,7 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
              markdown_table(corr, ".2e"), ""]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines))
-    os.remove(partial)
+    if not left:
+        os.remove(partial)
     print("\n".join(lines))
     return summary

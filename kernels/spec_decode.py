@@ -48,12 +48,6 @@ def _clamped(cache, slots):
     return slots.clamp(min=0, max=cache.num_slots - 1)
 
 
-def _may_hold(cache, mask) -> bool:
-    """Whether any row may need a launch: always on the GPU (no host synchronisation: a launch whose rows are all
-    skipped costs microseconds), ``mask.any()`` elsewhere (the interpreter runs every skipped program in Python)."""
-    return cache.device.type == "cuda" or bool(mask.any())
-
-
 def _torch_verify(cache, slots, q, k, v, g, beta, counts, write_draft, out):
     """The torch reference over rows grouped by (ring count, token count) (host syncs: a reference)."""
     B, T, HV, V = v.shape
@@ -71,54 +65,42 @@ def _torch_verify(cache, slots, q, k, v, g, beta, counts, write_draft, out):
     return out
 
 
-def _verify_rows(cache, slots, q, k, v, g, beta, counts, write_draft, out):
-    """Replay verify of ``counts[b]`` (<= T) tokens per row, either backend. ``g [B, T, HV, GK]``, beta
-    ``[B, T, HV]`` (zeros for mamba2); writes ``out [B, T, HV, V]``."""
-    if cache.backend == "triton":
-        from .verify import triton_verify
-        return triton_verify(cache, slots, q, k, v, g, beta, counts, write_draft, out)
-    return _torch_verify(cache, slots, q.float(), k.float(), v.float(), g.float(), beta.float(), counts,
-                         write_draft, out)
-
-
 # ------------------------------------------------------------------------------------------- verify
 def verify(cache, slots, q, k, v, g, beta, out):
     """Verify ``T`` tokens per row (inputs validated; module doc). ``slots`` int64 ``[B]``; ``g`` ``[B, T, HV,
     GK]``; ``beta`` ``[B, T, HV]`` (zeros for mamba2); ``out`` float32 ``[B, T, HV, V]``. Returns ``out``."""
     B, T = q.shape[:2]
-    eff = _eff(cache, slots)
+    if cache.backend == "triton":   # one launch (the kernels also set the pending verify count)
+        from .verify import triton_conventional_verify, triton_verify
+        if cache.mode == "conventional":
+            return triton_conventional_verify(cache, slots, q, k, v, g, beta, out)
+        return triton_verify(cache, slots, q, k, v, g, beta, None, True, out)
     if cache.mode == "conventional":
-        if cache.backend == "triton":
-            from .verify import triton_conventional_verify
-            triton_conventional_verify(cache, slots, q, k, v, g, beta, out)
-        else:
-            out.zero_()
-            rows = torch.nonzero(slots >= 0).flatten()
-            if rows.numel():
-                f = lambda x: x[rows].float()   # noqa: E731
-                out[rows] = conventional_verify_rows(cache, slots[rows], f(q), f(k), f(v), f(g), f(beta))
+        out.zero_()
+        rows = torch.nonzero(slots >= 0).flatten()
+        if rows.numel():
+            f = lambda x: x[rows].float()   # noqa: E731
+            out[rows] = conventional_verify_rows(cache, slots[rows], f(q), f(k), f(v), f(g), f(beta))
     else:
         counts = torch.full((B,), T, dtype=torch.int32, device=q.device)
-        _verify_rows(cache, slots, q, k, v, g, beta, counts, True, out)
-    cache.draft_count[eff] = torch.where(slots >= 0, T, 0).to(torch.int32)
+        _torch_verify(cache, slots, q.float(), k.float(), v.float(), g.float(), beta.float(), counts, True, out)
+    cache.draft_count[_eff(cache, slots)] = torch.where(slots >= 0, T, 0).to(torch.int32)
     return out
 
 
 # ------------------------------------------------------------------------------------------- commit
 def _restore_snapshots(cache, slots, accepted):
-    """Conventional commit: checkpoint <- snapshot ``accepted - 1`` of each row's slot; flush counter + accepted."""
+    """Conventional commit (torch): checkpoint <- snapshot ``accepted - 1`` of each row's slot; flush counter +
+    accepted (the Triton path: :func:`.verify.triton_restore`)."""
     eff = _eff(cache, slots)
-    if cache.backend == "triton":
-        from .verify import triton_restore
-        triton_restore(cache, slots, accepted)
-    else:
-        rows = torch.nonzero(slots >= 0).flatten()
-        s = slots[rows]
-        src = s * cache.max_draft + accepted[rows].to(torch.int64) - 1
-        for dst_t, src_t in zip(cache.hp.kernel_tensors(), cache.snap.kernel_tensors()):
-            if dst_t is not None:
-                dst_t[s] = src_t[src]
+    rows = torch.nonzero(slots >= 0).flatten()
+    s = slots[rows]
+    src = s * cache.max_draft + accepted[rows].to(torch.int64) - 1
+    for dst_t, src_t in zip(cache.hp.kernel_tensors(), cache.snap.kernel_tensors()):
+        if dst_t is not None:
+            dst_t[s] = src_t[src]
     cache.flush_count[eff] = cache.flush_count[eff] + torch.where(slots >= 0, accepted, 0).to(torch.int32)
+    cache.draft_count[eff] = 0
 
 
 def _flush_inputs(cache, slots, h):
@@ -161,31 +143,29 @@ def _tail_inputs(cache, slots, h):
 
 
 def _flush_step(cache, idx, k, v, g, beta):
-    """The flush of the rows with ``idx >= 0`` (their ring counts set to ``L - 1``): one decode step of either
-    backend on the flush inputs; the output is dropped, the counters are the caller's."""
+    """The flush of the rows with ``idx >= 0`` (their ring counts set to ``L - 1``): one torch decode step on the
+    flush inputs; the output is dropped, the counters are the caller's."""
     B, HV, V = v.shape
-    q = torch.zeros_like(k)
-    if cache.backend == "triton":
-        from .decode import triton_step
-        out = torch.empty(B, HV, V, dtype=torch.float32, device=v.device)
-        triton_step(cache, idx, q, k, v, g, beta, out)
-        return
-    rows = torch.nonzero(idx >= 0).flatten()
-    if rows.numel() == 0:
+    if not bool((idx >= 0).any()):
         return
     gg = g.float() if cache.per_key else g.float().unsqueeze(-1)
     bb = beta.float() if beta is not None else torch.zeros(B, HV, device=v.device)
-    torch_step(cache, idx, q.float(), k.float(), v.float(), gg, bb)
+    torch_step(cache, idx, torch.zeros_like(k).float(), k.float(), v.float(), gg, bb)
 
 
 def commit(cache, slots, accepted):
-    """Commit ``accepted`` (int32 ``[B]``, 1..T of the last verify) tokens per row (validated; module doc)."""
-    eff = _eff(cache, slots)
-    valid = slots >= 0
+    """Commit ``accepted`` (int32 ``[B]``, 1..T of the last verify) tokens per row (validated; module doc). The
+    Triton path is the same sequence in a few launches (:func:`.verify.triton_commit`, :func:`.verify.triton_restore`);
+    this is its torch reference."""
+    if cache.backend == "triton":
+        from .verify import triton_commit, triton_restore
+        (triton_restore if cache.mode == "conventional" else triton_commit)(cache, slots, accepted)
+        return
     if cache.mode == "conventional":
         _restore_snapshots(cache, slots, accepted)
-        cache.draft_count[eff] = 0
         return
+    eff = _eff(cache, slots)
+    valid = slots >= 0
     L = cache.window
     h = cache.ring_count[eff]
     hn = h + torch.where(valid, accepted, 0).to(torch.int32)
@@ -194,17 +174,16 @@ def commit(cache, slots, accepted):
     k, v, g, beta = _flush_inputs(cache, slots, h)
     tail_in = _tail_inputs(cache, slots, h) if cache.max_draft > 1 else None   # (read before anything is written)
     cache.ring_count[eff] = torch.where(flush, L - 1, h).to(torch.int32)
-    if _may_hold(cache, flush):
-        _flush_step(cache, torch.where(flush, slots, -1), k, v, g, beta)
+    _flush_step(cache, torch.where(flush, slots, -1), k, v, g, beta)
     cache.flush_count[eff] = cache.flush_count[eff] + flush.to(torch.int32)
     # 2) the committed tail: verified again from the new read copy into ring positions 0 .. h' - L - 1
     tail = torch.where(flush, hn - L, 0).to(torch.int32)
     cache.ring_count[eff] = torch.where(flush, 0, hn).to(torch.int32)
-    if tail_in is not None and _may_hold(cache, tail > 0):
+    if tail_in is not None:
         tk, tv, tg, tb = tail_in
         n, Tm1, HV = tk.shape[:3]
         tq = torch.zeros_like(tk)
         out = torch.empty(n, Tm1, HV, cache.head_v, dtype=torch.float32, device=tk.device)
-        _verify_rows(cache, torch.where(tail > 0, slots, -1), tq, tk, tv, tg, tb, tail, False, out)
+        _torch_verify(cache, torch.where(tail > 0, slots, -1), tq, tk.float(), tv.float(), tg, tb, tail, False, out)
     cache.ring_count[eff] = torch.where(flush, tail, hn).to(torch.int32)
     cache.draft_count[eff] = 0

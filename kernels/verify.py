@@ -16,6 +16,7 @@ Launched by :mod:`.spec_decode` (no host synchronisation).
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
@@ -33,15 +34,16 @@ from .tiles import _load_step_inputs, _load_tile, _store_tile
 @triton.jit
 def _verify_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, ntok_ptr, out_ptr, lp0, lp1, lp2,
-    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, dg_ptr, dv_ptr, db_ptr,
+    rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, dg_ptr, dv_ptr, db_ptr, dcnt_ptr,
     HV, T: tl.constexpr, TP: tl.constexpr, TPLOG: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, RP: tl.constexpr, TM: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, GK: tl.constexpr,
-    DELTA: tl.constexpr, FMT_LP: tl.constexpr, CACHED: tl.constexpr,
+    DELTA: tl.constexpr, FMT_LP: tl.constexpr, CACHED: tl.constexpr, ZERO_H: tl.constexpr,
 ):
-    """Verify ``ntok[b] <= T`` tokens (inputs ``[B, T, HV, .]``) of row b, head, value rows ``pv * BV ..``: outputs
-    ``out [B, T, HV, V]``, ring entries ``h .. h + ntok - 1`` (``h`` = the slot's committed count; ring capacity
-    ``C``), with ``dg_ptr`` (else None) the draft buffers ``[S, HV, TM, .]``. Padded rows (slot < 0): zero
-    outputs."""
+    """Verify ``ntok[b] <= T`` tokens (inputs ``[B, T, HV, .]``; ``ntok_ptr`` None: T) of row b, head, value rows
+    ``pv * BV ..``: outputs ``out [B, T, HV, V]``, ring entries ``h .. h + ntok - 1`` (``h`` = the slot's
+    committed count, or 0 with ``ZERO_H``: the committed tail after a flush; ring capacity ``C``), with ``dg_ptr``
+    (else None) the draft buffers ``[S, HV, TM, .]`` and the slot's pending count ``dcnt[slot] = T``. Padded rows
+    (slot < 0): zero outputs."""
     DRAFT: tl.constexpr = dg_ptr is not None
     pv = tl.program_id(0)
     head = tl.program_id(1)
@@ -53,14 +55,22 @@ def _verify_kernel(
     offs_t = tl.arange(0, TP)
     rows = (b.to(tl.int64) * T + offs_t) * HV + head                 # the tokens' input rows [TP]
     slot = tl.load(idx_ptr + b).to(tl.int64)
-    nt = tl.load(ntok_ptr + b)
+    if ntok_ptr is None:
+        nt = T
+    else:
+        nt = tl.load(ntok_ptr + b)
+    if DRAFT:
+        tl.store(dcnt_ptr + slot, T, mask=(slot >= 0) & (pv == 0) & (head == 0))
     if slot < 0:
         tl.store(out_ptr + rows[:, None] * V + offs_v[None, :], tl.zeros([TP, BV], dtype=tl.float32),
                  mask=(offs_t < T)[:, None] & mv[None, :])
     elif nt > 0:
         sh = slot * HV + head
         ring0 = sh * C
-        h = tl.load(cnt_ptr + slot)
+        if ZERO_H:
+            h = 0
+        else:
+            h = tl.load(cnt_ptr + slot)
         mt = offs_t < nt
         mtk = mt[:, None] & mk[None, :]
         mtv = mt[:, None] & mv[None, :]
@@ -180,10 +190,11 @@ def verify_block_v(cache, batch: int) -> int:
     return bv
 
 
-def triton_verify(cache, slots, q, k, v, g, beta, counts, write_draft: bool, out):
-    """Launch :func:`_verify_kernel`: ``counts[b]`` (int32 ``[B]``, <= T) tokens of each row. ``q, k [B, T, HV, K]``,
-    ``v [B, T, HV, V]``, ``g [B, T, HV, GK]``, ``beta [B, T, HV]`` (any float, contiguous); ``out`` float32
-    ``[B, T, HV, V]``. Returns ``out``."""
+def triton_verify(cache, slots, q, k, v, g, beta, counts, write_draft: bool, out, zero_h: bool = False):
+    """Launch :func:`_verify_kernel`: ``counts[b]`` (int32 ``[B]``, <= T; None: T) tokens of each row. ``q, k [B, T,
+    HV, K]``, ``v [B, T, HV, V]``, ``g [B, T, HV, GK]``, ``beta [B, T, HV]`` (any float, contiguous); ``out``
+    float32 ``[B, T, HV, V]``. ``write_draft``: the draft buffers and counts too (a user's verify); ``zero_h``: the
+    rows' committed count is taken as 0 (the tail after a flush). Returns ``out``."""
     B, T, HV, V = v.shape
     if B == 0:
         return out
@@ -195,8 +206,8 @@ def triton_verify(cache, slots, q, k, v, g, beta, counts, write_draft: bool, out
     bk = block_k(cache.head_k)
     warps = 4 if BV * bk <= 4096 else 8
     draft = dict(dg_ptr=cache.draft_g, dv_ptr=cache.draft_v if cached else None,
-                 db_ptr=cache.draft_beta if cached else None) if write_draft else \
-        dict(dg_ptr=None, dv_ptr=None, db_ptr=None)
+                 db_ptr=cache.draft_beta if cached else None, dcnt_ptr=cache.draft_count) if write_draft else \
+        dict(dg_ptr=None, dv_ptr=None, db_ptr=None, dcnt_ptr=None)
     _verify_kernel[(triton.cdiv(V, BV), HV, B)](
         q_ptr=q, k_ptr=k, v_ptr=v, g_ptr=g, beta_ptr=beta if cache.delta else None, idx_ptr=slots,
         ntok_ptr=counts, out_ptr=out, lp0=lp[0], lp1=lp[1], lp2=lp[2], rg_ptr=cache.ring_g, rk_ptr=cache.ring_k,
@@ -204,20 +215,21 @@ def triton_verify(cache, slots, q, k, v, g, beta, counts, write_draft: bool, out
         ru_ptr=cache.ring_u, cnt_ptr=cache.ring_count, **draft, HV=HV, T=T, TP=TP, TPLOG=TP.bit_length() - 1,
         K=cache.head_k, V=V, C=C, RP=verify_ring_entries(C), TM=cache.max_draft, BK=bk, BV=BV,
         GK=cache.head_k if cache.per_key else 1, DELTA=cache.delta, FMT_LP=FORMAT_CODE[cache.spec.read.name],
-        CACHED=cached, **launch_options(v.device, warps))
+        CACHED=cached, ZERO_H=zero_h, **launch_options(v.device, warps))
     return out
 
 
 # ------------------------------------------------------------------------------------------- conventional
 @triton.jit
 def _conventional_verify_kernel(
-    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, sp0, sp1, sp2, fcnt_ptr, seed,
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, sp0, sp1, sp2, fcnt_ptr, dcnt_ptr, seed,
     HV, T: tl.constexpr, TM: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     GK: tl.constexpr, DELTA: tl.constexpr, FMT: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
 ):
     """The snapshot baseline: T conventional steps of (row b, head, value rows ``pv * BV ..``) from one read of the
     checkpoint; token t's output from the fp32 state, its state rounded into snapshot ``slot * TM + t`` (SR counter
-    c2 = flush counter + t) and re-read (the rounded state continues). nvfp4: ``BV`` is the whole head."""
+    c2 = flush counter + t) and re-read (the rounded state continues); ``dcnt[slot] = T``. nvfp4: ``BV`` is the
+    whole head."""
     pv = tl.program_id(0)
     head = tl.program_id(1)
     b = tl.program_id(2)
@@ -226,6 +238,7 @@ def _conventional_verify_kernel(
     offs_k = tl.arange(0, BK)
     mk = offs_k < K
     slot = tl.load(idx_ptr + b).to(tl.int64)
+    tl.store(dcnt_ptr + slot, T, mask=(slot >= 0) & (pv == 0) & (head == 0))
     if slot < 0:
         for t in tl.static_range(T):
             row = (b.to(tl.int64) * T + t) * HV + head
@@ -268,6 +281,7 @@ def triton_conventional_verify(cache, slots, q, k, v, g, beta, out):
     _conventional_verify_kernel[(triton.cdiv(V, BV), HV, B)](
         q_ptr=q, k_ptr=k, v_ptr=v, g_ptr=g, beta_ptr=beta if cache.delta else None, idx_ptr=slots, out_ptr=out,
         hp0=hp[0], hp1=hp[1], hp2=hp[2], sp0=sp[0], sp1=sp[1], sp2=sp[2], fcnt_ptr=cache.flush_count,
+        dcnt_ptr=cache.draft_count,
         seed=cache.seed, HV=HV, T=T, TM=cache.max_draft, K=cache.head_k, V=V, BK=bk, BV=BV,
         GK=cache.head_k if cache.per_key else 1, DELTA=cache.delta, FMT=FORMAT_CODE[fmt], SR=cache.spec.sr,
         TAG=cache.tag, **launch_options(v.device, max(4, min(16, BV * bk // 1024))))
@@ -275,9 +289,11 @@ def triton_conventional_verify(cache, slots, q, k, v, g, beta, out):
 
 
 @triton.jit
-def _restore_kernel(src_ptr, dst_ptr, idx_ptr, acc_ptr, HV, E: tl.constexpr, TM: tl.constexpr, BLOCK: tl.constexpr):
+def _restore_kernel(src_ptr, dst_ptr, idx_ptr, acc_ptr, fcnt_ptr, dcnt_ptr, HV, E: tl.constexpr, TM: tl.constexpr,
+                    BLOCK: tl.constexpr):
     """Copy the ``E`` elements of (slot, head) state part ``src[(slot * TM + accepted - 1) * HV + head]`` into
-    ``dst[slot * HV + head]``; grid ``(B, HV)``, padded rows skipped."""
+    ``dst[slot * HV + head]``; grid ``(B, HV)``, padded rows skipped. With ``fcnt_ptr`` (one launch of a commit): the
+    slot's flush counter + accepted (the conventional steps' counter) and its pending verify count 0."""
     b = tl.program_id(0)
     head = tl.program_id(1)
     slot = tl.load(idx_ptr + b).to(tl.int64)
@@ -289,16 +305,154 @@ def _restore_kernel(src_ptr, dst_ptr, idx_ptr, acc_ptr, HV, E: tl.constexpr, TM:
             offs = e0 + tl.arange(0, BLOCK)
             m = offs < E
             tl.store(dst + offs, tl.load(src + offs, mask=m), mask=m)
+        if fcnt_ptr is not None:
+            if head == 0:
+                tl.store(fcnt_ptr + slot, tl.load(fcnt_ptr + slot) + a.to(tl.int32))
+                tl.store(dcnt_ptr + slot, 0)
 
 
 def triton_restore(cache, slots, accepted) -> None:
-    """Conventional commit: every part of the checkpoint from the accepted snapshot (one launch per part)."""
+    """Conventional commit: every part of the checkpoint from the accepted snapshot (one launch per part; the first
+    also moves the counters)."""
     B, HV = slots.numel(), cache.num_heads
     if B == 0:
         return
+    first = True
     for dst, src in zip(cache.hp.kernel_tensors(), cache.snap.kernel_tensors()):
         if dst is None:
             continue
         E = dst[0, 0].numel()
-        _restore_kernel[(B, HV)](src_ptr=src, dst_ptr=dst, idx_ptr=slots, acc_ptr=accepted, HV=HV, E=E,
+        cnt = dict(fcnt_ptr=cache.flush_count, dcnt_ptr=cache.draft_count) if first else \
+            dict(fcnt_ptr=None, dcnt_ptr=None)
+        _restore_kernel[(B, HV)](src_ptr=src, dst_ptr=dst, idx_ptr=slots, acc_ptr=accepted, **cnt, HV=HV, E=E,
                                  TM=cache.max_draft, BLOCK=min(4096, triton.next_power_of_2(E)))
+        first = False
+
+
+# ------------------------------------------------------------------------------------------- replay commit
+@triton.jit
+def _commit_prep_kernel(
+    idx_ptr, acc_ptr, cnt_ptr, rk_ptr, rv_ptr, rb_ptr, dg_ptr, dv_ptr, db_ptr,
+    fk_ptr, fv_ptr, fg_ptr, fb_ptr, tk_ptr, tv_ptr, tg_ptr, tb_ptr, idxf_ptr, idxt_ptr, ntail_ptr, newcnt_ptr, fl_ptr,
+    HV, K: tl.constexpr, V: tl.constexpr, C: tl.constexpr, L: tl.constexpr, TM: tl.constexpr, BK: tl.constexpr,
+    BVA: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, CACHED: tl.constexpr,
+):
+    """First launch of a replay commit, one program per row (``spec_decode`` module doc): h' = h + accepted; a row
+    whose commit reaches the window's L-th token flushes (``fl[b]``, ``idxf[b] = slot``, else -1), its ring count is
+    set to L - 1 for the flush launch, and per head the flush input (ring entry L - 1: ``fk [B, HV, K]``, ``fv``,
+    ``fg [B, HV, GK]``, ``fb``) and the committed tail (``ntail[b] = h' - L`` tokens, ring positions L.., ``tk [B,
+    TM - 1, HV, K]``, ``tv``, ``tg``, ``tb``; ``idxt[b] = slot`` when non-empty) are gathered from the ring and
+    the draft buffers; ``newcnt[b]`` is the count after the commit (:func:`_commit_finish_kernel`)."""
+    b = tl.program_id(0)
+    slot = tl.load(idx_ptr + b).to(tl.int64)
+    valid = slot >= 0
+    s = tl.maximum(slot, 0)
+    h = tl.load(cnt_ptr + s)
+    hn = h + tl.load(acc_ptr + b)
+    flush = valid & (hn >= L)
+    tail = tl.where(flush, hn - L, 0)
+    tl.store(idxf_ptr + b, tl.where(flush, slot, -1))
+    tl.store(idxt_ptr + b, tl.where(tail > 0, slot, -1))
+    tl.store(ntail_ptr + b, tail)
+    tl.store(newcnt_ptr + b, tl.where(flush, tail, hn))
+    tl.store(fl_ptr + b, flush.to(tl.int32))
+    if flush:
+        offs_k = tl.arange(0, BK)
+        mk = offs_k < K
+        offs_v = tl.arange(0, BVA)
+        mv = offs_v < V
+        j = L - 1 - h                    # the verify token at ring position L - 1
+        hd = 0
+        while hd < HV:   # (a range() with a runtime bound fails in the Triton 3.6 interpreter)
+            sh = s * HV + hd
+            fr = b.to(tl.int64) * HV + hd
+            e = sh * C + L - 1
+            tl.store(fk_ptr + fr * K + offs_k, tl.load(rk_ptr + e * K + offs_k, mask=mk), mask=mk)
+            ed = sh * TM + j
+            if GK == 1:
+                tl.store(fg_ptr + fr, tl.load(dg_ptr + ed))
+            else:
+                tl.store(fg_ptr + fr * K + offs_k, tl.load(dg_ptr + ed * GK + offs_k, mask=mk), mask=mk)
+            if CACHED:
+                tl.store(fv_ptr + fr * V + offs_v, tl.load(dv_ptr + ed * V + offs_v, mask=mv), mask=mv)
+                tl.store(fb_ptr + fr, tl.load(db_ptr + ed))
+            else:
+                tl.store(fv_ptr + fr * V + offs_v, tl.load(rv_ptr + e * V + offs_v, mask=mv), mask=mv)
+                if DELTA:
+                    tl.store(fb_ptr + fr, tl.load(rb_ptr + e))
+            for i in tl.static_range(TM - 1):   # the committed tail: ring positions L + i, verify tokens j + 1 + i
+                m = i < tail
+                tr = (b.to(tl.int64) * (TM - 1) + i) * HV + hd
+                et = sh * C + L + i
+                edt = sh * TM + j + 1 + i
+                tl.store(tk_ptr + tr * K + offs_k, tl.load(rk_ptr + et * K + offs_k, mask=mk & m), mask=mk & m)
+                if GK == 1:
+                    tl.store(tg_ptr + tr, tl.load(dg_ptr + edt, mask=m), mask=m)
+                else:
+                    tl.store(tg_ptr + tr * K + offs_k, tl.load(dg_ptr + edt * GK + offs_k, mask=mk & m), mask=mk & m)
+                if CACHED:
+                    tl.store(tv_ptr + tr * V + offs_v, tl.load(dv_ptr + edt * V + offs_v, mask=mv & m), mask=mv & m)
+                    tl.store(tb_ptr + tr, tl.load(db_ptr + edt, mask=m), mask=m)
+                else:
+                    tl.store(tv_ptr + tr * V + offs_v, tl.load(rv_ptr + et * V + offs_v, mask=mv & m), mask=mv & m)
+                    if DELTA:
+                        tl.store(tb_ptr + tr, tl.load(rb_ptr + et, mask=m), mask=m)
+            hd += 1
+        tl.store(cnt_ptr + s, L - 1)
+
+
+@triton.jit
+def _commit_finish_kernel(idx_ptr, newcnt_ptr, fl_ptr, cnt_ptr, fcnt_ptr, dcnt_ptr, B, BLOCK: tl.constexpr):
+    """Last launch of a replay commit: per row with a slot, ring count <- ``newcnt``, flush counter + ``fl``, pending
+    verify count 0."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < B
+    slot = tl.load(idx_ptr + offs, mask=m, other=-1).to(tl.int64)
+    ok = m & (slot >= 0)
+    tl.store(cnt_ptr + slot, tl.load(newcnt_ptr + offs, mask=ok), mask=ok)
+    tl.store(fcnt_ptr + slot, tl.load(fcnt_ptr + slot, mask=ok) + tl.load(fl_ptr + offs, mask=ok), mask=ok)
+    tl.store(dcnt_ptr + slot, tl.zeros([BLOCK], dtype=tl.int32), mask=ok)
+
+
+def triton_commit(cache, slots, accepted) -> None:
+    """Replay commit on the device (:mod:`.spec_decode`): :func:`_commit_prep_kernel`, the flush of the flushing rows
+    (:func:`.decode.triton_step`), the committed tails' verify from the new read copy (:func:`triton_verify`,
+    ``zero_h``), :func:`_commit_finish_kernel`. No host synchronisation."""
+    from .decode import triton_step
+
+    B, HV, K, V, Tm = slots.numel(), cache.num_heads, cache.head_k, cache.head_v, cache.max_draft
+    if B == 0:
+        return
+    dev = slots.device
+    cached = cached_corrections(cache)
+    GK = K if cache.per_key else 1
+    act, f32, i32 = dict(dtype=cache.ring_k.dtype, device=dev), dict(dtype=torch.float32, device=dev), \
+        dict(dtype=torch.int32, device=dev)
+    vdt = dict(dtype=(cache.draft_v if cached else cache.ring_v).dtype, device=dev)
+    gpu = dev.type == "cuda"
+    new = torch.empty if gpu else torch.zeros   # (rows that do not flush never read theirs; zeros keep numpy quiet)
+    fk, fv = new(B, HV, K, **act), new(B, HV, V, **vdt)
+    fg, fb = new(B, HV, GK, **f32), new(B, HV, **f32)
+    T1 = max(Tm - 1, 1)
+    tk, tv = new(B, T1, HV, K, **act), new(B, T1, HV, V, **vdt)
+    tg, tb = new(B, T1, HV, GK, **f32), new(B, T1, HV, **f32)
+    idxf, idxt, ntail, newcnt, fl = (torch.empty(B, **i32) for _ in range(5))
+    _commit_prep_kernel[(B,)](
+        idx_ptr=slots, acc_ptr=accepted, cnt_ptr=cache.ring_count, rk_ptr=cache.ring_k,
+        rv_ptr=None if cached else cache.ring_v, rb_ptr=cache.ring_beta if cache.delta and not cached else None,
+        dg_ptr=cache.draft_g, dv_ptr=cache.draft_v if cached else None, db_ptr=cache.draft_beta if cached else None,
+        fk_ptr=fk, fv_ptr=fv, fg_ptr=fg, fb_ptr=fb, tk_ptr=tk, tv_ptr=tv, tg_ptr=tg, tb_ptr=tb, idxf_ptr=idxf,
+        idxt_ptr=idxt, ntail_ptr=ntail, newcnt_ptr=newcnt, fl_ptr=fl, HV=HV, K=K, V=V, C=cache.ring_k.shape[2],
+        L=cache.window, TM=Tm, BK=block_k(K), BVA=value_rows(V), GK=GK, DELTA=cache.delta, CACHED=cached)
+    out = torch.empty(B, HV, V, **f32)
+    # (the interpreter runs every skipped program in Python: off the GPU, where a host sync costs nothing, launches
+    # with no row to flush or no tail are skipped; on the GPU they run, a few microseconds, no sync)
+    if gpu or bool((idxf >= 0).any()):
+        triton_step(cache, idxf, fk, fk, fv, fg if cache.per_key else fg[..., 0], fb if cache.delta else None, out)
+    if Tm > 1 and (gpu or bool((idxt >= 0).any())):
+        tout = torch.empty(B, T1, HV, V, **f32)
+        triton_verify(cache, idxt, tk, tk, tv, tg, tb, ntail, False, tout, zero_h=True)
+    BLOCK = min(1024, triton.next_power_of_2(B))
+    _commit_finish_kernel[(triton.cdiv(B, BLOCK),)](idx_ptr=slots, newcnt_ptr=newcnt, fl_ptr=fl,
+                                                    cnt_ptr=cache.ring_count, fcnt_ptr=cache.flush_count,
+                                                    dcnt_ptr=cache.draft_count, B=B, BLOCK=BLOCK)

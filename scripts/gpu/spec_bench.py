@@ -1,6 +1,7 @@
 """Speculative-decoding benchmark (Algorithm 2, issue 27): verify cost and SSM-layer tokens/s, one device call.
 
-Exact command (repository root, on the H200; ~4-5 min):
+Exact command (repository root, on the H200; at most ~5 min: batch 256 is timed first and no new measurement starts
+after --budget-s, default 270 s; --resume into the same folder adds what was left):
 
     source scripts/gpu/setup.sh && python3 scripts/gpu/spec_bench.py --out $OUT/spec_bench
 
@@ -39,6 +40,8 @@ def main(argv=None):
     p.add_argument("--window", type=int, default=None, help="replay window L (default 16)")
     p.add_argument("--rep-ms", type=int, default=40, help="do_bench time per measurement")
     p.add_argument("--resume", action="store_true", help="keep the rows of an interrupted run in --out")
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="start no new measurement after this many seconds (default 270 on the GPU)")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes in the Triton interpreter")
     args = p.parse_args(argv)
     try:
@@ -48,7 +51,7 @@ def main(argv=None):
     try:
         run_spec_bench(args.out, families=args.families, specs=args.specs, batches=args.batches,
                        drafts=args.drafts, rates=args.rates, window=args.window, rep_ms=args.rep_ms,
-                       cpu_smoke=args.cpu_smoke, resume=args.resume)
+                       cpu_smoke=args.cpu_smoke, resume=args.resume, budget_s=args.budget_s)
     except ValueError as e:
         print(f"spec_bench: error: {e}", file=sys.stderr)
         return 2

@@ -117,9 +117,9 @@ def test_rounds_equal_oracle_and_triton_equals_torch(family):
     assert int(cs[1].flush_count[:NS].min()) >= 12
 
 
-@pytest.mark.parametrize("family,spec,mode", [("gdn", "nvfp4/fp16+sr", "replay"), ("kda", "fp8+sr", "replay"),
-                                              ("mamba2", "int8/fp32", "replay"), ("gdn", "int8+sr", "conventional"),
-                                              ("kda", "nvfp4+sr", "conventional"), ("mamba2", "fp8+sr", "conventional")])
+@pytest.mark.parametrize("family,spec,mode", [
+    ("gdn", "nvfp4/fp16+sr", "replay"), ("kda", "fp8+sr", "replay"), ("mamba2", "int8/fp32", "replay"),
+    ("gdn", "int8+sr", "conventional"), ("kda", "nvfp4+sr", "conventional"), ("mamba2", "fp8+sr", "conventional")])
 def test_triton_bit_exact_vs_torch(family, spec, mode):
     """Rounded specs (row-scaled fp8 / int8, nvfp4, shared and separate, SR): 6 rounds, every stored tensor
     (checkpoints, ring, draft buffers, snapshots, counters) and every output bit-identical between the backends."""
