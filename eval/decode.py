@@ -40,6 +40,22 @@ counters as ``T`` calls of :meth:`DecodeSession.step`)::
     s = DecodeSession(model, ["fp32", "nvfp4/fp8+sr"], window=16, exec_mode="chunked")
     s.prefill(prompt_ids)
     logits = s.feed(next_tokens)                 # next_tokens [D, T] -> logits [n*D, T, vocab] fp32
+
+Speculative decoding (Algorithm 2, DESIGN.md sec. 3): with ``draft="ngram:T"`` the caches get a draft
+capacity of ``T`` tokens and :meth:`DecodeSession.generate` verifies up to ``T`` tokens per model forward
+(drafts from prompt lookup, :mod:`.drafting`; greedy acceptance, :mod:`.speculative`). The primitives::
+
+    s = DecodeSession(model, ["fp32", "nvfp4/fp8+sr"], draft="ngram:4")
+    s.prefill(prompt_ids)
+    logits = s.verify(tokens)                    # tokens [rows, T] -> logits [rows, T, vocab]: nothing committed
+    s.accept(n)                                  # n int [rows] in 1..T: keep the first n[r] tokens of row r
+
+:meth:`verify` runs the ``T`` tokens through the model in one forward, every SSM layer through
+``SSMStateCache.verify`` (output only); :meth:`accept` commits ``n`` tokens per row in every SSM cache
+(``SSMStateCache.commit``), rolls every short causal conv1d state back to its inputs up to the accepted
+position and drops the rejected tokens from the attention layers' KV cache (rows that keep fewer tokens
+than the longest-keeping row keep holes there, masked out of attention; positions stay each row's own).
+In a draft session :meth:`step` is ``verify`` of one token plus ``accept(1)``.
 """
 
 from __future__ import annotations
@@ -57,6 +73,8 @@ from replayssm_quant.quant.spec import DECODE_MODES, DEFAULT_WINDOW, StateSpec, 
 from .adapters import SUPPORTED_MODELS, ssm_layers
 from .adapters.hooks import attach
 from .placement import device_context, input_device
+from .drafting import DraftSpec, parse_draft
+from .speculative import cut_rows, speculative_generate
 
 
 @dataclass(frozen=True)
@@ -158,6 +176,34 @@ class LayerGraph:
     device: torch.device
 
 
+def _roll_back_conv(layer_cache, accepted: torch.Tensor) -> None:
+    """Conv states of one linear-attention cache layer after a verify of ``T`` tokens (recorded with
+    ``activate_past_recording``: ``[rows, C, W + T]``, the ``W`` inputs before the verify then its ``T``) -> the
+    ``W`` inputs ending at each row's last accepted token: columns ``accepted[r] .. accepted[r] + W - 1``.
+    A state still ``W`` wide was updated in place by a one-token step (then every row accepted its one token)."""
+    for i in range(layer_cache.number_of_states):
+        st = layer_cache.conv_states[i]
+        if st is not None and layer_cache.is_conv_states_initialized[i]:
+            W = layer_cache.conv_kernel_size[i]
+            if st.shape[-1] > W:
+                cols = accepted.to(st.device)[:, None] + torch.arange(W, device=st.device)[None, :]   # [rows, W]
+                st = st.gather(-1, cols[:, None, :].expand(st.shape[0], st.shape[1], W))
+            layer_cache.conv_states[i] = st.contiguous()
+    layer_cache.record_past = False
+
+
+def _crop_attention(layer_cache, tail: int) -> None:
+    """Drop the last ``tail`` tokens of one cache layer's attention keys / values (SSM / MLP layers: nothing)."""
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer, LinearAttentionCacheLayerMixin
+
+    if isinstance(layer_cache, DynamicLayer) and not isinstance(layer_cache, DynamicSlidingWindowLayer):
+        if layer_cache.is_initialized and layer_cache.keys.numel():
+            DynamicLayer.crop(layer_cache, -tail)
+    elif not isinstance(layer_cache, LinearAttentionCacheLayerMixin):
+        raise ValueError(f"speculative decoding rolls back full-attention DynamicCache layers only; this model's "
+                         f"cache has a {type(layer_cache).__name__} layer")
+
+
 class DecodeSession:
     """Run a Hugging Face hybrid model with every SSM layer's decode step in a state cache.
 
@@ -181,6 +227,10 @@ class DecodeSession:
         exec_mode: ``"step"`` (default), ``"chunked"``: :meth:`feed` then runs ``T`` tokens per model
             forward through the chunked windows (every variant must be a replay variant), or ``"chunked-all"``:
             the same, conventional variants allowed (their state stepped token by token inside each layer).
+        draft: ``None`` (default, no speculation) or a draft spec ``ngram:T[:N]`` (:func:`.drafting.parse_draft`):
+            the caches get a draft capacity of ``T`` tokens, :meth:`generate` decodes speculatively
+            (:func:`.speculative.speculative_generate`) and :meth:`verify` / :meth:`accept` are available;
+            takes ``exec_mode="step"``.
 
     The session hooks the model when created; :meth:`close` (or ``with``) unhooks it.
     Several sessions may be attached to one model; only the one inside :meth:`step`
@@ -189,7 +239,7 @@ class DecodeSession:
 
     def __init__(self, model, variants: str | Variant | Sequence[str | Variant], window: int = DEFAULT_WINDOW,
                  seed: int = 0, backend: str | None = None, default_mode: str = "replay", cuda_graphs: bool = True,
-                 exec_mode: str = "step"):
+                 exec_mode: str = "step", draft: str | DraftSpec | None = None):
         if isinstance(variants, (str, Variant)):
             variants = [variants]
         self.variants: list[Variant] = [parse_variant(v, default_mode) for v in variants]
@@ -204,7 +254,17 @@ class DecodeSession:
             bad = ", ".join(v.label for v in self.variants if not chunkable(v))
             raise ValueError(f"chunked execution takes replay variants only ({bad} round every step: run them "
                              "in a session with exec_mode='step', or all variants with exec_mode='chunked-all')")
+        self.draft: DraftSpec | None = parse_draft(draft)
+        if self.draft is not None and exec_mode != "step":
+            raise ValueError(f"draft {self.draft.text} takes exec_mode='step' (a speculative session runs its "
+                             f"teacher-forced tokens as verify steps), got exec_mode={exec_mode!r}")
         self.model, self.window, self.seed, self.backend = model, int(window), int(seed), backend
+        if self.draft is not None:
+            for v in self.variants:
+                w = v.window or int(window)
+                if v.mode == "replay" and self.draft.tokens > w:
+                    raise ValueError(f"draft {self.draft.text} verifies {self.draft.tokens} tokens per step, more than "
+                                     f"the replay window L={w} of {v.label}: use T <= L (or a longer window)")
         # REPLAYSSM_CUDA_GRAPHS=0 turns the graphs off everywhere (lm-eval plugin, KL harness)
         self.cuda_graphs = bool(cuda_graphs) and os.environ.get("REPLAYSSM_CUDA_GRAPHS", "1") != "0"
         self._graphs: dict[int, LayerGraph] = {}
@@ -215,8 +275,14 @@ class DecodeSession:
             raise ValueError(f"{type(model).__name__} has no SSM layer this toolkit supports; supported: {SUPPORTED_MODELS}")
         self._cache_kw, self._has_ltk = _forward_kwargs(model)
         self._offloaded_input = input_device(model)     # where token ids go when the embeddings are offloaded
+        self._has_positions = "position_ids" in inspect.signature(model.forward).parameters
         self._decoding = False
         self._feeding = False          # a multi-token teacher-forced forward (chunked execution) is running
+        self._verifying = False        # a speculative verify forward is running (SSM layers -> cache.verify)
+        self._pending = 0              # tokens of the last verify not yet accepted (0: none pending)
+        self._row_pos = None           # draft sessions: int64 [rows], position of each row's next token
+        #: draft sessions: the statistics of the last :meth:`generate` (:class:`.speculative.SpecStats`)
+        self.spec_stats = None
         self._position = 0             # tokens fed since prefill
         self._handles: list = []
         self._caches: dict[int, list] = {}
@@ -269,9 +335,22 @@ class DecodeSession:
                                validate=False))
         return torch.cat(outs, 0)
 
+    def _verify_all(self, idx: int, q, k, v, g, beta) -> torch.Tensor:
+        """Output-only verify of ``T`` tokens in layer ``idx`` for every variant: inputs ``[rows, T, HV, *]``
+        (rows variant-major) -> fp32 ``[rows, T, HV, V]``; nothing is committed until :meth:`accept`."""
+        D, outs = self.num_docs, []
+        for i, c in enumerate(self._caches[idx]):
+            sl = slice(i * D, (i + 1) * D)
+            outs.append(c.verify(self._slots[idx], q[sl], k[sl], v[sl], g[sl], None if beta is None else beta[sl],
+                                 validate=False))
+        return torch.cat(outs, 0)
+
     def _make_run(self, idx: int):
         def run(q, k, v, g, beta):
             with device_context(q.device):   # layers spread over GPUs: launches (and graphs) on the layer's own
+                if self._verifying:          # a one-token verify: the model took its single-token path
+                    return self._verify_all(idx, *(None if x is None else x[:, None]
+                                                   for x in (q, k, v, g, beta)))[:, 0]
                 if not self._use_graphs(idx, q):
                     return self._step_all(idx, q, k, v, g, beta)
                 return self._graphed_step(idx, q, k, v, g, beta)
@@ -284,6 +363,8 @@ class DecodeSession:
             """Inputs ``[rows, T, HV, *]`` (rows variant-major) -> fp32 ``[rows, T, HV, V]``."""
             D, outs = self.num_docs, []
             with device_context(q.device):
+                if self._verifying:
+                    return self._verify_all(idx, q, k, v, g, beta)
                 for i, c in enumerate(self._caches[idx]):
                     sl = slice(i * D, (i + 1) * D)
                     outs.append(chunked_forward(c, self._slots[idx], q[sl], k[sl], v[sl], g[sl],
@@ -338,13 +419,16 @@ class DecodeSession:
             self._caches[idx] = [
                 SSMStateCache(family=fam.name, spec=var.spec, num_slots=num_docs, num_heads=hv, head_k=k,
                               head_v=v, window=var.window or self.window, mode=var.mode, seed=self.seed, device=dev,
-                              backend=backend)
+                              backend=backend, **self._draft_kwargs())
                 for var in self.variants]
             self._slots[idx] = torch.arange(num_docs, device=dev, dtype=torch.int64)
         # decided once per prefill, not per step, per layer (a model split over CPU and GPU graphs its GPU layers):
         # a graph needs every cache of the layer on the triton backend on a GPU
         self._graphable = {idx for idx, cs in self._caches.items()
                            if self.cuda_graphs and all(c.backend == "triton" and c.device.type == "cuda" for c in cs)}
+
+    def _draft_kwargs(self) -> dict:
+        return {} if self.draft is None else {"max_draft": self.draft.tokens}
 
     # ---- prefill / step ------------------------------------------------------------
     @torch.no_grad()
@@ -390,6 +474,11 @@ class DecodeSession:
         self.hf_cache = cache
         self.attention_mask = None if attention_mask is None else attention_mask.repeat(n, 1)
         self._position = 0
+        self._pending = 0
+        if self.draft is not None:      # rows' positions diverge once rows keep different numbers of tokens
+            self._row_pos = torch.full((n * D,), input_ids.shape[1], dtype=torch.int64, device=dev)
+            if self.attention_mask is None:
+                self.attention_mask = torch.ones(n * D, input_ids.shape[1], dtype=torch.int64, device=dev)
         return out.logits[:, -1].float().repeat(n, 1)
 
     @torch.no_grad()
@@ -404,6 +493,10 @@ class DecodeSession:
         tokens = tokens.to(self._input_device())
         if tokens.dim() != 1 or tokens.shape[0] not in (self.num_docs, self.num_rows):
             raise ValueError(f"tokens must be [{self.num_rows}] or [{self.num_docs}], got {tuple(tokens.shape)}")
+        if self.draft is not None:      # a draft session: a one-token verify, accepted
+            logits = self.verify(tokens[:, None])[:, 0]
+            self.accept(torch.ones(self.num_rows, dtype=torch.int64, device=tokens.device))
+            return logits
         if tokens.shape[0] != self.num_rows:
             tokens = tokens.repeat(len(self.variants))
         kw = {self._cache_kw: self.hf_cache, "use_cache": True}
@@ -466,6 +559,80 @@ class DecodeSession:
         self.hf_cache = getattr(out, self._cache_kw)
         self._position += T
         return out.logits.float()
+
+    # ---- speculative verify / accept (draft sessions) ----------------------------------------
+    @torch.no_grad()
+    def verify(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Run ``T`` tokens per row through the model in one forward without committing them; float32 logits
+        ``[num_rows, T, vocab]`` (position ``t``: after ``tokens[:, t]``). :meth:`accept` must follow.
+
+        Args:
+            tokens: int64 ``[num_rows, T]`` (or ``[D, T]``), ``1 <= T <=`` the draft spec's T: each row's last
+                accepted (not yet fed) token, then its drafts.
+        """
+        if self.draft is None:
+            raise RuntimeError("verify() needs a draft session: DecodeSession(..., draft='ngram:T')")
+        if self.hf_cache is None:
+            raise RuntimeError("call prefill() before verify()")
+        if self._pending:
+            raise RuntimeError(f"the last verify of {self._pending} tokens is not accepted yet: call accept() first")
+        tokens = self._rows_tokens(tokens)
+        T = tokens.shape[1]
+        if T > self.draft.tokens:
+            raise ValueError(f"verify of {T} tokens per row; this session's draft {self.draft.text} allows "
+                             f"1..{self.draft.tokens}")
+        R, dev = self.num_rows, tokens.device
+        self.attention_mask = torch.cat([self.attention_mask, self.attention_mask.new_ones(R, T)], 1)
+        kw = {self._cache_kw: self.hf_cache, "use_cache": True, "attention_mask": self.attention_mask}
+        if self._has_positions:
+            kw["position_ids"] = self._row_pos[:, None] + torch.arange(T, device=dev)
+        for idx, _, _ in self.layers:      # keep every conv input of the T tokens until accept()
+            self.hf_cache.layers[idx].activate_past_recording()
+        self._decoding = self._feeding = self._verifying = True
+        try:
+            out = self.model(input_ids=tokens, **kw)
+        finally:
+            self._decoding = self._feeding = self._verifying = False
+        self.hf_cache = getattr(out, self._cache_kw)
+        self._pending = T
+        return out.logits.float()
+
+    @torch.no_grad()
+    def accept(self, accepted: torch.Tensor) -> None:
+        """Keep the first ``accepted[r]`` tokens of the last :meth:`verify` of row ``r`` (int ``[num_rows]``
+        or ``[D]``, values in 1..T): commit them in every SSM cache, roll the conv states back to them, drop
+        the rest from the attention layers' KV cache (one host sync: the longest kept length)."""
+        T = self._pending
+        if not T:
+            raise RuntimeError("accept() needs a verify() before it")
+        R, dev = self.num_rows, self._row_pos.device
+        accepted = torch.as_tensor(accepted, device=dev)
+        if accepted.dim() != 1 or accepted.shape[0] not in (self.num_docs, R) or accepted.is_floating_point():
+            raise ValueError(f"accepted must be an int tensor [{R}] or [{self.num_docs}], got {accepted.dtype} "
+                             f"{tuple(accepted.shape)}")
+        accepted = accepted.to(torch.int64)
+        if accepted.shape[0] != R:
+            accepted = accepted.repeat(len(self.variants))
+        lo, hi = torch.stack([accepted.min(), accepted.max()]).tolist()     # the one host sync
+        if lo < 1 or hi > T:
+            raise ValueError(f"accepted counts must be in 1..{T} (the tokens of the last verify), got {lo}..{hi}")
+        D = self.num_docs
+        for idx, _, _ in self.layers:
+            for i, c in enumerate(self._caches[idx]):
+                c.commit(self._slots[idx], accepted[i * D:(i + 1) * D].to(c.device), validate=False)
+            _roll_back_conv(self.hf_cache.layers[idx], accepted)
+        # attention: the common rejected tail goes, shorter rows keep masked holes
+        tail = T - hi
+        keep = torch.arange(T, device=dev)[None, :] < accepted[:, None]                 # [rows, T]
+        mask = self.attention_mask
+        mask[:, mask.shape[1] - T:] = keep.to(mask.dtype)
+        if tail:
+            self.attention_mask = mask[:, :mask.shape[1] - tail].contiguous()
+            for layer in self.hf_cache.layers:
+                _crop_attention(layer, tail)
+        self._row_pos += accepted
+        self._position += hi
+        self._pending = 0
 
     def chunk_tokens(self) -> int:
         """Tokens per chunked forward that keep every later forward on a window boundary: the least common
@@ -543,7 +710,12 @@ class DecodeSession:
 
         Returns:
             ``rows`` lists of generated token ids (rows variant-major).
+
+        A draft session decodes speculatively (:func:`.speculative.speculative_generate`; the same tokens,
+        ``stop_fn`` checked after every verify step) and leaves its statistics in :attr:`spec_stats`.
         """
+        if self.draft is not None:
+            return speculative_generate(self, input_ids, max_new_tokens, attention_mask, stop_token_ids, stop_fn)
         logits = self.prefill(input_ids, attention_mask)
         dev = logits.device
         R = logits.shape[0]
@@ -566,18 +738,4 @@ class DecodeSession:
             if last or ((t + 1) % check_every == 0 and bool(done.all())):
                 break
             logits = self.step(nxt)
-        out = []
-        for r, row in enumerate(gen.cpu().tolist()):
-            cut = len(row)
-            for i, tok in enumerate(row):
-                if stop_ids.numel() and tok in set(stop_ids.tolist()):
-                    cut = i + 1
-                    break
-            row = row[:cut]
-            if stop_fn is not None:
-                for i in range(1, len(row) + 1):
-                    if stop_fn(r, row[:i]):
-                        row = row[:i]
-                        break
-            out.append(row)
-        return out
+        return cut_rows(gen.cpu().tolist(), set(stop_ids.tolist()), stop_fn)

@@ -13,6 +13,9 @@ model_args::
                          (conventional:fp8+sr) overrides ``mode``
     mode=replay|conventional   decode mode (default replay)
     window=16            replay window L
+    draft=none           speculative generation: ngram:T[:N] verifies T tokens per model step (the last
+                         accepted token + up to T-1 drafts from n-gram matching in the prompt and the text so
+                         far; greedy acceptance, the same tokens as plain greedy decoding); T <= window
     seed=0               stochastic-rounding seed
     batch_size=1         rows per decode batch (one row = one request); "auto" = max_batch_size or 64;
                          wins over lm-eval's --batch_size (which is used when model_args has none)
@@ -226,7 +229,7 @@ class ReplaySSMLM(TemplateLM):
                  dtype: str = "auto", backend: str | None = None,
                  max_length: int | None = None, add_bos_token: bool | str = False,
                  max_gen_toks: int = DEFAULT_MAX_GEN_TOKS, parallelize: bool | str = False, model=None,
-                 tokenizer=None, **kwargs: Any):
+                 tokenizer=None, draft: str | None = None, **kwargs: Any):
         super().__init__()
         from replayssm_quant.eval.decode import DecodeSession, parse_variant
 
@@ -235,7 +238,7 @@ class ReplaySSMLM(TemplateLM):
             raise ValueError(
                 f"replayssm: unknown model_args {unknown}; known: pretrained, state, mode, window, seed, "
                 "batch_size, max_batch_size, max_batch_tokens, device, dtype, backend, max_length, add_bos_token, "
-                "max_gen_toks, parallelize")
+                "max_gen_toks, parallelize, draft")
         if pretrained is None and model is None:
             raise ValueError("replayssm: model_args needs pretrained=PATH_OR_ID (or gdn-demo / mamba2-demo)")
         self.variant = parse_variant(str(state), default_mode=str(mode))
@@ -268,12 +271,21 @@ class ReplaySSMLM(TemplateLM):
         if max_length is None:
             max_length = getattr(model.config, "max_position_embeddings", None) or 4096
         self.max_length = _as_int("max_length", max_length, lo=2)
+        from .drafting import parse_draft
+
+        try:
+            self.draft = parse_draft(draft)
+        except ValueError as e:
+            raise ValueError(f"replayssm: {e}") from None
         self.session = DecodeSession(self.model, [self.variant], window=self.window, seed=self.seed,
-                                     backend=backend)
+                                     backend=backend, draft=self.draft)
         #: one dict per generate_until request: context, until, token_ids, gen_tokens
         self.generation_log: list[dict] = []
-        #: generated tokens and seconds spent in generation (prefill included), over all generate_until calls
+        #: generated tokens and seconds spent in generation (prefill included), over all generate_until calls;
+        #: with a draft also model steps (row-steps), drafted and accepted draft tokens
         self.generation_stats: dict = {"tokens": 0, "seconds": 0.0}
+        if self.draft is not None:
+            self.generation_stats.update(steps=0, drafted=0, accepted=0)
 
     # ------------------------------------------------------------------ lm-eval plumbing
     @property
@@ -313,7 +325,8 @@ class ReplaySSMLM(TemplateLM):
                 "mode": self.variant.mode, "window": self.window, "seed": self.seed,
                 "model_device": str(self.device), "model_batch_size": self.batch_size,
                 "weights_dtype": weights_dtype(self.model), "generation_tokens": gen["tokens"],
-                "generation_seconds": gen["seconds"], "generation_tokens_per_s": gen["tokens_per_s"]}
+                "generation_seconds": gen["seconds"], "generation_tokens_per_s": gen["tokens_per_s"],
+                "draft": self.draft.text if self.draft is not None else "none"}
 
     def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
         ids = self.tokenizer.encode(string, add_special_tokens=False)
@@ -478,6 +491,10 @@ class ReplaySSMLM(TemplateLM):
                     torch.cuda.synchronize(self._device)
                 self.generation_stats["seconds"] += time.perf_counter() - t0
                 self.generation_stats["tokens"] += sum(len(r) for r in rows)
+                if self.draft is not None:
+                    st = self.session.spec_stats
+                    for key in ("steps", "drafted", "accepted"):
+                        self.generation_stats[key] += getattr(st, key)
                 for i, toks in zip(chunk, rows):
                     text = self.tok_decode(toks)  # eos is a special token: dropped here
                     for u in until:

@@ -67,6 +67,21 @@ def _dot_tf32x3(a, b_hi, b_lo, A_EXACT: tl.constexpr):
 
 
 @triton.jit
+def _nilpotent_inverse(N, P: tl.constexpr, PLOG: tl.constexpr, DOTP: tl.constexpr = "ieee"):
+    """``(I + N)^{-1}`` of a strictly triangular ``N [P, P]`` (``P = 2^PLOG``, so ``N^P = 0``) as
+    ``(I - N)(I + N^2)(I + N^4)...(I + N^(P/2))``: PLOG - 1 squarings and as many products (P = 16: six fp32 dots,
+    no serial column loop); the torch mirror is :func:`.reference.nilpotent_inverse`."""
+    offs = tl.arange(0, P)
+    eye = tl.where(offs[:, None] == offs[None, :], 1.0, 0.0)
+    T = eye - N
+    Np = N
+    for s in tl.static_range(1, PLOG):            # Np = N^(2^s); T <- T (I + Np)
+        Np = tl.dot(Np, Np, input_precision=DOTP)
+        T = tl.dot(T, eye + Np, input_precision=DOTP)
+    return T
+
+
+@triton.jit
 def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
                 K: tl.constexpr, L: tl.constexpr, LP: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
                 BK: tl.constexpr, LPLOG: tl.constexpr, CACHED: tl.constexpr, DOTP: tl.constexpr = "ieee"):
@@ -139,13 +154,7 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
         # T = (I + N)^{-1}, N = M diag(beta) strictly upper triangular [LP, LP] (LP = 2^LPLOG), so N^LP = 0 and
         # T = sum_k (-N)^k = (I - N)(I + N^2)(I + N^4)...(I + N^(LP/2)): LP = 16: six 16x16 fp32 dots
         # (no serial column loop)
-        N = M * br[None, :]
-        eye = tl.where(offs_j[:, None] == offs_j[None, :], 1.0, 0.0)
-        T = eye - N
-        Np = N
-        for s in tl.static_range(1, LPLOG):            # Np = N^(2^s); T <- T (I + Np)
-            Np = tl.dot(Np, Np, input_precision=DOTP)
-            T = tl.dot(T, eye + Np, input_precision=DOTP)
+        T = _nilpotent_inverse(M * br[None, :], LP, LPLOG, DOTP)
     if DOTP == "tf32x3":   # the sub-blocks' key operands, split once per (row, head) (:func:`_dot_tf32x3`)
         Kd, Kdl = _tf32_split(Kd)
         Kd2, Kd2l = _tf32_split(Kd2)

@@ -190,11 +190,11 @@ def _flush_keys(cache, slots, k, g, BK: int, LP: int):
     L = cache.window
     n, HV = k.shape[:2]
     Kr = np.zeros((n, HV, LP, BK), np.float32)
-    Kr[:, :, :L - 1] = _np(cache.ring_k[slots], BK)
+    Kr[:, :, :L - 1] = _np(cache.ring_k[slots][:, :, :L - 1], BK)
     Kr[:, :, L - 1] = _np(k, BK)
     if cache.per_key:
         Gc = np.zeros((n, HV, LP, BK), np.float32)
-        Gc[:, :, :L - 1] = _np(cache.ring_g[slots], BK)
+        Gc[:, :, :L - 1] = _np(cache.ring_g[slots][:, :, :L - 1], BK)
         gtot = Gc[:, :, L - 2] + _np(g, BK)                                     # [n, HV, BK]
         Gc[:, :, L - 1:] = gtot[:, :, None, :]
         Kd = Kr * np.exp(Gc)
@@ -202,7 +202,7 @@ def _flush_keys(cache, slots, k, g, BK: int, LP: int):
         dL = np.exp(gtot)
     else:
         Gc = np.zeros((n, HV, LP), np.float32)
-        Gc[:, :, :L - 1] = cache.ring_g[slots][..., 0].cpu().numpy()
+        Gc[:, :, :L - 1] = cache.ring_g[slots][:, :, :L - 1, 0].cpu().numpy()
         gtot = Gc[:, :, L - 2] + g[..., 0].cpu().numpy()                        # [n, HV]
         Gc[:, :, L - 1:] = gtot[..., None]
         Kd = Kr * np.exp(Gc)[..., None]
@@ -217,7 +217,7 @@ def _correction_solve(cache, slots, beta, Kr, Gc, LP: int):
     L = cache.window
     n, HV = Kr.shape[:2]
     br = np.zeros((n, HV, LP), np.float32)
-    br[:, :, :L - 1] = cache.ring_beta[slots].cpu().numpy()
+    br[:, :, :L - 1] = cache.ring_beta[slots][:, :, :L - 1].cpu().numpy()
     br[:, :, L - 1] = beta.cpu().numpy()
     upper = np.arange(LP)[:, None] < np.arange(LP)[None, :]
     if cache.per_key:
@@ -230,13 +230,20 @@ def _correction_solve(cache, slots, beta, Kr, Gc, LP: int):
     else:
         Dm = np.exp(np.minimum(Gc[..., None, :] - Gc[..., :, None], np.float32(0.0)))
         M = np.where(upper, _dot(Kr, np.swapaxes(Kr, -1, -2)) * Dm, np.float32(0.0)).astype(np.float32)
-    N = M * br[:, :, None, :]
-    eye = np.eye(LP, dtype=np.float32)
+    return br, nilpotent_inverse(M * br[:, :, None, :])
+
+
+def nilpotent_inverse(N: np.ndarray) -> np.ndarray:
+    """``(I + N)^{-1}`` of strictly triangular ``N [..., P, P]`` (P a power of two, so ``N^P = 0``) as the kernels
+    compute it: ``(I - N)(I + N^2)(I + N^4)...(I + N^(P/2))``, log2(P) - 1 squarings and as many products, fp32
+    dots (:func:`_dot`)."""
+    P = N.shape[-1]
+    eye = np.eye(P, dtype=np.float32)
     T, Np = eye - N, N
-    for _ in range(LP.bit_length() - 2):        # Np = N^(2^s), s = 1 .. log2(LP) - 1
+    for _ in range(P.bit_length() - 2):         # Np = N^(2^s), s = 1 .. log2(P) - 1
         Np = _dot(Np, Np)
         T = _dot(T, eye + Np)
-    return br, T
+    return T
 
 
 def chunked_flush_state(cache, S0, slots, k, v, g, beta):
@@ -283,7 +290,7 @@ def chunked_flush_state(cache, S0, slots, k, v, g, beta):
     cached = cached_corrections(cache)
     Vp = np.zeros((n, HV, nb * R, LP), np.float32)
     ring = cache.ring_u if cached else cache.ring_v
-    Vp[:, :, :V, :L - 1] = np.swapaxes(ring[slots].float().cpu().numpy(), -1, -2)
+    Vp[:, :, :V, :L - 1] = np.swapaxes(ring[slots][:, :, :L - 1].float().cpu().numpy(), -1, -2)
     if not cached:
         Vp[:, :, :V, L - 1] = v.cpu().numpy()
     Vr = Vp.reshape(n, HV, nb, R, LP)

@@ -18,6 +18,13 @@ Holds, for ``num_slots`` slots and ``num_heads`` (= HV) heads of ``[V, K]`` stat
   (Philox c2); entry ``S`` is a scratch slot that padded rows write to, so counter
   updates need no host synchronisation.
 
+Speculative decoding (``max_draft`` T_max > 0, :mod:`.spec_decode`): the ring's capacity is ``L - 1 + T_max``
+(room for the verify window past the committed entries); ``draft_g float32 [S, HV, T_max, GK]`` the raw log
+decays of the last verify window (shared delta-rule specs also ``draft_v [S, HV, T_max, V]`` in ``ring_dtype``
+and ``draft_beta float32 [S, HV, T_max]``: their ring keeps no raw inputs); ``draft_count int32 [S + 1]`` the T of
+the slot's pending verify (0: none). Conventional mode instead keeps ``snap``, one snapshot per draft token in the
+checkpoint format (``S * T_max`` states, snapshot t of slot s at ``s * T_max + t``).
+
 Flush semantics: see :mod:`.reference`. ``mode="conventional"`` is the window-1
 case (every step reads, updates and rewrites the one checkpoint); it needs a
 shared spec. ``backend="torch"`` runs :func:`.reference.torch_step`,
@@ -66,11 +73,13 @@ class SSMStateCache:
             cumulative log decays and corrections stay float32.
         knobs: :class:`.launch.LaunchKnobs`, overrides of the Triton launcher's heuristics (default: none; the
             results are the same bits whatever the knobs, only the launches differ).
+        max_draft: T_max, the most tokens one :meth:`verify` takes (0, the default: no speculation, no extra
+            memory). Replay: 1 <= T_max <= window; the ring grows to ``window - 1 + T_max`` entries.
     """
 
     def __init__(self, family: str, spec, num_slots: int, num_heads: int, head_k: int, head_v: int,
                  window: int = 16, mode: str = "replay", seed: int = 0, device="cpu", backend: str = "triton",
-                 ring_dtype: torch.dtype = torch.float32, knobs: LaunchKnobs | None = None):
+                 ring_dtype: torch.dtype = torch.float32, knobs: LaunchKnobs | None = None, max_draft: int = 0):
         self.family = check_family(family)
         self.spec: StateSpec = spec if isinstance(spec, StateSpec) else parse_state_spec(spec)
         self.mode = check_mode(mode)
@@ -90,6 +99,12 @@ class SSMStateCache:
         if mode == "conventional" and not self.spec.shared:
             raise ValueError(f"spec {self.spec.text!r} has separate read/recurrence formats, which only the "
                              "replay mode has; conventional decoding takes a shared spec (FMT[+sr])")
+        if isinstance(max_draft, bool) or not isinstance(max_draft, int) or max_draft < 0:
+            raise ValueError(f"max_draft must be an int >= 0 (0: no speculative verify), got {max_draft!r}")
+        if mode == "replay" and max_draft > window:
+            raise ValueError(f"max_draft={max_draft} exceeds the window {window}: a verify takes at most window "
+                             "tokens (the committed tail after a flush must fit the next window)")
+        self.max_draft = max_draft
         self.seed = check_seed(seed)
         self.device = torch.device(device)
         if backend == "triton" and self.device.type == "cpu":
@@ -105,7 +120,7 @@ class SSMStateCache:
         S, HV, K, V, dev = num_slots, num_heads, head_k, head_v, self.device
         self.hp = StoredState(self.spec.recur, S, HV, V, K, dev)
         self.lp = self.hp if self.spec.shared else StoredState(self.spec.read, S, HV, V, K, dev)
-        L1 = max(self.window - 1, 1)
+        L1 = max(self.window - 1, 1) + (max_draft if mode == "replay" else 0)   # ring capacity
         GK = K if self.per_key else 1
         f32 = dict(dtype=torch.float32, device=dev)
         self.ring_g = torch.zeros(S, HV, L1, GK, **f32)
@@ -119,19 +134,35 @@ class SSMStateCache:
         self.ring_u = torch.zeros(S, HV, L1, V, **f32) if self.delta else self.ring_v
         self.ring_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
         self.flush_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
+        self.draft_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
+        Tm = max_draft
+        if mode == "replay":
+            self.draft_g = torch.zeros(S, HV, Tm, GK, **f32)
+            self.draft_v = torch.zeros(S, HV, Tm if not raw else 0, V, **act)
+            self.draft_beta = torch.zeros(S, HV, Tm if not raw else 0, **f32)
+            self.snap = None
+        else:
+            self.draft_g = self.draft_v = self.draft_beta = None
+            self.snap = StoredState(self.spec.recur, S * Tm, HV, V, K, dev) if Tm else None
 
     # ------------------------------------------------------------------ info
     def ring_bytes_per_slot(self) -> int:
         ts = [self.ring_g, self.ring_k, self.ring_v] + ([self.ring_beta, self.ring_u] if self.delta else [])
-        return sum(t[0].numel() * t.element_size() for t in ts) + 8  # + ring and flush counters
+        if self.max_draft:
+            ts += [self.draft_g, self.draft_v, self.draft_beta]
+        return sum(t[0].numel() * t.element_size() for t in ts) + 8 + (4 if self.max_draft else 0)  # + counters
 
     def bytes_per_slot(self) -> int:
         """Checkpoint(s) + ring + counters per slot, in bytes."""
         n = self.hp.bytes_per_slot() + (0 if self.spec.shared else self.lp.bytes_per_slot())
-        return n + (self.ring_bytes_per_slot() if self.mode == "replay" else 8)
+        if self.mode == "conventional":   # + the snapshots of the draft tokens and the counters
+            return n + self.max_draft * self.hp.bytes_per_slot() + 8 + (4 if self.max_draft else 0)
+        return n + self.ring_bytes_per_slot()
 
     def __repr__(self):
         ring = "" if self.ring_dtype == torch.float32 else f", ring_dtype={self.ring_dtype}"
+        if self.max_draft:
+            ring += f", max_draft={self.max_draft}"
         return (f"SSMStateCache({self.family}, {self.spec.text}, {self.mode}, L={self.window}, "
                 f"slots={self.num_slots}, HV={self.num_heads}, K={self.head_k}, V={self.head_v}, "
                 f"backend={self.backend}, device={self.device}{ring})")
@@ -194,6 +225,7 @@ class SSMStateCache:
             self.lp.encode(slots, state)
         self.ring_count[slots] = 0
         self.flush_count[slots] = 1
+        self.draft_count[slots] = 0
 
     def stored_tensors(self) -> dict[str, torch.Tensor]:
         """Every tensor the cache stores, by name (the tensors themselves, not copies): ``hp0 hp1 hp2`` / ``lp0 lp1
@@ -222,6 +254,30 @@ class SSMStateCache:
             S[sel] = replay_ring(self, S[sel], slots[sel], h)
         return S
 
+    def _check_inputs(self, lead, q, k, v, g, beta, validate):
+        """Shapes, dtypes and devices of a step's (``lead = (B,)``) or a verify's (``(B, T)``) inputs, and with
+        ``validate`` the sign of ``g``. Returns them contiguous."""
+        HV, K, V = self.num_heads, self.head_k, self.head_v
+        q = self._act("q", q, (*lead, HV, K))
+        k = self._act("k", k, (*lead, HV, K))
+        v = self._act("v", v, (*lead, HV, V))
+        for name, x in (("k", k), ("v", v)):   # the ring keeps them: exact only in their own dtype
+            if self.ring_dtype != torch.float32 and x.dtype != self.ring_dtype:
+                raise ValueError(f"{name} has dtype {x.dtype}, but this cache's ring keeps {self.ring_dtype} inputs "
+                                 f"(ring_dtype): pass {self.ring_dtype} k and v or create the cache with "
+                                 "ring_dtype=torch.float32")
+        g = self._act("g", g, (*lead, HV, K) if self.per_key else (*lead, HV))
+        if validate and g.numel() and bool((g > 0).any()):
+            raise ValueError(f"g holds positive log decays (max {float(g.max()):.4g}): the log decay g must be <= 0 "
+                             "(a decay a = exp(g) in (0, 1]; Mamba-2: g = dt * A with A < 0)")
+        if self.delta:
+            if beta is None:
+                raise ValueError(f"family {self.family!r} needs beta [..., HV]")
+            beta = self._act("beta", beta, (*lead, HV))
+        elif beta is not None:
+            raise ValueError("family 'mamba2' takes no beta (pass beta=None)")
+        return q, k, v, g, beta
+
     def step(self, slot_idx, q, k, v, g, beta=None, out=None, validate: bool = True) -> torch.Tensor:
         """One decode step for every row of a batch.
 
@@ -240,24 +296,10 @@ class SSMStateCache:
         if validate:
             slot_idx = self._slots(slot_idx, allow_negative=True)
         B, HV, K, V = slot_idx.numel(), self.num_heads, self.head_k, self.head_v
-        q = self._act("q", q, (B, HV, K))
-        k = self._act("k", k, (B, HV, K))
-        v = self._act("v", v, (B, HV, V))
-        for name, x in (("k", k), ("v", v)):   # the ring keeps them: exact only in their own dtype
-            if self.ring_dtype != torch.float32 and x.dtype != self.ring_dtype:
-                raise ValueError(f"{name} has dtype {x.dtype}, but this cache's ring keeps {self.ring_dtype} inputs "
-                                 f"(ring_dtype): pass {self.ring_dtype} k and v or create the cache with "
-                                 "ring_dtype=torch.float32")
-        g = self._act("g", g, (B, HV, K) if self.per_key else (B, HV))
-        if validate and g.numel() and bool((g > 0).any()):
-            raise ValueError(f"g holds positive log decays (max {float(g.max()):.4g}): the log decay g must be <= 0 "
-                             "(a decay a = exp(g) in (0, 1]; Mamba-2: g = dt * A with A < 0)")
-        if self.delta:
-            if beta is None:
-                raise ValueError(f"family {self.family!r} needs beta [B, HV]")
-            beta = self._act("beta", beta, (B, HV))
-        elif beta is not None:
-            raise ValueError("family 'mamba2' takes no beta (pass beta=None)")
+        if self.max_draft:   # a step drops the slot's pending verify (its draft entries get overwritten)
+            eff = torch.where(slot_idx >= 0, slot_idx, torch.full_like(slot_idx, self.num_slots))
+            self.draft_count[eff] = 0
+        q, k, v, g, beta = self._check_inputs((B,), q, k, v, g, beta, validate)
         if out is not None and (not isinstance(out, torch.Tensor) or out.dtype != torch.float32
                                 or tuple(out.shape) != (B, HV, V) or not out.is_contiguous()):
             raise ValueError(f"out must be a contiguous float32 tensor of shape {(B, HV, V)}")
@@ -277,6 +319,80 @@ class SSMStateCache:
             res = out
         self._advance(slot_idx)
         return res
+
+    # ------------------------------------------------------------------ speculative decoding (Algorithm 2)
+    def verify(self, slot_idx, q, k, v, g, beta=None, out=None, validate: bool = True) -> torch.Tensor:
+        """Verify ``T`` draft tokens per row output-only (:mod:`.spec_decode`): the T outputs from the read copy and
+        the ring (replay) or from T rounded snapshots (conventional); nothing committed until :meth:`commit`.
+
+        Args:
+            slot_idx: int32/int64 ``[B]``; negative = padded row (zero output, nothing touched).
+            q, k: ``[B, T, HV, K]``; v: ``[B, T, HV, V]``; g: ``[B, T, HV]`` (kda ``[B, T, HV, K]``), <= 0;
+                beta: ``[B, T, HV]`` or ``None`` (mamba2); ``1 <= T <= max_draft``.
+            out: optional contiguous float32 ``[B, T, HV, V]``.
+            validate: as :meth:`step` (host syncs).
+
+        Returns:
+            float32 ``[B, T, HV, V]``.
+        """
+        from .spec_decode import verify
+        if not self.max_draft:
+            raise ValueError("verify needs a cache created with max_draft >= 1 (the most draft tokens per verify); "
+                             "this one has max_draft=0")
+        if validate:
+            slot_idx = self._slots(slot_idx, allow_negative=True)
+        if not isinstance(q, torch.Tensor) or q.dim() != 4:
+            raise ValueError(f"q must be a tensor [B, T, HV, K], got {getattr(q, 'shape', type(q).__name__)}")
+        B, T = slot_idx.numel(), q.shape[1]
+        if not 1 <= T <= self.max_draft:
+            raise ValueError(f"verify of T={T} tokens: allowed 1..{self.max_draft} (max_draft)")
+        q, k, v, g, beta = self._check_inputs((B, T), q, k, v, g, beta, validate)
+        HV, V = self.num_heads, self.head_v
+        if out is None:
+            out = torch.empty(B, T, HV, V, dtype=torch.float32, device=self.device)
+        elif (not isinstance(out, torch.Tensor) or out.dtype != torch.float32 or tuple(out.shape) != (B, T, HV, V)
+              or not out.is_contiguous() or out.device.type != self.device.type):
+            raise ValueError(f"out must be a contiguous float32 tensor of shape {(B, T, HV, V)} on {self.device}")
+        if not self.per_key:
+            g = g.unsqueeze(-1)
+        if beta is None:
+            beta = torch.zeros(B, T, HV, dtype=torch.float32, device=self.device)
+        return verify(self, slot_idx.to(torch.int64) if validate else slot_idx, q, k, v, g, beta, out)
+
+    def commit(self, slot_idx, accepted, validate: bool = True) -> None:
+        """Commit the first ``accepted[b]`` tokens of row b's last :meth:`verify` (:mod:`.spec_decode`): the ring
+        pointer moves (replay; a flush when the window's L-th token is committed) or the accepted snapshot is
+        restored (conventional). Padded rows untouched.
+
+        Args:
+            slot_idx: int32/int64 ``[B]`` (the rows of the verify, or any of them).
+            accepted: int32/int64 ``[B]`` on the cache's device, ``1 <= accepted <= T`` of the slot's verify.
+            validate: check slots, that each slot has a pending verify and the range of ``accepted`` (host syncs);
+                off: no host synchronisation.
+        """
+        from .spec_decode import commit
+        if not self.max_draft:
+            raise ValueError("commit needs a cache created with max_draft >= 1; this one has max_draft=0")
+        if validate:
+            slot_idx = self._slots(slot_idx, allow_negative=True)
+        B = slot_idx.numel()
+        if (not isinstance(accepted, torch.Tensor) or accepted.dtype not in (torch.int32, torch.int64)
+                or tuple(accepted.shape) != (B,) or accepted.device.type != self.device.type):
+            raise ValueError(f"accepted must be an int32/int64 tensor of shape ({B},) on {self.device}, got "
+                             f"{getattr(accepted, 'dtype', type(accepted).__name__)} "
+                             f"{tuple(getattr(accepted, 'shape', ()))}")
+        accepted = accepted.to(torch.int32)
+        if validate and B:
+            valid = slot_idx >= 0
+            pend = self.draft_count[slot_idx[valid]]
+            if bool((pend == 0).any()):
+                raise ValueError("commit without a pending verify: every committed slot needs a verify since its "
+                                 "last commit, step or load_state")
+            acc = accepted[valid]
+            if bool(((acc < 1) | (acc > pend)).any()):
+                raise ValueError(f"accepted counts out of range: got {acc.tolist()}, allowed 1..T of each row's "
+                                 f"verify (T = {pend.tolist()})")
+        commit(self, slot_idx, accepted)
 
     def _advance(self, slot_idx: torch.Tensor) -> None:
         """Ring counter +1 (0 after a flush) and flush counter +1 on flush, without host syncs."""

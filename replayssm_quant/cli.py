@@ -25,6 +25,8 @@ COMMANDS = {
     "report": "report",
     "downstream": "downstream",
     "state-stats": "state_stats",
+    "generate": "generate",
+    "spec-report": "spec_report",
 }
 
 

@@ -1,0 +1,212 @@
+"""Torch references of speculative verification (DESIGN.md sec. 3, Algorithm 2), in the kernels' operation order.
+
+Replay (:func:`verify_rows`): ``T`` tokens per row are verified output-only from the read copy ``S_lp`` and the
+slot's ``h`` committed ring entries, never materialising a state. With ``G`` the cumulative log decays (the ring's
+``G_0 .. G_{h-1}``, then ``G_{h+t} = G_{h+t-1} + g_t`` added in fp32 token by token, as ``h + t`` steps would),
+``gam_t = exp(G_{h+t})`` and per token ``t``::
+
+    Pq_t = S_lp (gam_t q_t),  Pk_t = S_lp (gam_t k_t)                          (fp32 dots over the key dim)
+    Cq_tj = (k_j . q_t) exp(G_{h+t} - G_j),  Ck_tj likewise with k_t            (ring entries j < h)
+    Wq_ti = (k_i . q_t) exp(G_{h+t} - G_{h+i}) (i <= t),  Wk_ti with k_t (i < t)  (the window's own entries)
+    u = (I + diag(beta) Wk)^{-1} (beta (v - (Ck U_ring + Pk)))                 (gdn, kda; mamba2: u = v)
+    o = (Cq U_ring + Pq) + Wq u
+
+(kda: the decays are per key channel and sit inside the key products.) The triangular solve is the flush's
+nilpotent product (:func:`.reference.nilpotent_inverse`). The ``T`` inputs are then written into the ring past
+the committed entries (positions ``h .. h + T - 1``: cumulative log decay, k, the corrections u, the raw v and
+beta where the ring keeps them), and into the slot's draft buffers the raw log decays (and, for a shared
+delta-rule spec, whose ring keeps no raw inputs, the raw v and beta): what :mod:`.spec_decode`'s commit needs.
+The committed ring count does not move. Tokens are zero-padded to :func:`verify_tokens`, ring entries to
+:func:`verify_ring_entries`, keys to :func:`.reference.block_k`, value rows to the next power of two (min 16): the
+shapes of the kernel's tiles (:mod:`.verify`), whose ``tl.dot`` is a numpy matmul under the interpreter, so the
+outputs and every ring entry are bit-identical to the kernel's there.
+
+Conventional (:func:`conventional_verify_rows`, the snapshot baseline): the rounded checkpoint is stepped token by
+token (the conventional step's arithmetic, :func:`.reference.seq_step`), each token's output ``S_t q_t`` is
+computed from the fp32 state and the state is written, rounded into the checkpoint format (SR counter c2 = the
+slot's flush counter + t, stream tag 1), as snapshot ``t`` of the slot; the next token continues from that rounded
+snapshot. Commit copies snapshot ``accepted - 1`` into the checkpoint: exactly ``accepted`` conventional steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .reference import _dot, _np, block_k, cached_corrections, exp32, nilpotent_inverse, rowsum, seq_step
+from .storage import TAG_CONVENTIONAL, sr_rbits
+
+
+def verify_tokens(T: int) -> int:
+    """Token rows of the verify tiles: next power of two >= T, min 16 (``tl.dot``)."""
+    return max(16, 1 << (int(T) - 1).bit_length())
+
+
+def verify_ring_entries(capacity: int) -> int:
+    """Ring rows of the verify tiles: next power of two >= the ring capacity, min 16 (``tl.dot``)."""
+    return max(16, 1 << (int(capacity) - 1).bit_length())
+
+
+def value_rows(V: int) -> int:
+    """Value rows of the verify tiles (the whole head): next power of two >= V, min 16."""
+    return max(16, 1 << (int(V) - 1).bit_length())
+
+
+def _pad_rows(x: np.ndarray, axis: int, n: int) -> np.ndarray:
+    """Zero-pad ``x`` along ``axis`` to ``n``."""
+    pad = [(0, 0)] * x.ndim
+    pad[axis] = (0, n - x.shape[axis])
+    return np.pad(x, pad)
+
+
+def _window_terms(cache, slots, h: int, nt: int, T: int, qn, kn, g):
+    """The cumulative log decays of the window and the per-key (kda) ring and window key products, as the kernel's
+    token loop computes them. Returns ``(Gn, Cq, Ck, Wq, Wk)`` (``Cq``.. ``None`` for a scalar decay, whose products
+    are dots)."""
+    n, HV, TP, BK = qn.shape
+    RP = verify_ring_entries(cache.ring_k.shape[2])
+    per_key = cache.per_key
+    GKP = BK if per_key else 1
+    Gprev = np.zeros((n, HV, GKP), np.float32)
+    if h > 0:
+        Gprev = _np(cache.ring_g[slots][:, :, h - 1], GKP) if per_key else \
+            np.ascontiguousarray(cache.ring_g[slots][:, :, h - 1].cpu().numpy())
+    gn = np.zeros((n, HV, T, GKP), np.float32)
+    gn[:, :, :nt] = _np(g[:, :nt].transpose(1, 2), GKP) if per_key else g[:, :nt].transpose(1, 2).cpu().numpy()
+    Gn = np.zeros((n, HV, TP, GKP), np.float32)
+    Cq = Ck = Wq = Wk = None
+    if per_key:
+        Kr, Gr = _ring_keys(cache, slots, h, RP, BK)
+        Cq = np.zeros((n, HV, TP, RP), np.float32)
+        Ck = np.zeros_like(Cq)
+        Wq = np.zeros((n, HV, TP, TP), np.float32)
+        Wk = np.zeros_like(Wq)
+    for t in range(T):
+        Gprev = Gprev + gn[:, :, t]
+        Gn[:, :, t] = Gprev
+        if per_key:
+            qt, kt = qn[:, :, t][:, :, None, :], kn[:, :, t][:, :, None, :]
+            dec = np.exp(np.minimum(Gprev[:, :, None, :] - Gr, np.float32(0.0)))
+            Cq[:, :, t] = np.sum(Kr * dec * qt, axis=-1)
+            Ck[:, :, t] = np.sum(Kr * dec * kt, axis=-1)
+            dw = np.exp(np.minimum(Gprev[:, :, None, :] - Gn, np.float32(0.0)))
+            Wq[:, :, t] = np.sum(kn * dw * qt, axis=-1)
+            Wk[:, :, t] = np.sum(kn * dw * kt, axis=-1)
+    return (Gn if per_key else Gn[..., 0]), Cq, Ck, Wq, Wk
+
+
+def _ring_keys(cache, slots, h: int, RP: int, BK: int):
+    """The ``h`` committed ring entries' keys ``[n, HV, RP, BK]`` and cumulative log decays (``[n, HV, RP]``; kda
+    ``[n, HV, RP, BK]``), zero past ``h``, float32 numpy."""
+    n, HV = slots.numel(), cache.num_heads
+    Kr = np.zeros((n, HV, RP, BK), np.float32)
+    Kr[:, :, :h] = _np(cache.ring_k[slots][:, :, :h], BK)
+    if cache.per_key:
+        Gr = np.zeros((n, HV, RP, BK), np.float32)
+        Gr[:, :, :h] = _np(cache.ring_g[slots][:, :, :h], BK)
+    else:
+        Gr = np.zeros((n, HV, RP), np.float32)
+        Gr[:, :, :h] = cache.ring_g[slots][:, :, :h, 0].cpu().numpy()
+    return Kr, Gr
+
+
+def verify_rows(cache, slots, h: int, nt: int, q, k, v, g, beta, write_draft: bool = True):
+    """Verify ``nt`` tokens of rows whose slots ``slots`` (int64 ``[n]``, >= 0) all hold ``h`` committed ring
+    entries (module doc); writes the ring entries ``h .. h + nt - 1`` and (``write_draft``) the draft buffers.
+
+    Args:
+        q, k: float32 ``[n, T, HV, K]``; v: ``[n, T, HV, V]``; g: ``[n, T, HV, GK]`` log decays; beta:
+            ``[n, T, HV]`` (a dummy for mamba2). Tokens ``nt .. T - 1`` are ignored.
+
+    Returns:
+        float32 ``[n, T, HV, V]`` (tokens past ``nt``: whatever the padded arithmetic gives; callers drop them).
+    """
+    n, T, HV, K = q.shape
+    V = v.shape[-1]
+    dev = v.device
+    BK, TP, BVA = block_k(K), verify_tokens(T), value_rows(V)
+    RP = verify_ring_entries(cache.ring_k.shape[2])
+    sw = lambda x: np.swapaxes(x, -1, -2)   # noqa: E731
+
+    def tok(x, width):   # [n, T, HV, X] -> [n, HV, TP, width] zero-padded, tokens past nt zero
+        y = np.zeros((n, HV, TP, width), np.float32)
+        y[:, :, :nt] = _np(x[:, :nt].transpose(1, 2), width)
+        return y
+
+    qn, kn, vn = tok(q, BK), tok(k, BK), tok(v, BVA)
+    bt = np.zeros((n, HV, TP), np.float32)
+    bt[:, :, :nt] = beta[:, :nt].transpose(1, 2).cpu().numpy()
+    Gn, Cq, Ck, Wq, Wk = _window_terms(cache, slots, h, nt, T, qn, kn, g)
+    S = _pad_rows(_np(cache.lp.decode(slots), BK), 2, BVA)                       # [n, HV, BVA, BK]
+    if cache.per_key:
+        gq, gk = qn * np.exp(Gn), kn * np.exp(Gn)
+    else:
+        gam = np.exp(Gn)[..., None]
+        gq, gk = qn * gam, kn * gam
+    Pq = _dot(gq, sw(S))                                                            # [n, HV, TP, BVA]
+    Kr, Gr = _ring_keys(cache, slots, h, RP, BK)
+    Ur = np.zeros((n, HV, RP, BVA), np.float32)
+    ring_u = cache.ring_u if cache.delta else cache.ring_v
+    Ur[:, :, :h, :V] = ring_u[slots][:, :, :h].float().cpu().numpy()
+    mj = np.arange(RP) < h
+    tt = np.arange(TP)
+    if not cache.per_key:
+        Dq = np.exp(np.minimum(Gn[..., :, None] - Gr[..., None, :], np.float32(0.0)))
+        Cq = _dot(qn, sw(Kr)) * Dq
+        Ck = _dot(kn, sw(Kr)) * Dq
+        Dw = np.exp(np.minimum(Gn[..., :, None] - Gn[..., None, :], np.float32(0.0)))
+        Wq = _dot(qn, sw(kn)) * Dw
+        Wk = _dot(kn, sw(kn)) * Dw
+    zero = np.float32(0.0)
+    Cq, Ck = np.where(mj, Cq, zero), np.where(mj, Ck, zero)
+    Wq = np.where(tt[None, :] <= tt[:, None], Wq, zero)
+    Wk = np.where(tt[None, :] < tt[:, None], Wk, zero)
+    Rq = _dot(Cq, Ur)
+    if cache.delta:
+        Pk = _dot(gk, sw(S))
+        Rk = _dot(Ck, Ur)
+        rhs = bt[..., None] * (vn - (Rk + Pk))
+        U = _dot(nilpotent_inverse(Wk * bt[..., None]), rhs)
+    else:
+        U = vn
+    O = (Rq + Pq) + _dot(Wq, U)
+    # ring entries h .. h + nt - 1 (past the committed ones) and the draft buffers
+    pos = slice(h, h + nt)
+    G_new = torch.from_numpy(np.ascontiguousarray(Gn[:, :, :nt])).to(dev)
+    cache.ring_g[slots, :, pos] = G_new[..., :K] if cache.per_key else G_new[..., None]
+    kt = k[:, :nt].transpose(1, 2)
+    cache.ring_k[slots, :, pos] = kt.to(cache.ring_k.dtype)
+    vt = v[:, :nt].transpose(1, 2)
+    bt_t = beta[:, :nt].transpose(1, 2)
+    if cache.delta:
+        cache.ring_u[slots, :, pos] = torch.from_numpy(np.ascontiguousarray(U[:, :, :nt, :V])).to(dev)
+    if not cached_corrections(cache):
+        cache.ring_v[slots, :, pos] = vt.to(cache.ring_v.dtype)
+        if cache.delta:
+            cache.ring_beta[slots, :, pos] = bt_t
+    if write_draft:
+        cache.draft_g[slots, :, :nt] = g[:, :nt].transpose(1, 2)
+        if cached_corrections(cache):
+            cache.draft_v[slots, :, :nt] = vt.to(cache.draft_v.dtype)
+            cache.draft_beta[slots, :, :nt] = bt_t
+    return torch.from_numpy(np.ascontiguousarray(O[..., :V])).to(dev).transpose(1, 2)
+
+
+def conventional_verify_rows(cache, slots, q, k, v, g, beta):
+    """The snapshot baseline (module doc) for rows of slots ``slots`` (int64 ``[n]``, >= 0): ``T`` conventional
+    steps from the checkpoint, snapshot ``t`` of slot ``s`` stored at index ``s * max_draft + t`` of
+    ``cache.snap``. Inputs as :func:`verify_rows`; returns float32 ``[n, T, HV, V]``."""
+    n, T, HV, K = q.shape
+    S = cache.hp.decode(slots)
+    fc = cache.flush_count[slots]
+    outs = []
+    for t in range(T):
+        S, _ = seq_step(S, exp32(g[:, t]), k[:, t], v[:, t], beta[:, t], cache.delta)
+        outs.append(rowsum(S * q[:, t].unsqueeze(-2)))
+        rb = None
+        if cache.spec.sr:
+            rb = sr_rbits(cache.seed, slots, HV, cache.head_v, K, fc + t, TAG_CONVENTIONAL)
+        snap = slots * cache.max_draft + t
+        cache.snap.encode(snap, S, rb)
+        S = cache.snap.decode(snap)
+    return torch.stack(outs, 1)

@@ -1,0 +1,59 @@
+"""scripts/gpu/spec_bench.py: the CPU smoke run writes its tables; bad arguments are one-line errors."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from replayssm_quant.kernels.spec_bench import accepted_counts, conventional_spec  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "scripts", "gpu", "spec_bench.py")
+
+
+def test_accepted_counts_average_the_rate():
+    for T, p in ((8, 0.5), (4, 0.75), (2, 1.0), (8, 0.0)):
+        a = accepted_counts(T, p, 64, "cpu")
+        assert a.dtype == torch.int32 and int(a.min()) >= 1 and int(a.max()) <= T
+        assert abs(float(a.double().mean()) - (1 + p * (T - 1))) < 1 / 64 + 1e-9
+    assert conventional_spec("nvfp4/fp16") == "fp16" and conventional_spec("fp32") == "fp32"
+
+
+def _run(args, tmp_path):
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=300)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke run")
+def test_cpu_smoke_writes_the_report(tmp_path):
+    out = tmp_path / "sb"
+    r = _run(["--cpu-smoke", "--families", "gdn", "--out", str(out)], tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    import pandas as pd
+
+    s = pd.read_csv(out / "summary.csv")
+    assert len(s) == 1 and (s.verify_us > 0).all() and (s.conv_verify_us > 0).all()
+    assert {"speedup_50", "speedup_100", "verify_over_replay_step", "verify_over_conv_step"} <= set(s.columns)
+    corr = pd.read_csv(out / "correctness.csv")
+    assert float(corr.verify_rel_err.max()) < 1e-5 and int(corr.flushes.min()) >= 1
+    assert "Verify cost" in (out / "report.md").read_text() and not (out / "results.partial.csv").exists()
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("spec_bench_script", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--cpu-smoke", "--drafts", "9", "--out", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == ["spec_bench: error: draft length T=9: allowed 1..4 "
+                                                            "(the window)"]
+    assert mod.main(["--cpu-smoke", "--families", "rwkv", "--out", str(tmp_path / "x")]) == 2
+    assert "unknown family 'rwkv'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
