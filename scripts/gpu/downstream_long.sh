@@ -18,15 +18,18 @@
 # tokens) in two. DOWNSTREAM_LONG_LIMIT (default 540 s) stops what still runs; finished runs stay.
 # Writes OUT/downstream_long/ (runs/MODEL/*.jsonl, config.json, README.md, downstream_quartiles.csv,
 # downstream_delta_pp.png) and OUT/downstream_long_<model>_<group>.log. Copy the folder to
-# reports/downstream_long/ to commit it.
+# reports/downstream_long/ to commit it. A call cut off by the limit: carry OUT/downstream_long back
+# (e.g. as .gpu/dsl) and rerun with --resume-from .gpu/dsl: its finished runs are not redone.
 set -uo pipefail
 T0=$(date +%s)
 OUT_DIR=""
 ARGS=()
 MODELS=(gdn-long mamba2-long)
+RESUME=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT_DIR="$2"; shift 2 ;;
+    --resume-from) RESUME="$2"; shift 2 ;;
     --model) MODELS=(); shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do MODELS+=("$1"); shift; done ;;
     *) ARGS+=("$1"); shift ;;
   esac
@@ -46,6 +49,10 @@ rm -rf "$work" && mkdir -p "$work" "$final/runs"
 pids=()
 for m in "${MODELS[@]}"; do
   for g in 0 1; do
+    if [ -n "$RESUME" ] && [ -f "$RESUME/config.json" ]; then   # finished runs are skipped
+      mkdir -p "$work/$m.$g/runs/$m" && cp "$RESUME/config.json" "$work/$m.$g/"
+      cp "$RESUME/runs/$m"/*.jsonl "$work/$m.$g/runs/$m/" 2>/dev/null
+    fi
     left=$(( LIMIT - ($(date +%s) - T0) ))
     # shellcheck disable=SC2086
     ( timeout --signal=INT --kill-after=15 "$left" python3 -m replayssm_quant downstream --model "$m" \
