@@ -32,6 +32,21 @@ DEFAULT_MIN_LEN, DEFAULT_MAX_LEN = 32, 2000
 UNTIL = ("\n",)
 
 
+def _check_draw(n: int, lo: int, hi: int, floor: int, what: str) -> None:
+    """The shared argument checks of the generators: ``n >= 0`` and ``floor <= lo <= hi`` (``what``: their names)."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    if not floor <= lo <= hi:
+        a, b = what.split(",")
+        raise ValueError(f"need {floor} <= {a} <= {b}, got {a}={lo}, {b}={hi}")
+
+
+def _log_uniform(rng: random.Random, lo: int, hi: int) -> int:
+    """An integer drawn log-uniformly in [lo, hi] (one ``rng.random()``)."""
+    u = rng.random()
+    return int(round(math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))))
+
+
 def _transform(task: str, text: str) -> str:
     if task == "copy":
         return text
@@ -72,10 +87,7 @@ def generate_tasks(n: int, seed: int, min_len: int = DEFAULT_MIN_LEN, max_len: i
 
     Each is ``dict(prompt, target, task, gen_len, until)`` (see :func:`make_task`).
     """
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    if not 4 <= min_len <= max_len:
-        raise ValueError(f"need 4 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
+    _check_draw(n, min_len, max_len, 4, "min_len,max_len")
     tasks = tuple(tasks)
     bad = [t for t in tasks if t not in TASKS]
     if bad or not tasks:
@@ -83,9 +95,7 @@ def generate_tasks(n: int, seed: int, min_len: int = DEFAULT_MIN_LEN, max_len: i
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        u = rng.random()
-        target_len = int(round(math.exp(math.log(min_len) + u * (math.log(max_len) - math.log(min_len)))))
-        out.append(make_task(rng, tasks[i % len(tasks)], target_len))
+        out.append(make_task(rng, tasks[i % len(tasks)], _log_uniform(rng, min_len, max_len)))
     return out
 
 
@@ -181,15 +191,11 @@ def generate_recall_tasks(n: int, seed: int, min_dist: int = RECALL_MIN_DIST,
     a ``count_share`` of them (drawn per instance) with a counting filler (``make_recall(count_filler=True)``)."""
     if not 0.0 <= count_share <= 1.0:
         raise ValueError(f"count_share must be in [0, 1], got {count_share}")
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    if not 16 <= min_dist <= max_dist:
-        raise ValueError(f"need 16 <= min_dist <= max_dist, got min_dist={min_dist}, max_dist={max_dist}")
+    _check_draw(n, min_dist, max_dist, 16, "min_dist,max_dist")
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        u = rng.random()
-        d = int(round(math.exp(math.log(min_dist) + u * (math.log(max_dist) - math.log(min_dist)))))
+        d = _log_uniform(rng, min_dist, max_dist)
         # no draw at count_share 0: the word-filler instances (the held-out set) stay what they were
         out.append(make_recall(rng, d, count_filler=count_share > 0 and rng.random() < count_share))
     return out
@@ -277,16 +283,9 @@ def make_count(rng: random.Random, target_len: int) -> dict:
 
 def generate_count_tasks(n: int, seed: int, min_len: int = COUNT_MIN_LEN, max_len: int = COUNT_MAX_LEN) -> list[dict]:
     """``n`` counting instances, reproducible from ``seed``; target lengths log-uniform in [min_len, max_len]."""
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    if not 4 <= min_len <= max_len:
-        raise ValueError(f"need 4 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
+    _check_draw(n, min_len, max_len, 4, "min_len,max_len")
     rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        u = rng.random()
-        out.append(make_count(rng, int(round(math.exp(math.log(min_len) + u * (math.log(max_len) - math.log(min_len)))))))
-    return out
+    return [make_count(rng, _log_uniform(rng, min_len, max_len)) for _ in range(n)]
 
 
 def heldout_count_tasks(n: int = 64, min_len: int = COUNT_MIN_LEN, max_len: int = COUNT_MAX_LEN) -> list[dict]:

@@ -77,7 +77,7 @@ for m in "${MODELS[@]}"; do
       if [ -f "$dst" ]; then
         cmp -s "$f" "$dst" || { echo "downstream_long.sh: $m $(basename "$f") differs between the groups" >&2; rc=1; }
       else
-        cp "$f" "$dst"
+        cp "$f" "$dst"; cp "${f%.jsonl}.results.json" "$final/runs/$m/" 2>/dev/null   # lm-eval's aggregate, timing
       fi
     done
   done
