@@ -157,6 +157,7 @@ def run(args):
         if st:  # evaluate beyond the context the model was trained at, on the task family it learned
             s.seq_len = st["seq_len"]
             s.task_family = args.task_family or st.get("task_family")
+            s.task_count_share = args.task_count_share or st.get("task_count_share", 0.0)   # count evaluated too
         evaluate_folder(folder, s, args.device, not args.no_progress)
         print(f"wrote {folder / 'eval.json'}")
         return 0

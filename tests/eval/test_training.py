@@ -578,3 +578,31 @@ def test_long_init_dt_range_and_settings_checks():
     with pytest.raises(ValueError, match="long-dt-max"):
         TrainSettings(arch="gdn-long", long_dt_max=2.0).check()
     TrainSettings(arch="gdn-long", task_count_share=0.5, long_dt_max=1.0).check()
+
+
+@pytest.mark.books
+def test_count_share_run_records_and_reports_the_count_task(tmp_path):
+    """train-demo --task-count-share / --long-dt-max on a tiny gdn-long: both settings recorded, the count
+    task evaluated (eval.json count_accuracy, count_eval.csv) and listed in the report."""
+    from replayssm_quant.cli import main
+
+    assert main(["train-demo", "--arch", "gdn-long", "--size", "tiny", "--out", str(tmp_path / "runs"),
+                 "--minutes", "0", "--steps", "2", "--batch-size", "4", "--seq-len", "256", "--no-progress",
+                 "--task-fraction", "0.75", "--task-count-share", "0.5", "--long-dt-max", "1",
+                 "--eval-contexts", "64", "--eval-max-windows", "1", "--eval-tasks", "4",
+                 "--eval-recall-max-dist", "80", "--eval-task-max-len", "24"]) == 0
+    folder = tmp_path / "runs" / "gdn-long"
+    st = json.loads((folder / "train_meta.json").read_text())["settings"]
+    assert st["task_count_share"] == 0.5 and st["long_dt_max"] == 1.0
+    ev = json.loads((folder / "eval.json").read_text())
+    qs = ev["count_accuracy"]["by_quartile"]
+    assert ev["count_accuracy"]["n"] == 4 and [q["quartile"] for q in qs] == ["Q1", "Q2", "Q3", "Q4"]
+    assert all(q["gen_len_max"] <= 24 for q in qs) and (folder / "count_eval.csv").exists()
+    (folder / "count_eval.csv").unlink()            # --evaluate reads the share from train_meta.json
+    assert main(["train-demo", "--evaluate", str(folder), "--no-progress", "--eval-contexts", "64",
+                 "--eval-max-windows", "1", "--eval-tasks", "4", "--eval-recall-max-dist", "80",
+                 "--eval-task-max-len", "24"]) == 0
+    assert (folder / "count_eval.csv").exists()
+    assert main(["train-demo", "--report", "--models-dir", str(tmp_path / "runs"), "--report-dir", str(tmp_path / "r")]) == 0
+    rows = [ln for ln in (tmp_path / "r" / "README.md").read_text().splitlines() if "| count " in ln]
+    assert len(rows) == 4 and all("gdn-long" in r for r in rows)
