@@ -51,8 +51,8 @@ def describe(data: str | None) -> str:
     """What ``--data`` means, for reports."""
     name = data_name(data)
     if name == SAMPLED:
-        return ("sampled: text sampled with a fixed seed from the fp32 embedded model, shipped with the package "
-                "(eval/kl_data/sampled.jsonl)")
+        return ("sampled: text sampled with a fixed seed from the fp32 embedded gdn-demo model, shipped with the "
+                "package (eval/kl_data/sampled.jsonl)")
     if name == HELDOUT:
         return "heldout-books: the held-out Gutenberg books (Austen's Persuasion, Chesterton's Father Brown)"
     if name == "pg19":

@@ -235,26 +235,33 @@ TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 SYNTH_TAG = "replayssm_synth"
 #: evaluation instances per synthetic task in the packaged data
 SYNTH_DOCS_PER_TASK = 64
+#: the tag of the tasks that need the recurrent state (the -long models): counting and key-value recall
+LONG_TAG = "replayssm_long"
 
 
 def write_synthetic_task_files(folder: Path = TASKS_DIR, per_task: int = SYNTH_DOCS_PER_TASK) -> list[Path]:
     """Write ``synth_<task>.jsonl`` for every synthetic task: the held-out instances.
 
-    The instances are ``synthetic_tasks.heldout_tasks(per_task * len(TASKS))``
-    (seed HELDOUT_SEED, never trained on), split by task; each line holds
-    prompt, target, task, gen_len (target bytes = tokens to generate) and doc_id.
+    copy/upper: ``synthetic_tasks.heldout_tasks(per_task * len(TASKS))`` (seed HELDOUT_SEED), split by
+    task; count: ``heldout_count_tasks(per_task)``; recall: ``heldout_recall_tasks(per_task)`` (their own
+    held-out seeds; none is ever trained on). Each line holds prompt, target, task, gen_len (target
+    bytes = tokens to generate) and doc_id, plus distance (recall) or start/end (count).
     """
     from replayssm_quant.eval import synthetic_tasks as st
 
     folder = Path(folder)
     docs = st.heldout_tasks(per_task * len(st.TASKS))
+    sets = {task: [d for d in docs if d["task"] == task] for task in st.TASKS}
+    sets[st.COUNT_TASK] = st.heldout_count_tasks(per_task)
+    sets[st.RECALL_TASK] = st.heldout_recall_tasks(per_task)
+    extra = {st.COUNT_TASK: ("start", "end"), st.RECALL_TASK: ("distance",)}
     paths = []
-    for task in st.TASKS:
-        rows = [d for d in docs if d["task"] == task]
+    for task, rows in sets.items():
         path = folder / f"synth_{task}.jsonl"
+        keys = ("task", "prompt", "target", "gen_len") + extra.get(task, ())
         with open(path, "w") as f:
             for i, d in enumerate(rows):
-                f.write(json.dumps({"doc_id": i, **{k: d[k] for k in ("task", "prompt", "target", "gen_len")}}) + "\n")
+                f.write(json.dumps({"doc_id": i, **{k: d[k] for k in keys}}) + "\n")
         paths.append(path)
     return paths
 

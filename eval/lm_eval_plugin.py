@@ -43,7 +43,8 @@ ships ``replayssm_quant_lm_eval.pth``, whose start-up hook
 (:mod:`replayssm_quant._lm_eval_autoregister`) registers ``replayssm`` as a lazy
 placeholder for this class when lm-eval's registry is imported: the bare
 ``lm_eval --model replayssm ...`` works. The same hook (and this module, when imported) adds the
-packaged task folder (``replayssm_copy``, ``replayssm_upper``, tag ``replayssm_synth``) to the
+packaged task folder (``replayssm_copy``, ``replayssm_upper``, tag ``replayssm_synth``; ``replayssm_count``,
+``replayssm_recall``, tag ``replayssm_long``) to the
 include paths of lm-eval's TaskManager, so ``--tasks replayssm_copy`` needs no ``--include_path``. ``replayssm-lm-eval [lm-eval args]``
 (= ``python -m replayssm_quant.eval.lm_eval_plugin``: lm-eval's own CLI with this
 module imported first) is the equivalent wrapper; editable installs get no

@@ -259,3 +259,63 @@ def measure_folder(folder, data_dir=None, device=None, reset_at: int = 2048, n_w
     res["seconds"] = round(time.time() - t0, 1)
     (folder / "memory.json").write_text(json.dumps(res, indent=1, default=str))
     return res
+
+
+#: the files of a model folder the one-line memory summary reads (written by ``train-demo --memory``)
+MEMORY_FILES = ("memory.json", "decay.csv")
+
+
+def memory_summary(folder) -> str | None:
+    """One sentence on how far the SSM states of the model in ``folder`` remember, from its stored
+    measurement (:data:`MEMORY_FILES`); None when the folder has none.
+
+    Medians over heads of each head's median per-token decay and half-life (bytes = tokens for the
+    byte-level models), the share of heads whose median 16-step decay is >= 0.9, and the bits/byte
+    change of the state-reset ablation at +256..512 bytes.
+    """
+    import json
+    from pathlib import Path
+
+    folder = Path(folder)
+    if not all((folder / f).is_file() for f in MEMORY_FILES):
+        return None
+    m = json.loads((folder / "memory.json").read_text())
+    d = pd.read_csv(folder / "decay.csv")
+    span = int(m.get("span", SPAN))
+    text = (f"median per-token decay {d['decay_p50'].median():.4f} and half-life {d['half_life'].median():,.0f} "
+            f"tokens (median head); {heads_remembering(d, span=span):.0%} of {len(d)} SSM heads keep "
+            f">= 0.9 of their state over {span} tokens")
+    reset = [r for r in m.get("reset", []) if r["distance_from"] == 256]
+    if reset:
+        text += (f"; zeroing the states at t={m['reset_at']} changes bits/byte by {reset[0]['delta_bpb']:+.4f} "
+                 f"at t+256..{reset[0]['distance_to']}")
+    return text + f" (held-out books, {m.get('dtype', 'fp32')}; {folder.name}/memory.json)"
+
+
+def model_card(model, source: str | None = None) -> str:
+    """One line on what ``model`` is and how far its state remembers (the KL report's 'About the model').
+
+    Args:
+        model: a loaded ``*ForCausalLM`` of a supported family.
+        source: its folder, if any; a stored memory measurement there is summarised
+            (:func:`memory_summary`), otherwise the line says it was not measured.
+    """
+    from pathlib import Path
+
+    from .models.configs import layer_kinds
+
+    cfg = model.config
+    params = sum(p.numel() for p in model.parameters()) / 1e6
+    try:
+        kinds = layer_kinds(cfg)
+        letters = {"ssm": ("S", "SSM"), "attention": ("A", "attention"), "mlp": ("-", "MLP"), "moe": ("E", "MoE")}
+        layout = "".join(letters.get(k, ("?",))[0] for k in kinds)
+        legend = ", ".join(f"{letters[k][0]} = {letters[k][1]}" for k in letters if k in kinds)
+        layers = f"{len(kinds)} layers {layout} ({legend})"
+    except (AttributeError, KeyError):
+        layers = f"{getattr(cfg, 'num_hidden_layers', '?')} layers"
+    name = (cfg.architectures or [type(model).__name__])[0] if getattr(cfg, "architectures", None) else type(model).__name__
+    mem = memory_summary(source) if source and Path(source).is_dir() else None
+    return (f"{name} ({cfg.model_type}), {params:.2f}M parameters, {layers}; state memory: "
+            + (mem or "not measured (`replayssm-quant train-demo --memory FOLDER` writes memory.json for a "
+                      "model folder)") + ".")

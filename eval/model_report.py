@@ -177,6 +177,11 @@ def write_report(models_dir: str | Path = DEFAULT_MODELS_DIR, report_dir: str | 
         r = e.get("reference", {})
         refs.append({"model": a, "book": r.get("book"), "offset": r.get("offset"), "bytes": r.get("length"),
                      "loss (nats/byte, fp32)": r.get("loss_nats")})
+        for q in e.get("count_accuracy", {}).get("by_quartile", []):   # models trained with --task-count-share
+            lo, hi = _quartile_range(q)
+            arows.append({"model": a, "task": "count", "quartile": q["quartile"], "n": q["n"],
+                          "length / distance (bytes)": f"{lo}-{hi}", "exact match %": q["accuracy_pct"],
+                          f"target >= {ACC_TARGET:g}%": "(no target)"})
         by_task = e["task_accuracy"].get("by_task_pct", {})
         if by_task:
             arows.append({"model": a, "task": fam, "quartile": "all", "n": e["task_accuracy"]["n"],
@@ -196,7 +201,9 @@ def write_report(models_dir: str | Path = DEFAULT_MODELS_DIR, report_dir: str | 
                   "<bos>, stop at newline; quartiles of the target length. recall: held-out instances "
                   "(`heldout_recall_tasks`, seed 20261), the 4-digit value of a key given up to "
                   "`distance` bytes earlier; exact = the teacher-forced argmax is the value and then the newline "
-                  "(what greedy decoding writes); quartiles of the distance.", "",
+                  "(what greedy decoding writes); quartiles of the distance. count (models trained with "
+                  "`--task-count-share`): held-out `count S E` prompts (`heldout_count_tasks`, seed 20262), "
+                  "generated greedily like copy: S..E and stop; quartiles of the target length.", "",
                   _md(pd.DataFrame(arows)), "", "![task accuracy](task_accuracy.png)", ""]
         fig, ax = plt.subplots(figsize=(7.5, 3.6))
         width = 0.8 / max(1, len(qplots))

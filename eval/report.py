@@ -11,6 +11,7 @@ Reads a :class:`~replayssm_quant.eval.results.ResultsStore` and writes, into ``D
   (:mod:`.kl_stats`; from records that carry top1 / dp)
 * ``ratios.csv``        shared / separate mean-KL ratios per bucket (same read format, replay mode),
   with a bootstrap interval over documents (``ratio_intervals.csv``)
+* ``growth.csv``        per variant: mean KL in bucket 16-31 and in the longest bucket, and their ratio
 * ``kl_vs_position.png`` (log-log), ``ratio_vs_position.png`` (with the intervals as error bars)
 * ``report.md``         settings, throughput, the tables and the headline ratio with what the run can show
 
@@ -33,6 +34,8 @@ from .kl_stats import compact, stats_table
 from .results import ResultsStore
 
 HEADLINE = ("nvfp4+sr", "nvfp4/fp8+sr")
+#: the bucket KL growth is measured from: the first one after the first flush at the default window L=16
+GROWTH_FROM = "16-31"
 
 
 def log2_buckets(n: int) -> list[tuple[int, int]]:
@@ -119,6 +122,24 @@ def ratio_pairs(variants: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
+def growth_table(buckets: pd.DataFrame, start: str = GROWTH_FROM) -> pd.DataFrame:
+    """Per variant (fp32 left out): mean KL in bucket ``start`` and in the longest bucket, and their ratio
+    (how much the KL grows over the decode). Empty when ``start`` is not a bucket or is the longest one.
+
+    Args:
+        buckets: the per-variant bucket means (``load_tables(...)["buckets"]``: index variant, a ``docs``
+            column, then one column per log2 bucket).
+    """
+    cols = [c for c in buckets.columns if c != "docs"]
+    if start not in cols or start == cols[-1]:
+        return pd.DataFrame()
+    last = cols[-1]
+    b = buckets[buckets.index != "fp32"]
+    growth = [b.loc[v, last] / b.loc[v, start] if b.loc[v, start] > 0 else float("nan") for v in b.index]
+    return pd.DataFrame({f"kl {start}": b[start], f"kl {last}": b[last], f"growth {start} -> {last}": growth},
+                        index=b.index)
+
+
 def ratio_intervals(doc_buckets: pd.DataFrame, pairs, n_boot: int = BOOTSTRAP, seed: int = BOOTSTRAP_SEED) -> pd.DataFrame:
     """Per pair and bucket: the ratio of mean KLs over documents, its 95% bootstrap interval
     (documents resampled with replacement) and the smallest / largest per-document ratio."""
@@ -180,6 +201,7 @@ def load_tables(root: str | Path) -> dict:
                             for c in bcols] for s, p in pairs],
                           index=pd.Index([f"{s} / {p}" for s, p in pairs], name="shared / separate"), columns=bcols)
     t.update({"config": cfg, "buckets": buckets, "quartiles": quarts, "ratios": ratios, "pairs": pairs,
+              "growth": growth_table(buckets),
               "intervals": ratio_intervals(t["doc_buckets"], pairs), "batches": store.batches()})
     return t
 
@@ -328,6 +350,18 @@ def headline(t: dict) -> str:
     return "\n".join(lines)
 
 
+def _growth_section(t: dict) -> str:
+    g = t["growth"]
+    if not len(g):
+        return f"(needs decode positions beyond bucket {GROWTH_FROM}: run with --tokens 64 or more)"
+    s = HEADLINE[0]
+    col = g.columns[-1]
+    lead = (f"Shared {s}: mean KL grows **{g.loc[s, col]:.3g}x** from positions {GROWTH_FROM} (the first bucket after "
+            f"the first flush at L=16) to the longest bucket. " if s in g.index else "")
+    return (lead + "Per variant (a growing KL means rounding error that builds up in the recurrent state; "
+            "flat means it dies out between flushes):\n\n" + _md(g))
+
+
 def _exec_line(cfg: dict) -> str:
     ex = cfg.get("exec")
     if ex == "chunked":
@@ -393,6 +427,8 @@ def build_report(root: str | Path, out: str | Path | None = None, per_position: 
     t["buckets"].to_csv(dest / "buckets.csv", float_format="%.6g")
     t["quartiles"].to_csv(dest / "quartiles.csv", float_format="%.6g")
     t["ratios"].to_csv(dest / "ratios.csv", float_format="%.6g")
+    if len(t["growth"]):
+        t["growth"].to_csv(dest / "growth.csv", float_format="%.6g")
     t["intervals"].to_csv(dest / "ratio_intervals.csv", index=False, float_format="%.6g")
     if t["stats"] is not None:
         t["stats"].to_csv(dest / "stats.csv", index=False, float_format="%.6g")
@@ -423,6 +459,7 @@ def build_report(root: str | Path, out: str | Path | None = None, per_position: 
         f"Model: {cfg.get('model')} (content hash {cfg.get('model_hash', 'not recorded')}); weights "
         f"{cfg.get('weights_dtype', 'not recorded')} (--dtype {cfg.get('dtype', 'not recorded')}); the SSM state of "
         f"the fp32 reference is float32 whatever the weights.  ",
+        f"About the model: {cfg.get('model_card', 'not recorded')}  ",
         f"Execution: {_exec_line(cfg)}  ",
         f"Peak memory: {_memory_line(cfg)}  ",
         f"Environment: {cfg.get('env', platform.platform())}",
@@ -442,6 +479,10 @@ def build_report(root: str | Path, out: str | Path | None = None, per_position: 
         "## Mean KL per log2 position bucket",
         "",
         _md(t["buckets"]),
+        "",
+        "## Growth over position",
+        "",
+        _growth_section(t),
         "",
         "## Mean KL per position quartile",
         "",
@@ -470,7 +511,7 @@ def build_report(root: str | Path, out: str | Path | None = None, per_position: 
         "",
         "Files: results.csv (per document and variant), doc_buckets.csv and doc_quartiles.csv (per document, "
         "variant and position range), positions.csv (mean per position), buckets.csv, quartiles.csv, stats.csv, ratios.csv, "
-        "ratio_intervals.csv; `replayssm-quant report DIR` rebuilds this report from them. The run folder's "
+        "ratio_intervals.csv, growth.csv; `replayssm-quant report DIR` rebuilds this report from them. The run folder's "
         "records/<doc>/<variant>.npz hold the per-position arrays (needed to resume, not to report).",
     ]
     md = dest / "report.md"

@@ -32,6 +32,21 @@ DEFAULT_MIN_LEN, DEFAULT_MAX_LEN = 32, 2000
 UNTIL = ("\n",)
 
 
+def _check_draw(n: int, lo: int, hi: int, floor: int, what: str) -> None:
+    """The shared argument checks of the generators: ``n >= 0`` and ``floor <= lo <= hi`` (``what``: their names)."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    if not floor <= lo <= hi:
+        a, b = what.split(",")
+        raise ValueError(f"need {floor} <= {a} <= {b}, got {a}={lo}, {b}={hi}")
+
+
+def _log_uniform(rng: random.Random, lo: int, hi: int) -> int:
+    """An integer drawn log-uniformly in [lo, hi] (one ``rng.random()``)."""
+    u = rng.random()
+    return int(round(math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))))
+
+
 def _transform(task: str, text: str) -> str:
     if task == "copy":
         return text
@@ -72,10 +87,7 @@ def generate_tasks(n: int, seed: int, min_len: int = DEFAULT_MIN_LEN, max_len: i
 
     Each is ``dict(prompt, target, task, gen_len, until)`` (see :func:`make_task`).
     """
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    if not 4 <= min_len <= max_len:
-        raise ValueError(f"need 4 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
+    _check_draw(n, min_len, max_len, 4, "min_len,max_len")
     tasks = tuple(tasks)
     bad = [t for t in tasks if t not in TASKS]
     if bad or not tasks:
@@ -83,9 +95,7 @@ def generate_tasks(n: int, seed: int, min_len: int = DEFAULT_MIN_LEN, max_len: i
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        u = rng.random()
-        target_len = int(round(math.exp(math.log(min_len) + u * (math.log(max_len) - math.log(min_len)))))
-        out.append(make_task(rng, tasks[i % len(tasks)], target_len))
+        out.append(make_task(rng, tasks[i % len(tasks)], _log_uniform(rng, min_len, max_len)))
     return out
 
 
@@ -137,11 +147,15 @@ def _filler(rng: random.Random, n: int) -> str:
     return "".join(chars)
 
 
-def make_recall(rng: random.Random, distance: int, n_pairs: int | None = None) -> dict:
+def make_recall(rng: random.Random, distance: int, n_pairs: int | None = None, count_filler: bool = False) -> dict:
     """One key-value recall instance whose queried value lies ~``distance`` bytes before the answer.
 
-    Returns ``dict(prompt, target, task="recall", gen_len=4, until, distance, pairs=[(key, value)], query)``;
-    ``distance`` is exact (bytes from the end of the queried value to the end of the prompt).
+    Returns ``dict(prompt, target, task="recall", gen_len=4, until, distance, pairs=[(key, value)], query,
+    trained)``; ``distance`` is exact (bytes from the end of the queried value to the end of the prompt).
+    With ``count_filler`` the filler is a counting example (``"count S E\n"`` and its numbers, see
+    :func:`make_count`) instead of random words; ``trained`` lists the ``[start, end)`` prompt bytes a
+    training example also learns (the ends of the numbers and the newline after them, :func:`count_spans`;
+    empty for word filler).
     """
     if distance < 16:
         raise ValueError(f"recall distance must be >= 16 bytes, got {distance}")
@@ -158,25 +172,32 @@ def make_recall(rng: random.Random, distance: int, n_pairs: int | None = None) -
     value_end = len("recall ") + sum(len(k) + 1 + len(v) + 1 for k, v in pairs[:qi + 1]) - 1
     query = f"\n?{pairs[qi][0]}="
     fixed = len(head) - value_end + len(query)
-    filler = _filler(rng, max(0, distance - fixed))
+    trained = []
+    if count_filler:
+        start = rng.randint(0, COUNT_MAX_START)
+        numbers, end = count_text(start, max(4, distance - fixed - len(f"count {start} {start + distance}\n")))
+        filler = f"count {start} {end}\n" + numbers
+        trained = count_spans(len(head) + len(filler) - len(numbers), len(head) + len(filler))
+    else:
+        filler = _filler(rng, max(0, distance - fixed))
     prompt = head + filler + query
     return {"prompt": prompt, "target": pairs[qi][1], "task": RECALL_TASK, "gen_len": 4, "until": list(UNTIL),
-            "distance": len(prompt) - value_end, "pairs": pairs, "query": qi}
+            "distance": len(prompt) - value_end, "pairs": pairs, "query": qi, "trained": trained}
 
 
 def generate_recall_tasks(n: int, seed: int, min_dist: int = RECALL_MIN_DIST,
-                          max_dist: int = RECALL_MAX_DIST) -> list[dict]:
-    """``n`` recall instances, reproducible from ``seed``; distances log-uniform in [min_dist, max_dist]."""
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    if not 16 <= min_dist <= max_dist:
-        raise ValueError(f"need 16 <= min_dist <= max_dist, got min_dist={min_dist}, max_dist={max_dist}")
+                          max_dist: int = RECALL_MAX_DIST, count_share: float = 0.0) -> list[dict]:
+    """``n`` recall instances, reproducible from ``seed``; distances log-uniform in [min_dist, max_dist];
+    a ``count_share`` of them (drawn per instance) with a counting filler (``make_recall(count_filler=True)``)."""
+    if not 0.0 <= count_share <= 1.0:
+        raise ValueError(f"count_share must be in [0, 1], got {count_share}")
+    _check_draw(n, min_dist, max_dist, 16, "min_dist,max_dist")
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        u = rng.random()
-        d = int(round(math.exp(math.log(min_dist) + u * (math.log(max_dist) - math.log(min_dist)))))
-        out.append(make_recall(rng, d))
+        d = _log_uniform(rng, min_dist, max_dist)
+        # no draw at count_share 0: the word-filler instances (the held-out set) stay what they were
+        out.append(make_recall(rng, d, count_filler=count_share > 0 and rng.random() < count_share))
     return out
 
 
@@ -192,7 +213,7 @@ def recall_training_text(task: dict, rng: random.Random) -> tuple[bytes, list[tu
     (each value and its newline).
     """
     text = task["prompt"] + task["target"] + "\n"
-    spans = [(len(task["prompt"]), len(text))]
+    spans = list(task.get("trained", [])) + [(len(task["prompt"]), len(text))]
     others = [i for i in range(len(task["pairs"])) if i != task["query"]]
     rng.shuffle(others)
     for i in others:
@@ -201,3 +222,72 @@ def recall_training_text(task: dict, rng: random.Random) -> tuple[bytes, list[tu
         spans.append((len(text), len(text) + len(v) + 1))
         text += v + "\n"
     return text.encode(), spans
+
+
+# ---- counting to a number given at the start (the -long models): a long generation that needs the state --
+#
+#   prompt : "count 117 388\n"
+#   target : "117 118 119 ... 388"                   (then the model writes "\n")
+#
+# Each next number follows from the last few bytes, but where to stop (the end number, given
+# ``gen_len`` bytes before the stop) is only in what the model carried since the prompt: past the
+# model's short-range machinery (conv window, a layer-0 attention that sees byte embeddings only)
+# that is the recurrent state. ``gen_len`` is the target's byte count, drawn log-uniformly as for
+# copy/upper, so the generation-length quartiles span 16..2000 bytes. In training (``count_share``
+# of :func:`generate_recall_tasks`) a count also serves as the filler of a recall example, so one
+# example trains both memories.
+
+COUNT_TASK = "count"
+HELDOUT_COUNT_SEED = 20262  # evaluation instances; training draws from other seeds
+COUNT_MIN_LEN, COUNT_MAX_LEN = 16, 2000
+COUNT_MAX_START = 899
+#: trained bytes of a counting sequence in training: its first and its last bytes (and the newline)
+COUNT_TRAIN_HEAD, COUNT_TRAIN_TAIL = 16, 32
+
+
+def count_spans(a: int, b: int) -> list[tuple[int, int]]:
+    """The trained ``[start, end)`` ranges of counting numbers at bytes ``a..b-1`` followed by "\n" at ``b``.
+
+    Only the first :data:`COUNT_TRAIN_HEAD` and the last :data:`COUNT_TRAIN_TAIL` bytes and the newline:
+    the increments are learnt there as well as anywhere, the stop (the long-range part) is in the tail,
+    and a count's hundreds of predictable bytes would otherwise outweigh the few answer bytes of the
+    recall examples in the task loss (a mean over all trained bytes).
+    """
+    if b - a <= COUNT_TRAIN_HEAD + COUNT_TRAIN_TAIL:
+        return [(a, b + 1)]
+    return [(a, a + COUNT_TRAIN_HEAD), (b - COUNT_TRAIN_TAIL, b + 1)]
+
+
+def count_text(start: int, target_len: int) -> tuple[str, int]:
+    """``"start start+1 ..."`` as long as it stays <= ``target_len`` bytes (at least two numbers) and its last number."""
+    parts, length, n = [str(start)], len(str(start)), start
+    while length + 1 + len(str(n + 1)) <= target_len or len(parts) < 2:
+        n += 1
+        parts.append(str(n))
+        length += 1 + len(parts[-1])
+    return " ".join(parts), n
+
+
+def make_count(rng: random.Random, target_len: int) -> dict:
+    """One counting instance whose target is about ``target_len`` bytes (never more, at least two numbers).
+
+    Returns ``dict(prompt, target, task="count", gen_len, until, start, end)``.
+    """
+    if target_len < 4:
+        raise ValueError(f"target_len must be >= 4 bytes, got {target_len}")
+    start = rng.randint(0, COUNT_MAX_START)
+    target, end = count_text(start, target_len)
+    return {"prompt": f"count {start} {end}\n", "target": target, "task": COUNT_TASK, "gen_len": len(target),
+            "until": list(UNTIL), "start": start, "end": end}
+
+
+def generate_count_tasks(n: int, seed: int, min_len: int = COUNT_MIN_LEN, max_len: int = COUNT_MAX_LEN) -> list[dict]:
+    """``n`` counting instances, reproducible from ``seed``; target lengths log-uniform in [min_len, max_len]."""
+    _check_draw(n, min_len, max_len, 4, "min_len,max_len")
+    rng = random.Random(seed)
+    return [make_count(rng, _log_uniform(rng, min_len, max_len)) for _ in range(n)]
+
+
+def heldout_count_tasks(n: int = 64, min_len: int = COUNT_MIN_LEN, max_len: int = COUNT_MAX_LEN) -> list[dict]:
+    """The counting evaluation instances (seed :data:`HELDOUT_COUNT_SEED`)."""
+    return generate_count_tasks(n, HELDOUT_COUNT_SEED, min_len, max_len)

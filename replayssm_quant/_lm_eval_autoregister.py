@@ -17,7 +17,8 @@ installed copy) and calls :func:`install`. Editable installs do not get the ``.p
 :func:`install`) before lm-eval looks the model up.
 
 The same hook makes lm-eval's ``TaskManager`` scan the packaged task folder
-(``replayssm_quant/eval/tasks``: ``replayssm_copy``, ``replayssm_upper``, tag ``replayssm_synth``)
+(``replayssm_quant/eval/tasks``: ``replayssm_copy``, ``replayssm_upper``, tag ``replayssm_synth``;
+``replayssm_count``, ``replayssm_recall``, tag ``replayssm_long``)
 as its first include path when ``lm_eval.tasks.manager`` is imported, so ``--tasks
 replayssm_copy`` needs no ``--include_path`` (lm-eval 0.4.13 has no other way to find tasks
 outside its own folder). The plugin module calls :func:`install` too, so ``replayssm-lm-eval``

@@ -118,16 +118,16 @@ def build_config(arch: str, size: str = "default", max_position_embeddings: int 
     )
 
 
-def build_model(arch: str, size: str = "default", seed: int = 0):
+def build_model(arch: str, size: str = "default", seed: int = 0, dt_range: tuple = LONG_DT_RANGE):
     """A freshly initialised ``AutoModelForCausalLM`` of ``arch`` (fp32, CPU), seeded
-    (the ``-long`` archs with :func:`init_long_memory`)."""
+    (the ``-long`` archs with :func:`init_long_memory`, step sizes log-uniform in ``dt_range``)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(build_config(arch, size))
     if arch in LONG_ARCHS:
-        init_long_memory(model, seed=seed)
+        init_long_memory(model, dt_range=dt_range, seed=seed)
     return model
 
 

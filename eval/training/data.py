@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from ..models.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from ..synthetic_tasks import (DEFAULT_MAX_LEN, DEFAULT_MIN_LEN, TASKS, generate_recall_tasks, generate_tasks,
-                               recall_training_text, training_text)
+from ..synthetic_tasks import (COUNT_TASK, DEFAULT_MAX_LEN, DEFAULT_MIN_LEN, TASKS, count_spans, generate_count_tasks,
+                               generate_recall_tasks, generate_tasks, recall_training_text, training_text)
 
 #: task families a sampler can mix in: the copy/upper lists (attention copies them) or key-value
 #: recall over a long filler (only a recurrent state carries it; the -long models)
@@ -48,14 +48,21 @@ class BatchSampler:
     (:func:`~..synthetic_tasks.make_recall`) instead; "task length" is then the recall distance,
     from ``RECALL_TRAIN_MIN_DIST`` to ``max_task_len`` (default ``seq_len - RECALL_ROW_SLACK``), and
     every value asked after the filler is trained on (:func:`~..synthetic_tasks.recall_training_text`).
+    ``count_share`` (recall family only) of the recall examples have a counting filler whose numbers are
+    trained too, and half as many plain counting examples (:func:`~..synthetic_tasks.make_count`, target
+    lengths up to the same maximum) join them: the downstream counting task's format.
     """
 
     def __init__(self, books: list[bytes], batch_size: int, seq_len: int, task_fraction: float = 0.25,
                  seed: int = 0, max_task_len: int | None = None, separator: bytes = b"\n\n\n",
-                 task_family: str = "copy"):
+                 task_family: str = "copy", count_share: float = 0.0):
         if task_family not in TASK_FAMILIES:
             raise ValueError(f"unknown task family {task_family!r}; allowed: {', '.join(TASK_FAMILIES)}")
         self.task_family = task_family
+        if not 0.0 <= count_share <= 1.0 or (count_share and task_family != "recall"):
+            raise ValueError(f"count_share must be in [0, 1] and needs the recall family, got {count_share} "
+                             f"with {task_family!r}")
+        self.count_share = count_share
         if batch_size < 1 or seq_len < 64:
             raise ValueError(f"need batch_size >= 1 and seq_len >= 64, got {batch_size}, {seq_len}")
         if not 0.0 <= task_fraction <= 1.0:
@@ -101,7 +108,11 @@ class BatchSampler:
         if not self._pending or self._pending_len != max_len:
             self._task_seed += 1
             if self.task_family == "recall":
-                self._pending = generate_recall_tasks(64, self._task_seed, self.min_task_len, max_len)
+                self._pending = generate_recall_tasks(64, self._task_seed, self.min_task_len, max_len, self.count_share)
+                if self.count_share:
+                    self._pending += generate_count_tasks(round(32 * self.count_share), self._task_seed + 500_000_000,
+                                                          min(16, max_len), max_len)
+                    self.py_rng.shuffle(self._pending)
             else:
                 self._pending = generate_tasks(64, self._task_seed, DEFAULT_MIN_LEN, max_len, TASKS)
             self._pending_len = max_len
@@ -114,11 +125,11 @@ class BatchSampler:
         pos = 0
         while True:
             task = self._next_task()
-            if self.task_family == "recall":
+            if self.task_family == "recall" and task["task"] != COUNT_TASK:
                 text, spans = recall_training_text(task, self.py_rng)
             else:
                 text, p_len = training_text(task)
-                spans = [(p_len, len(text))]
+                spans = count_spans(p_len, len(text) - 1) if task["task"] == COUNT_TASK else [(p_len, len(text))]
             use_bos = self.py_rng.random() < 0.5
             ex = ([BOS_ID] if use_bos else []) + list(text) + [EOS_ID]
             off = 1 if use_bos else 0

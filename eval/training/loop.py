@@ -40,10 +40,11 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..gutenberg import heldout_books, read_books, train_books
-from ..models.configs import ARCHS, LONG_ARCHS, build_config, build_model
+from ..models.configs import ARCHS, LONG_ARCHS, LONG_DT_RANGE, build_config, build_model
 from ..models.tokenizer import EOS_ID, PAD_ID, BOS_ID, build_byte_tokenizer
 from ..models.training_paths import fast_training_paths
-from ..synthetic_tasks import DEFAULT_MAX_LEN, DEFAULT_MIN_LEN, RECALL_MAX_DIST, RECALL_MIN_DIST, heldout_recall_tasks, heldout_tasks
+from ..synthetic_tasks import (COUNT_MAX_LEN, COUNT_MIN_LEN, DEFAULT_MAX_LEN, DEFAULT_MIN_LEN, RECALL_MAX_DIST,
+                               RECALL_MIN_DIST, heldout_count_tasks, heldout_recall_tasks, heldout_tasks)
 from . import evaluate as ev
 from .data import TASK_FAMILIES, BatchSampler, heldout_windows, split_validation
 
@@ -70,6 +71,9 @@ class TrainSettings:
     task_curriculum: float = 0.0      # task lengths grow from 64 bytes to full over this fraction of the run
     task_loss_weight: float = 0.0     # > 0: loss = book mean + this * task-answer mean (0: one mean over all bytes)
     task_family: str | None = None   # "copy" or "recall" (None: recall for the -long archs, copy otherwise)
+    task_count_share: float = 0.0     # recall family: share of recall examples with a counting filler (+ half as
+    #                                   many plain counting examples; evaluated on heldout_count_tasks)
+    long_dt_max: float = LONG_DT_RANGE[1]   # -long archs: initial step sizes log-uniform in [LONG_DT_RANGE[0], this]
     seed: int = 0
     compile: bool = False            # torch.compile the layers (regional); see the module doc
     log_every: int = 10
@@ -102,6 +106,11 @@ class TrainSettings:
             raise ValueError(f"unknown task family {self.family!r}; allowed: {', '.join(TASK_FAMILIES)}")
         if self.task_loss_weight < 0:
             raise ValueError(f"--task-loss-weight must be >= 0, got {self.task_loss_weight}")
+        if not 0.0 <= self.task_count_share <= 1.0 or (self.task_count_share and self.family != "recall"):
+            raise ValueError(f"--task-count-share must be in [0, 1] and needs the recall family, got "
+                             f"{self.task_count_share} with {self.family!r}")
+        if not LONG_DT_RANGE[0] < self.long_dt_max <= 1.0:
+            raise ValueError(f"--long-dt-max must be in ({LONG_DT_RANGE[0]}, 1], got {self.long_dt_max}")
         if not 0.0 <= self.task_curriculum < 1.0:
             raise ValueError(f"--task-curriculum must be in [0, 1), got {self.task_curriculum}")
         if self.minutes <= 0 and not self.max_steps:
@@ -312,14 +321,15 @@ def train(s: TrainSettings, out: str | Path, progress: bool = True) -> Path:
 
     train_paths, held_paths = train_books(s.data_dir), heldout_books(s.data_dir)
     train_parts, val_parts = split_validation(read_books(train_paths), s.val_fraction)
-    sampler = BatchSampler(train_parts, s.batch_size, s.seq_len, s.task_fraction, s.seed, task_family=s.family)
+    sampler = BatchSampler(train_parts, s.batch_size, s.seq_len, s.task_fraction, s.seed, task_family=s.family,
+                           count_share=s.task_count_share)
     held = read_books(held_paths)
     win = min(2048, s.seq_len)
     n_val = s.val_windows if s.size == "default" else min(s.val_windows, 4)
     val_windows = heldout_windows(val_parts, win, max_windows=n_val) if val_parts else None
     held_windows = heldout_windows(held, win, max_windows=n_val)
 
-    model = build_model(s.arch, s.size, s.seed)
+    model = build_model(s.arch, s.size, s.seed, dt_range=(LONG_DT_RANGE[0], s.long_dt_max))
     prior = _init_from(model, s.init_from) if s.init_from else None
     model = model.to(device)
     # a second stage continues the numbering of steps, tokens and seconds of the first
@@ -544,6 +554,15 @@ def evaluate_folder(folder: Path, s: TrainSettings, device=None, progress: bool 
                             "by_quartile": q.to_dict(orient="records"),
                             "by_task_pct": {k: float(v * 100) for k, v in df.groupby("task")["correct"].mean().items()}}
     print(f"[train-demo] {s.family} task exact match by {'distance' if s.family == 'recall' else 'length'} quartile:\n" + q.to_string(index=False), flush=True)
+    if s.task_count_share:
+        n = max(4, s.eval_tasks // 4)
+        tasks = heldout_count_tasks(n, max_len=max(COUNT_MIN_LEN, min(COUNT_MAX_LEN, s.eval_task_max_len)))
+        cdf = ev.task_accuracy(model, tasks, s.eval_task_batch, device, progress)
+        cdf.to_csv(folder / "count_eval.csv", index=False)
+        cq = ev.accuracy_by_quartile(cdf)
+        res["count_accuracy"] = {"overall_pct": float(cdf["correct"].mean() * 100), "n": int(len(cdf)),
+                                 "by_quartile": cq.to_dict(orient="records")}
+        print("[train-demo] count task exact match by length quartile:\n" + cq.to_string(index=False), flush=True)
     res["reference"] = ev.reference_loss(model, held_paths[0], device)
     res["eval_seconds"] = round(time.time() - t0, 1)
     (folder / "eval.json").write_text(json.dumps(res, indent=1, default=str))

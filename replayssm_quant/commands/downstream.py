@@ -14,7 +14,8 @@ def configure(parser):
                              "hub id (default: gdn-demo)")
     parser.add_argument("--tasks", nargs="+", default=["replayssm_synth"], metavar="TASK",
                         help="lm-eval tasks (generate_until); the packaged synthetic tasks are replayssm_copy, "
-                             "replayssm_upper (tag replayssm_synth, the default); real tasks such as gsm8k "
+                             "replayssm_upper (tag replayssm_synth, the default), and for the long-memory models "
+                             "replayssm_count, replayssm_recall (tag replayssm_long); real tasks such as gsm8k "
                              "work by name where their datasets can be fetched")
     parser.add_argument("--state", nargs="+", action="extend", default=None, metavar="[MODE:]SPEC",
                         help="runs besides the fp32 reference (repeatable, as in `eval`): SPEC optionally prefixed "

@@ -16,7 +16,8 @@ DEFAULT_STATES = ["bf16", "fp16", "fp8+sr", "nvfp4+sr", "nvfp4/fp16", "nvfp4/fp8
 
 def configure(parser):
     parser.add_argument("--model", default=None,
-                        help="gdn-demo (default, embedded), mamba2-demo, tiny-ARCH, a local folder or a hub id")
+                        help="gdn-long (default, embedded), mamba2-long, gdn-demo, mamba2-demo, tiny-ARCH, a local "
+                             "folder or a hub id")
     parser.add_argument("--state", action="append", default=None, metavar="[MODE[@L]:]SPEC",
                         help="state variant, repeatable: SPEC (fp32, FMT[+sr], READ/RECUR[+sr]) optionally "
                              "prefixed by replay:, replay@L: (own window L) or conventional: (default list: "
@@ -137,6 +138,7 @@ def run(args):
     from replayssm_quant.eval.kl import KLSettings, run_kl, with_reference
     from replayssm_quant.eval.peak_memory import PhaseMemory
     from replayssm_quant.eval.report import build_report
+    from replayssm_quant.eval.memory import model_card
     from replayssm_quant.eval.results import EARLY_KEYS, ResultsStore
 
     model_name, _ = check_model_name(args.model)
@@ -162,6 +164,7 @@ def run(args):
                         batch_docs=args.batch_docs, backend=args.backend, cuda_graphs=args.cuda_graphs,
                         exec_mode=args.exec_mode)
         store.open(dict(config, model=lm.name, model_hash=model_fingerprint(lm.model), model_source=lm.source,
+                        model_card=model_card(lm.model, lm.source),
                         dtype=args.dtype, weights_dtype=weights_dtype(lm.model), exec=args.exec_mode,
                         docs=len(docs), variants=[v.label for v in with_reference(variants)],
                         command="replayssm-quant " + shlex.join(sys.argv[1:]), env=_env()), docs)

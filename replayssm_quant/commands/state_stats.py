@@ -4,7 +4,8 @@ HELP = "cast error of every format on a model's real (prefilled) SSM states, per
 
 
 def configure(parser):
-    parser.add_argument("--model", default=None, help="gdn-demo (default), mamba2-demo, a folder or hub id")
+    parser.add_argument("--model", default=None,
+                        help="an embedded model (default: gdn-long), a tiny-ARCH, a folder or hub id")
     parser.add_argument("--data", default=None, help="text data (default: the embedded held-out books)")
     parser.add_argument("--prefill", type=int, default=1024, help="tokens prefilled per document (default 1024)")
     parser.add_argument("--docs", type=int, default=4, help="documents (default 4)")
@@ -14,7 +15,7 @@ def configure(parser):
 def run(args):
     import torch
 
-    from replayssm_quant.eval.adapters.loading import load_model
+    from replayssm_quant.eval.adapters.loading import DEFAULT_MODEL, load_model
     from replayssm_quant.eval.data import load_documents
     from replayssm_quant.eval.state_stats import markdown, prefill_states, state_format_table, summary
 
@@ -23,7 +24,7 @@ def run(args):
     ids = torch.stack([d.tokens for d in docs])
     table = state_format_table(prefill_states(lm.model, ids))
     text = (f"# SSM state vs storage formats: {lm.name}\n\n"
-            f"Command: `replayssm-quant state-stats --model {args.model or 'gdn-demo'} --prefill {args.prefill} "
+            f"Command: `replayssm-quant state-stats --model {args.model or DEFAULT_MODEL} --prefill {args.prefill} "
             f"--docs {len(docs)}`. States after an fp32 prefill of {len(docs)} held-out documents of "
             f"{args.prefill} tokens; one round-to-nearest-even cast each. fp8 / int8: one fp32 scale per state "
             "row (amax / 448, amax / 127); e4m3 / e5m2: raw casts, no scale. \"frac rounded to zero\": of the "

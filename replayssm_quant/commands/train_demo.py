@@ -46,6 +46,12 @@ def configure(parser):
     t.add_argument("--task-family", choices=["copy", "recall"], default=None,
                    help="synthetic task rows: copy/upper lists or long-range key-value recall "
                         "(default: recall for the -long archs, copy otherwise)")
+    t.add_argument("--task-count-share", type=float, default=0.0,
+                   help="recall family: share of the recall examples whose filler is a counting example "
+                        "('count S E' then S..E, trained), plus half as many plain counting examples (default 0)")
+    t.add_argument("--long-dt-max", type=float, default=None,
+                   help="-long archs: initial step sizes dt log-uniform in [1e-4, this] (default 1e-2; with A in "
+                        "[0.01, 1] a larger value adds heads that forget within tens of bytes)")
     t.add_argument("--task-loss-weight", type=float, default=0.0,
                    help="> 0: loss = book mean + this x task-answer mean (default 0: one mean over all trained bytes)")
     t.add_argument("--seed", type=int, default=0)
@@ -87,6 +93,7 @@ def configure(parser):
 
 
 def _settings(args, arch=None):
+    from replayssm_quant.eval.models.configs import LONG_DT_RANGE
     from replayssm_quant.eval.synthetic_tasks import DEFAULT_MAX_LEN, RECALL_MAX_DIST
     from replayssm_quant.eval.training.loop import TrainSettings
 
@@ -100,6 +107,7 @@ def _settings(args, arch=None):
         arch=arch or args.arch, size=args.size, minutes=args.minutes, max_steps=args.steps,
         batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr, task_fraction=args.task_fraction,
         task_curriculum=args.task_curriculum, task_loss_weight=args.task_loss_weight, task_family=args.task_family,
+        task_count_share=args.task_count_share, long_dt_max=args.long_dt_max or LONG_DT_RANGE[1],
         seed=args.seed, compile=args.compile, keep_best=not args.keep_last, data_dir=args.data_dir, device=args.device,
         init_from=args.init_from, ckpt_every_s=args.ckpt_every,
         eval_contexts=contexts, eval_max_windows=args.eval_max_windows, eval_tasks=args.eval_tasks,
@@ -149,6 +157,7 @@ def run(args):
         if st:  # evaluate beyond the context the model was trained at, on the task family it learned
             s.seq_len = st["seq_len"]
             s.task_family = args.task_family or st.get("task_family")
+            s.task_count_share = args.task_count_share or st.get("task_count_share", 0.0)   # count evaluated too
         evaluate_folder(folder, s, args.device, not args.no_progress)
         print(f"wrote {folder / 'eval.json'}")
         return 0

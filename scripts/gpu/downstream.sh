@@ -49,20 +49,7 @@ if [ -z "$OUT_DIR" ]; then
   exit 2
 fi
 source scripts/gpu/setup.sh
-python3 - <<'EOF'
-import importlib
-need = ["lm_eval", "datasets", "pyarrow", "dill", "multiprocess", "xxhash", "sacrebleu", "portalocker",
-        "tabulate", "lxml", "colorama", "requests", "urllib3"]
-missing = []
-for m in need:
-    try:
-        importlib.import_module(m)
-    except Exception as e:  # noqa: BLE001
-        missing.append(f"{m} ({type(e).__name__}: {e})")
-if missing:
-    raise SystemExit("downstream.sh: missing on this machine (carry their wheels in .whl/): " + "; ".join(missing))
-print("downstream.sh: lm-eval stack present")
-EOF
+python3 scripts/gpu/lm_eval_check.py
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
 mkdir -p "$OUT_DIR/downstream"
 if [ -n "$RESUME" ]; then

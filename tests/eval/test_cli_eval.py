@@ -125,12 +125,15 @@ def _hide_books(tmp_path, monkeypatch):
 
 
 def test_default_model_and_data_need_nothing_beside_the_package(tmp_path, monkeypatch, capsys):
-    """No --model, no --data, no books: the embedded gdn-demo on the packaged sampled documents."""
+    """No --model, no --data, no books: the embedded gdn-long on the packaged sampled documents, and the
+    report says in one line what the model is and how far its state remembers (its stored memory.json)."""
     _hide_books(tmp_path, monkeypatch)
     assert main(["eval", "--prefill", "16", "--tokens", "8", "--docs", "1", "--state", "nvfp4+sr",
                  "--no-progress", "--out", str(tmp_path / "o")]) == 0
     md = (tmp_path / "o" / "report.md").read_text()
-    assert "gdn-demo" in md and "Data: sampled: text sampled" in md
+    assert "# KL report: gdn-long" in md and "Data: sampled: text sampled" in md
+    about = next(ln for ln in md.splitlines() if ln.startswith("About the model:"))
+    assert "6 layers ASSSSS" in about and "half-life" in about and "gdn-long/memory.json" in about
     assert "sampled[0]#0" in (tmp_path / "o" / "results.csv").read_text()
     # the books, when wanted, are asked for by name and give a clear error here
     capsys.readouterr()

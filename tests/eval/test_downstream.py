@@ -229,6 +229,7 @@ def test_task_manager_knows_packaged_and_builtin_tasks():
     tm = ds.task_manager()
     names = set(tm.all_tasks)
     assert {"replayssm_copy", "replayssm_upper", ds.SYNTH_TAG, "gsm8k"} <= names
+    assert {"replayssm_count", "replayssm_recall", ds.LONG_TAG} <= names
 
 
 def test_packaged_task_data_is_the_heldout_set(tmp_path):
@@ -245,8 +246,12 @@ def test_packaged_task_data_is_the_heldout_set(tmp_path):
     doc = json.loads((ds.TASKS_DIR / "synth_upper.jsonl").read_text().splitlines()[0])
     assert mod.process_results(doc, [doc["target"]]) == {"exact_match": 1.0}
     assert mod.process_results(doc, [doc["target"][:-1]]) == {"exact_match": 0.0}
-    with pytest.raises(FileNotFoundError, match="available: \\['copy', 'upper'\\]"):
+    with pytest.raises(FileNotFoundError, match="available: \\['copy', 'count', 'recall', 'upper'\\]"):
         mod.load("reverse")
+    doc = json.loads((ds.TASKS_DIR / "synth_count.jsonl").read_text().splitlines()[-1])
+    assert doc["prompt"] == f"count {doc['start']} {doc['end']}\n" and doc["target"].endswith(f" {doc['end']}")
+    assert mod.process_results(doc, [doc["target"] + " " + str(doc["end"] + 1)]) == {"exact_match": 0.0}  # overran
+    assert {p.name for p in written} >= {"synth_count.jsonl", "synth_recall.jsonl"}
 
 
 def _equal_runs(docs_per_task: int):

@@ -222,3 +222,25 @@ def test_plots_name_identical_series_and_use_plain_ticks(tmp_path):
     assert len(ratio_ax.containers) == 2 and all(c.has_yerr for c in ratio_ax.containers)   # error bars
     for f in figs:
         real_close(f)
+
+
+def test_growth_from_bucket_16_31_to_the_longest(tmp_path):
+    """growth.csv and the report's growth section: mean KL of the longest bucket over that of 16-31 per
+    variant (fp32 left out), from the stored arrays; a run too short for bucket 16-31 says so."""
+    _fake_run(tmp_path / "g", tokens=70, window=4, docs=2)
+    t = load_tables(tmp_path / "g")
+    kl = {}
+    for meta, arrays in ResultsStore(tmp_path / "g").records():
+        kl.setdefault(meta["variant"], []).append(arrays["kl"])
+    assert list(t["buckets"].columns[-2:]) == ["32-63", "64-70"]
+    g = t["growth"]
+    assert "fp32" not in g.index and list(g.index) == ["nvfp4+sr", "nvfp4/fp8+sr", "nvfp4/fp16"]
+    for v in g.index:   # position t is array index t-1
+        want = np.mean([a[63:70] for a in kl[v]]) / np.mean([a[15:31] for a in kl[v]])
+        assert g.loc[v, "growth 16-31 -> 64-70"] == pytest.approx(want)
+    md = build_report(tmp_path / "g").read_text()
+    sec = md.split("## Growth over position")[1].split("\n## ")[0]
+    assert f"grows **{g.loc['nvfp4+sr', 'growth 16-31 -> 64-70']:.3g}x** from positions 16-31" in sec
+    assert (tmp_path / "g" / "growth.csv").stat().st_size > 0
+    _fake_run(tmp_path / "s", tokens=20, window=4, docs=2)
+    assert "run with --tokens 64 or more" in build_report(tmp_path / "s").read_text()

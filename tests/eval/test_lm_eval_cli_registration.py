@@ -183,3 +183,4 @@ def test_real_task_manager_finds_packaged_tasks_by_name():
 
     tm = TaskManager(include_defaults=False)
     assert {"replayssm_copy", "replayssm_upper", "replayssm_synth"} <= set(tm.all_tasks)
+    assert {"replayssm_count", "replayssm_recall", "replayssm_long"} <= set(tm.all_tasks)

@@ -152,3 +152,29 @@ def test_memory_command_writes_the_files_the_report_reads(tmp_path):
     text = (tmp_path / "r" / "README.md").read_text()
     assert "## Memory of the SSM states" in text and "reset before query" in text
     assert (tmp_path / "r" / "memory_decay.png").stat().st_size > 1000
+
+
+def test_model_card_summarises_the_stored_memory(tmp_path):
+    """The KL report's one line: architecture from the config, memory from memory.json + decay.csv of the
+    folder (medians over heads of known decays), 'not measured' without them."""
+    import json
+
+    model = build_model("gdn-long", "tiny", seed=1).eval()
+    want = _fix_decay(model, A=[0.02, 3.0], dt=[1e-3, 0.5])
+    x = torch.randint(0, 256, (2, 48), generator=torch.Generator().manual_seed(2))
+    tab = memory.decay_table(model, x, batch_size=2)
+    line = memory.model_card(model, str(tmp_path))
+    assert "Qwen3_5ForCausalLM" in line and "3 layers ASS (S = SSM, A = attention)" in line
+    assert "state memory: not measured" in line
+    tab.to_csv(tmp_path / "decay.csv", index=False)
+    (tmp_path / "memory.json").write_text(json.dumps({"span": 16, "dtype": "float32", "reset_at": 64, "reset": [
+        {"distance_from": 0, "distance_to": 16, "delta_bpb": 0.5},
+        {"distance_from": 256, "distance_to": 512, "delta_bpb": 0.0123}]}))
+    decays = sorted(float(v) for per_layer in want.values() for v in per_layer)
+    med = float(torch.tensor(decays, dtype=torch.float64).median()) if len(decays) % 2 else \
+        (decays[len(decays) // 2 - 1] + decays[len(decays) // 2]) / 2
+    line = memory.model_card(model, str(tmp_path))
+    assert f"median per-token decay {med:.4f}" in line
+    assert f"{memory.heads_remembering(tab):.0%} of {len(tab)} SSM heads" in line
+    assert "changes bits/byte by +0.0123 at t+256..512" in line and f"{tmp_path.name}/memory.json" in line
+    assert memory.memory_summary(tmp_path / "nowhere") is None

@@ -122,3 +122,62 @@ def test_recall_heldout_seed_differs_from_training():
     assert all(st.RECALL_MIN_DIST - 8 <= t["distance"] <= st.RECALL_MAX_DIST + 8 for t in held)
     with pytest.raises(ValueError, match="distance"):
         st.make_recall(random.Random(0), 4)
+
+
+def _numbers(text: str) -> list[int]:
+    return [int(x) for x in text.split(" ")]
+
+
+def test_count_instances_count_from_start_to_end():
+    tasks = st.heldout_count_tasks(64)
+    assert tasks == st.generate_count_tasks(64, st.HELDOUT_COUNT_SEED)                 # reproducible
+    assert tasks != st.generate_count_tasks(64, st.HELDOUT_COUNT_SEED + 1)
+    for t in tasks:
+        m = re.fullmatch(r"count (\d+) (\d+)\n", t["prompt"])
+        nums = _numbers(t["target"])
+        assert m and (int(m[1]), int(m[2])) == (t["start"], t["end"]) == (nums[0], nums[-1])
+        assert nums == list(range(nums[0], nums[-1] + 1)) and len(nums) >= 2
+        assert 0 <= t["start"] <= st.COUNT_MAX_START and t["gen_len"] == len(t["target"].encode())
+        assert "\n" not in t["target"] and st.score(t["target"] + "\n?", t["target"])
+        assert not st.score(" ".join(map(str, nums[:-1])), t["target"])              # stopping early is wrong
+    lens = sorted(t["gen_len"] for t in tasks)
+    assert lens[0] < 40 and lens[-1] > 1200 and lens[-1] <= st.COUNT_MAX_LEN
+    # never longer than asked, and as long as the next number allows
+    for n in (4, 17, 250, 2000):
+        t = st.make_count(random.Random(n), n)
+        nxt = len(str(t["end"] + 1)) + 1
+        assert t["gen_len"] <= max(n, len(f"{t['start']} {t['start'] + 1}")) and t["gen_len"] + nxt > n
+
+
+def test_count_spans_keep_the_ends_of_long_counts():
+    assert st.count_spans(10, 20) == [(10, 21)]
+    h, tl = st.COUNT_TRAIN_HEAD, st.COUNT_TRAIN_TAIL
+    assert st.count_spans(0, 500) == [(0, h), (500 - tl, 501)]
+
+
+def test_recall_with_a_counting_filler():
+    """count_share: the filler of that share of instances is a count, whose ends are trained; the
+    distance stays exact; share 0 (the held-out set) draws exactly what it drew before the option existed."""
+    tasks = st.generate_recall_tasks(60, seed=5, min_dist=64, max_dist=3000, count_share=0.5)
+    counted = [t for t in tasks if t["trained"]]
+    assert 15 <= len(counted) <= 45
+    for t in counted:
+        p = t["prompt"]
+        head, rest = p.split("\n", 1)
+        key = t["pairs"][t["query"]][0]
+        assert t["distance"] == len(p) - (head.index(f"{key}={t['target']}") + len(key) + 5)
+        m = re.match(r"count (\d+) (\d+)\n([0-9 ]+)\n\?[a-z]{2}=$", rest)
+        assert m and _numbers(m[3]) == list(range(int(m[1]), int(m[2]) + 1))
+        a = len(head) + 1 + m.start(3)
+        b = a + len(m[3])                                            # the newline of "\n?k=" follows
+        assert p[a:b] == m[3] and t["trained"] == st.count_spans(a, b) and p[b] == "\n"
+        text, spans = st.recall_training_text(t, random.Random(0))
+        assert spans[:len(t["trained"])] == t["trained"]
+    words = [t for t in tasks if not t["trained"]]
+    assert words and all(set(t["prompt"].split("\n")[1]) <= set("abcdefghijklmnopqrstuvwxyz .") for t in words)
+    plain = st.generate_recall_tasks(20, seed=5)
+    assert [t["prompt"] for t in plain] == [t["prompt"] for t in st.generate_recall_tasks(20, seed=5, count_share=0.0)]
+    assert all(t["trained"] == [] for t in plain)
+    assert all(t["trained"] for t in st.generate_recall_tasks(10, seed=1, count_share=1.0))
+    with pytest.raises(ValueError, match="count_share"):
+        st.generate_recall_tasks(1, seed=0, count_share=1.5)

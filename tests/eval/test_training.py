@@ -513,3 +513,96 @@ def test_second_stage_init_from(tmp_path):
         _init_from(build_model("gdn", "tiny"), s1)
     with pytest.raises(FileNotFoundError, match="config.json"):
         _init_from(build_model("mamba2", "tiny"), tmp_path)
+
+
+def test_recall_batches_with_counting_train_the_count_ends():
+    """count_share: recall examples with a counting filler and plain counting examples; trained bytes are
+    the values (recall), the first and last bytes of every count and its newline."""
+    from replayssm_quant.eval import synthetic_tasks as st
+    from replayssm_quant.eval.training.data import BatchSampler
+
+    books = [bytes(np.random.default_rng(0).integers(32, 127, 9000, dtype=np.uint8))]
+    s = BatchSampler(books, batch_size=4, seq_len=2048, task_fraction=0.75, seed=4, task_family="recall",
+                     count_share=0.5)
+    kinds = {"plain count": 0, "recall, count filler": 0, "recall, word filler": 0}
+    for _ in range(3):
+        ids, labels, positions, is_task = s.next_batch()
+        assert is_task.tolist() == [True, True, True, False]
+        for row_ids, row_lab in zip(ids[is_task], labels[is_task]):
+            text, lab = row_ids.tolist(), row_lab.tolist()
+            start = 0
+            for e in [i for i, t in enumerate(text) if t == EOS_ID]:
+                ex, el = text[start:e + 1], lab[start:e + 1]
+                off = 1 if ex[0] == BOS_ID else 0
+                body = bytes(ex[off:-1]).decode()
+                trained = "".join(chr(t) if l != -100 else "|" for t, l in zip(ex[off:-1], el[off:-1]))
+                m = re.search(r"count (\d+) (\d+)\n([0-9 ]+)\n", body)
+                if m:
+                    a, b = m.start(3), m.end(3)
+                    want = st.count_spans(a, b)
+                    for x, y in want:
+                        assert trained[x:y] == body[x:y]                      # the count's ends are trained
+                    inside = set(range(a, b + 1)) - {i for x, y in want for i in range(x, y)}
+                    assert all(trained[i] == "|" for i in inside)             # its middle is not
+                    assert _numbers(m[3]) == list(range(int(m[1]), int(m[2]) + 1))
+                kind = ("plain count" if body.startswith("count ") else
+                        "recall, count filler" if m else "recall, word filler")
+                kinds[kind] += 1
+                if kind != "plain count":   # every value asked after the filler is trained
+                    for v in re.findall(r"\?[a-z]{2}=(\d{4})\n", body):
+                        assert v + "\n" in trained
+                assert el[-1] == EOS_ID
+                start = e + 1
+    assert all(n > 0 for n in kinds.values()), kinds
+    with pytest.raises(ValueError, match="count_share"):
+        BatchSampler(books, 4, 1024, task_family="copy", count_share=0.5)
+
+
+def _numbers(text):
+    return [int(x) for x in text.split(" ")]
+
+
+def test_long_init_dt_range_and_settings_checks():
+    """build_model(dt_range=...): every -long head's dt = softplus(dt_bias) inside the range, spread over
+    it; TrainSettings rejects a count share without recall and a dt maximum out of range."""
+    from replayssm_quant.eval.models.configs import LONG_DT_RANGE, build_model, ssm_mixers
+    from replayssm_quant.eval.training.loop import TrainSettings
+
+    for arch in ("gdn-long", "mamba2-long"):
+        dts = torch.cat([torch.nn.functional.softplus(m.dt_bias.double())
+                         for _, m in ssm_mixers(build_model(arch, "tiny", seed=0, dt_range=(1e-4, 1.0)))])
+        assert dts.min() >= 1e-4 * (1 - 1e-5) and dts.max() <= 1.0 * (1 + 1e-5)
+        assert dts.max() > LONG_DT_RANGE[1]                       # beyond the old maximum
+    with pytest.raises(ValueError, match="task-count-share"):
+        TrainSettings(arch="gdn", task_count_share=0.5).check()
+    with pytest.raises(ValueError, match="long-dt-max"):
+        TrainSettings(arch="gdn-long", long_dt_max=2.0).check()
+    TrainSettings(arch="gdn-long", task_count_share=0.5, long_dt_max=1.0).check()
+
+
+@pytest.mark.books
+def test_count_share_run_records_and_reports_the_count_task(tmp_path):
+    """train-demo --task-count-share / --long-dt-max on a tiny gdn-long: both settings recorded, the count
+    task evaluated (eval.json count_accuracy, count_eval.csv) and listed in the report."""
+    from replayssm_quant.cli import main
+
+    assert main(["train-demo", "--arch", "gdn-long", "--size", "tiny", "--out", str(tmp_path / "runs"),
+                 "--minutes", "0", "--steps", "2", "--batch-size", "4", "--seq-len", "256", "--no-progress",
+                 "--task-fraction", "0.75", "--task-count-share", "0.5", "--long-dt-max", "1",
+                 "--eval-contexts", "64", "--eval-max-windows", "1", "--eval-tasks", "4",
+                 "--eval-recall-max-dist", "80", "--eval-task-max-len", "24"]) == 0
+    folder = tmp_path / "runs" / "gdn-long"
+    st = json.loads((folder / "train_meta.json").read_text())["settings"]
+    assert st["task_count_share"] == 0.5 and st["long_dt_max"] == 1.0
+    ev = json.loads((folder / "eval.json").read_text())
+    qs = ev["count_accuracy"]["by_quartile"]
+    assert ev["count_accuracy"]["n"] == 4 and [q["quartile"] for q in qs] == ["Q1", "Q2", "Q3", "Q4"]
+    assert all(q["gen_len_max"] <= 24 for q in qs) and (folder / "count_eval.csv").exists()
+    (folder / "count_eval.csv").unlink()            # --evaluate reads the share from train_meta.json
+    assert main(["train-demo", "--evaluate", str(folder), "--no-progress", "--eval-contexts", "64",
+                 "--eval-max-windows", "1", "--eval-tasks", "4", "--eval-recall-max-dist", "80",
+                 "--eval-task-max-len", "24"]) == 0
+    assert (folder / "count_eval.csv").exists()
+    assert main(["train-demo", "--report", "--models-dir", str(tmp_path / "runs"), "--report-dir", str(tmp_path / "r")]) == 0
+    rows = [ln for ln in (tmp_path / "r" / "README.md").read_text().splitlines() if "| count " in ln]
+    assert len(rows) == 4 and all("gdn-long" in r for r in rows)
