@@ -38,7 +38,7 @@ def test_cpu_smoke_writes_the_report(tmp_path):
     import pandas as pd
 
     s = pd.read_csv(out / "summary.csv")
-    assert len(s) == 1 and (s.verify_us > 0).all() and (s.conv_verify_us > 0).all()
+    assert len(s) == 1 and (s.verify_us > 0).all() and (s.conv_verify_us > 0).all() and (s.verify_only_us > 0).all()
     assert {"speedup_50", "speedup_100", "verify_over_replay_step", "verify_over_conv_step"} <= set(s.columns)
     corr = pd.read_csv(out / "correctness.csv")
     assert float(corr.verify_rel_err.max()) < 1e-5 and int(corr.flushes.min()) >= 1
