@@ -148,6 +148,33 @@ def test_triton_bit_exact_vs_torch(family, spec, mode):
             assert torch.equal(ref[n], tri[n]), (r, n)
 
 
+@pytest.mark.parametrize("family,spec", [("gdn", "fp16"), ("kda", "nvfp4/fp16+sr")])
+def test_half_precision_ring_and_drafts_of_a_whole_window(family, spec):
+    """bf16 activations in a bf16 ring, T_max = L (the committed tail after a flush can be L - 1 entries): Triton ==
+    torch bit for bit, the same flush counts as plain stepping."""
+    HV, K, V, L, NS = 2, 32, 16, 4, 2
+    cs = [SSMStateCache(family, spec, NS, HV, K, V, window=L, max_draft=L, backend=b, device=DEV,
+                        ring_dtype=torch.bfloat16) for b in ("torch", "triton")]
+    _load(cs, NS, HV, K, V, 3)
+    x = random_decode_inputs(family, 30, NS, HV, K, V, generator=_gen(4), dtype=torch.bfloat16, device=DEV)
+    idx = torch.tensor([1, 0], device=DEV)
+    pos, done = 0, [0, 0]
+    for T, acc in ((4, [4, 3]), (3, [3, 3]), (2, [2, 1]), (4, [4, 4]), (1, [1, 1])):
+        xs = [None if x[n] is None else x[n][pos:pos + T].transpose(0, 1).contiguous() for n in NAMES]
+        outs = [c.verify(idx, *xs) for c in cs]
+        assert torch.equal(outs[0], outs[1])
+        for c in cs:
+            c.commit(idx, torch.tensor(acc, device=DEV))
+        ref, tri = _stored(cs[0]), _stored(cs[1])
+        for n in ref:
+            assert torch.equal(ref[n], tri[n]), (T, n)
+        pos += T
+        for i, s in enumerate(idx.tolist()):
+            done[s] += acc[i]
+    assert cs[1].flush_count[:NS].tolist() == [1 + d // L for d in done]
+    assert cs[1].ring_count[:NS].tolist() == [d % L for d in done]
+
+
 @pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp8+sr"), ("kda", "int8/fp32"), ("mamba2", "nvfp4+sr"),
                                          ("gdn", "fp8+sr:conventional")])
 def test_checkpoints_equal_plain_stepping(family, spec):
