@@ -58,11 +58,9 @@ def _load(caches, slots, HV, K, V, seed):
 
 def _stored(c):
     d = dict(c.stored_tensors())
-    for n in ("draft_g", "draft_v", "draft_beta", "draft_count"):
-        if getattr(c, n) is not None:
-            d[n] = getattr(c, n)
-    if c.snap is not None:
-        d.update({f"snap{i}": t for i, t in enumerate(c.snap.tensors())})
+    spec_parts = {"draft_count", "snap0", "snap1", "snap2"} if c.mode == "conventional" else \
+        {"draft_count", "draft_g", "draft_v", "draft_beta"}
+    assert spec_parts <= set(d)   # stored_tensors names the speculative buffers too
     for n in ("ring_count", "flush_count", "draft_count"):   # without the padded rows' scratch entry
         d[n] = d[n][:c.num_slots]
     return d
