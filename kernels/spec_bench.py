@@ -9,7 +9,9 @@ together exceed 4x L2, one CUDA graph per timed function, median of ``triton.tes
 * ``verify_us`` (per T in 2, 4, 8 and acceptance rate): one replay ``verify(T)`` + ``commit`` round, averaged over
   ``L`` rounds per slot group (so over whole windows, flushes included);
 * ``conv_verify_us`` (per T): one round of the conventional snapshot baseline (T snapshots written, the accepted
-  one restored), whose cost does not depend on the acceptance.
+  one restored), whose cost does not depend on the acceptance;
+* ``verify_only_us`` (per T): the replay verify alone (output-only: one read of the read copy for T tokens; the
+  round's commit adds the flush, once per L committed tokens, i.e. once per L / T rounds at full acceptance).
 
 Acceptance rate p: the fraction of the ``T - 1`` drafts accepted; a row commits ``1 + p (T - 1)`` tokens per round
 on average (rows get the floor or the ceiling, spread evenly). SSM-layer tokens/s = committed tokens per round
@@ -66,11 +68,12 @@ def spec_inputs(family, batch, T, shape, device):
     return {n: (None if t is None else t.transpose(0, 1).contiguous()) for n, t in x.items()}
 
 
-def time_rounds(family, spec, mode, batch, T, rate, shape, window, timer, device, x, max_draft=None) -> float:
+def time_rounds(family, spec, mode, batch, T, rate, shape, window, timer, device, x, max_draft=None,
+                commit=True) -> float:
     """Microseconds per ``verify(T)`` + ``commit`` round of one slot group (``mode`` replay or conventional),
     averaged over ``window`` rounds (replay) or one (conventional: every round costs the same) per group, on a cache
     of ``max_draft`` (default T; the benchmark uses its largest T for all, so the step kernels of the commit's flush
-    compile once)."""
+    compile once). ``commit=False``: the verify alone (it moves no pointer, so every call does the same work)."""
     md = max_draft or T
     probe = SSMStateCache(family, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"], window=window,
                           mode=mode, backend="torch", max_draft=md)
@@ -87,7 +90,8 @@ def time_rounds(family, spec, mode, batch, T, rate, shape, window, timer, device
         for _ in range(rounds):
             for idx in groups:
                 cache.verify(idx, x["q"], x["k"], x["v"], x["g"], x["beta"], out=out, validate=False)
-                cache.commit(idx, acc, validate=False)
+                if commit:
+                    cache.commit(idx, acc, validate=False)
 
     us = timer(fn) * 1e3 / (rounds * R)
     ok = bool(torch.isfinite(out).all())
@@ -141,8 +145,11 @@ def _summary(df):
             if not len(v) or not len(cv):
                 continue
             v, cv = float(v.iloc[0]), float(cv.iloc[0])
+            vo = one("verify_only", T)
+            vo = float(vo.iloc[0]) if len(vo) else float("nan")
             row = dict(family=fam, spec=spec, conv_spec=conventional_spec(spec), batch=b, T=T, replay_step_us=rs,
-                       conv_step_us=cs, verify_us=v, conv_verify_us=cv, verify_over_replay_step=v / rs,
+                       conv_step_us=cs, verify_us=v, verify_only_us=vo, conv_verify_us=cv,
+                       verify_over_replay_step=v / rs, verify_only_over_replay_step=vo / rs,
                        verify_over_conv_step=v / cs, conv_verify_over_conv_step=cv / cs,
                        replay_tok_per_s=b / rs * 1e6)
             for rate in sorted(set(d.rate)):
@@ -160,8 +167,9 @@ def _summary(df):
 def _targets(summary) -> list[str]:
     lines = []
     for _, r in summary[(summary.batch == 256) & (summary["T"] == 8)].iterrows():
-        line = (f"- {r.family} {r.spec} B=256 T=8: replay verify = {r.verify_over_replay_step:.2f}x a replay step"
-                f"{' (target <= 1.2x; the seed 0.89-1.21x)' if r.spec == 'fp32' else ''}, conventional snapshot "
+        line = (f"- {r.family} {r.spec} B=256 T=8: replay verify + commit = {r.verify_over_replay_step:.2f}x a replay "
+                f"step{' (target <= 1.2x; the seed 0.89-1.21x)' if r.spec == 'fp32' else ''} (verify alone "
+                f"{r.verify_only_over_replay_step:.2f}x), conventional snapshot "
                 f"verify = {r.conv_verify_over_conv_step:.2f}x a conventional step (the seed: 4.66x)")
         if "speedup_50" in r:
             line += (f"; tokens/s replay / conventional speculation at 50/75/100% acceptance = "
@@ -198,7 +206,13 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
     timer = Timer(device, rep_ms)
     os.makedirs(out, exist_ok=True)
     t0 = time.time()
-    corr = pd.DataFrame([correctness(f, shapes[f], window, device) for f in families])
+    corr, errors = [], []
+    for f in families:
+        try:
+            corr.append(correctness(f, shapes[f], window, device))
+        except Exception as e:   # a one-call GPU run reports what failed and times the rest
+            errors.append(f"correctness {f}: {type(e).__name__}: {str(e)[:300]}")
+    corr = pd.DataFrame(corr)
     corr.to_csv(os.path.join(out, "correctness.csv"), index=False)
     partial = os.path.join(out, "results.partial.csv")
     rows = pd.read_csv(partial).to_dict("records") if resume and os.path.exists(partial) else []
@@ -210,7 +224,8 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
             for spec in specs:
                 todo += [(fam, spec, b, "replay_step", 0, 1.0), (fam, spec, b, "conv_step", 0, 1.0)]
                 for T in drafts:
-                    todo += [(fam, spec, b, "verify", T, p) for p in rates] + [(fam, spec, b, "conv_verify", T, 1.0)]
+                    todo += [(fam, spec, b, "verify", T, p) for p in rates] + [(fam, spec, b, "conv_verify", T, 1.0),
+                                                                               (fam, spec, b, "verify_only", T, 1.0)]
     todo = [t for t in todo if t not in done]
     x_key, x, left = None, None, []
     for fam, spec, b, kind, T, p in tqdm(todo, desc="spec bench", disable=False if cpu_smoke else None):
@@ -218,16 +233,23 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
             left.append((fam, spec, b, kind, T, p))
             continue
         shape = shapes[fam]
-        if kind in ("replay_step", "conv_step"):
-            if x_key != (fam, b, "step"):
-                x_key, x = (fam, b, "step"), bench_inputs(fam, b, shape, window, device)
-            mode, sp = ("replay", spec) if kind == "replay_step" else ("conventional", conventional_spec(spec))
-            us = bench_kernel(fam, sp, mode, b, shape, window, timer, device, x, phases=("step",))["time_us"]
-        else:
-            if x_key != (fam, b, T):
-                x_key, x = (fam, b, T), spec_inputs(fam, b, T, shape, device)
-            mode, sp = ("replay", spec) if kind == "verify" else ("conventional", conventional_spec(spec))
-            us = time_rounds(fam, sp, mode, b, T, p, shape, window, timer, device, x, max_draft=max(drafts))
+        step = kind in ("replay_step", "conv_step")
+        mode, sp = ("conventional", conventional_spec(spec)) if kind in ("conv_step", "conv_verify") else \
+            ("replay", spec)
+        try:
+            if x_key != (fam, b, 0 if step else T):
+                x_key = (fam, b, 0 if step else T)
+                x = bench_inputs(fam, b, shape, window, device) if step else spec_inputs(fam, b, T, shape, device)
+            if step:
+                us = bench_kernel(fam, sp, mode, b, shape, window, timer, device, x, phases=("step",))["time_us"]
+            else:
+                us = time_rounds(fam, sp, mode, b, T, p, shape, window, timer, device, x, max_draft=max(drafts),
+                                 commit=kind != "verify_only")
+        except Exception as e:   # recorded; the run goes on (a one-call GPU run keeps what it can measure)
+            errors.append(f"{fam} {sp} {kind} B={b} T={T} p={p}: {type(e).__name__}: {str(e)[:300]}")
+            x_key, us = None, float("nan")
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
         rows.append(dict(family=fam, spec=spec, batch=b, kind=kind, T=T, rate=p, mode=mode, timed_spec=sp,
                          time_us=us))
         pd.DataFrame(rows).to_csv(partial, index=False)
@@ -236,14 +258,16 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
     summary = _summary(df)
     summary.to_csv(os.path.join(out, "summary.csv"), index=False)
     cols = ["family", "spec", "conv_spec", "batch", "T", "replay_step_us", "conv_step_us", "verify_us",
-            "conv_verify_us", "verify_over_replay_step", "verify_over_conv_step", "conv_verify_over_conv_step"]
+            "verify_only_us", "conv_verify_us", "verify_over_replay_step", "verify_only_over_replay_step",
+            "verify_over_conv_step", "conv_verify_over_conv_step"]
     tps = [c for c in summary.columns if c.startswith(("spec_tok", "conv_spec_tok", "speedup"))]
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = ["# Speculative decoding (Algorithm 2): verify cost and SSM-layer throughput", "",
              *(run_header(device) if command is None else [f"- command: `{command}`", f"- date: {date}"]),
              f"- window L = {window}; shapes: " + "; ".join(f"{f}: {shapes[f]['note']}" for f in families),
              "- verify_us: one replay verify(T) + commit round at 100% acceptance, averaged over L rounds (whole "
-             "windows, flushes included); conv_verify_us: one round of the conventional snapshot baseline (T "
+             "windows, flushes included); verify_only_us: the verify alone; conv_verify_us: one round of the "
+             "conventional snapshot baseline (T "
              "snapshots, the accepted one restored), of conv_spec; steps: one decode step (replay: averaged over L "
              "steps).", "- acceptance p: fraction of the T - 1 drafts accepted (a row commits 1 + p (T - 1) tokens "
              "per round); tokens/s: committed SSM-layer tokens per second.",
@@ -251,13 +275,14 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
              f"- wall time {time.time() - t0:.0f} s"
              + (f"; time budget {budget_s:.0f} s reached: {len(left)} measurements not run (first: {left[0]}); "
                 "rerun with --resume into the same --out to add them" if left else ""),
+             *([f"- {len(errors)} failures (NaN rows): " + "; ".join(errors[:10])] if errors else []),
              "", "## Targets (H200, B = 256)", "",
              *(_targets(summary) or ["- (no B = 256, T = 8 rows in this run)"]), "", "## Verify cost", "",
              markdown_table(summary[cols], ".3g") if len(summary) else "(none)", "",
              "## SSM-layer tokens/s by acceptance rate", "",
              markdown_table(summary[["family", "spec", "batch", "T", "replay_tok_per_s"] + tps], ".4g")
              if len(summary) else "(none)", "", "## Device correctness (fp32 verify vs float64 oracle)", "",
-             markdown_table(corr, ".2e"), ""]
+             markdown_table(corr, ".2e") if len(corr) else "(failed)", ""]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines))
     if not left:

@@ -1,9 +1,10 @@
 """Speculative verification and commit on an :class:`~.state_cache.SSMStateCache` (DESIGN.md sec. 3, Algorithm 2).
 
 The cache's public ``verify`` / ``commit`` validate their arguments and call :func:`verify` / :func:`commit`
-here, which run the same sequence for both backends (``backend="torch"``: the references of :mod:`.spec_reference`
-and :mod:`.reference`; ``"triton"``: the kernels of :mod:`.verify` and :mod:`.decode`), with device-side index
-arithmetic only on the Triton path (no host synchronisation: CUDA-graph capturable).
+here. ``backend="torch"`` runs the sequence below in torch (the references of :mod:`.spec_reference` and
+:mod:`.reference`; host synchronisations allowed); ``"triton"`` runs the same sequence as kernels
+(:func:`.verify.triton_verify`, :func:`.verify.triton_commit`, :func:`.verify.triton_restore`: no host
+synchronisation, CUDA-graph capturable), bit-identical under the interpreter.
 
 Replay (ring capacity ``C = L - 1 + T_max``; a slot's committed count ``h`` is always ``<= L - 1``):
 

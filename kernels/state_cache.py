@@ -231,11 +231,20 @@ class SSMStateCache:
         """Every tensor the cache stores, by name (the tensors themselves, not copies): ``hp0 hp1 hp2`` / ``lp0 lp1
         lp2`` (:meth:`StoredState.tensors` of the recurrence checkpoint and the read copy: the same tensors for a
         shared spec), ``ring_g ring_k ring_v ring_beta ring_u``, ``ring_count flush_count`` (scratch slot
-        included). For dumping, restoring and comparing whole caches (scripts/gpu)."""
+        included); with ``max_draft`` > 0 also ``draft_count`` and ``draft_g draft_v draft_beta`` (replay) or
+        ``snap0 snap1 snap2`` (conventional: the snapshots' :meth:`StoredState.tensors`). For dumping, restoring and
+        comparing whole caches (scripts/gpu)."""
         hp, lp = self.hp.tensors(), self.lp.tensors()
-        return dict(hp0=hp[0], hp1=hp[1], hp2=hp[2], lp0=lp[0], lp1=lp[1], lp2=lp[2], ring_g=self.ring_g,
-                    ring_k=self.ring_k, ring_v=self.ring_v, ring_beta=self.ring_beta, ring_u=self.ring_u,
-                    ring_count=self.ring_count, flush_count=self.flush_count)
+        d = dict(hp0=hp[0], hp1=hp[1], hp2=hp[2], lp0=lp[0], lp1=lp[1], lp2=lp[2], ring_g=self.ring_g,
+                 ring_k=self.ring_k, ring_v=self.ring_v, ring_beta=self.ring_beta, ring_u=self.ring_u,
+                 ring_count=self.ring_count, flush_count=self.flush_count)
+        if self.max_draft:
+            d["draft_count"] = self.draft_count
+            if self.snap is not None:
+                d.update({f"snap{i}": t for i, t in enumerate(self.snap.tensors())})
+            else:
+                d.update(draft_g=self.draft_g, draft_v=self.draft_v, draft_beta=self.draft_beta)
+        return d
 
     def checkpoint(self, slots) -> torch.Tensor:
         """Recurrence checkpoint decoded to float32 ``[n, HV, V, K]``."""

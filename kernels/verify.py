@@ -333,17 +333,20 @@ def triton_restore(cache, slots, accepted) -> None:
 @triton.jit
 def _commit_prep_kernel(
     idx_ptr, acc_ptr, cnt_ptr, rk_ptr, rv_ptr, rb_ptr, dg_ptr, dv_ptr, db_ptr,
-    fk_ptr, fv_ptr, fg_ptr, fb_ptr, tk_ptr, tv_ptr, tg_ptr, tb_ptr, idxf_ptr, idxt_ptr, ntail_ptr, newcnt_ptr, fl_ptr,
+    fk_ptr, fv_ptr, fg_ptr, fb_ptr, tk_ptr, tv_ptr, tg_ptr, tb_ptr, idxf_ptr, idxt_ptr, ntail_ptr, flcnt_ptr,
+    newcnt_ptr, fl_ptr,
     HV, K: tl.constexpr, V: tl.constexpr, C: tl.constexpr, L: tl.constexpr, TM: tl.constexpr, BK: tl.constexpr,
     BVA: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, CACHED: tl.constexpr,
 ):
-    """First launch of a replay commit, one program per row (``spec_decode`` module doc): h' = h + accepted; a row
-    whose commit reaches the window's L-th token flushes (``fl[b]``, ``idxf[b] = slot``, else -1), its ring count is
-    set to L - 1 for the flush launch, and per head the flush input (ring entry L - 1: ``fk [B, HV, K]``, ``fv``,
-    ``fg [B, HV, GK]``, ``fb``) and the committed tail (``ntail[b] = h' - L`` tokens, ring positions L.., ``tk [B,
-    TM - 1, HV, K]``, ``tv``, ``tg``, ``tb``; ``idxt[b] = slot`` when non-empty) are gathered from the ring and
-    the draft buffers; ``newcnt[b]`` is the count after the commit (:func:`_commit_finish_kernel`)."""
+    """First launch of a replay commit, grid ``(B, HV)`` (``spec_decode`` module doc): h' = h + accepted; a row
+    whose commit reaches the window's L-th token flushes (``fl[b]``, ``idxf[b] = slot``, else -1; ``flcnt[b]``: the
+    ring count the flush launch must see, L - 1 for a flushing row), and per head the flush input (ring entry
+    L - 1: ``fk [B, HV, K]``, ``fv``, ``fg [B, HV, GK]``, ``fb``) and the committed tail (``ntail[b] = h' - L``
+    tokens, ring positions L.., ``tk [B, TM - 1, HV, K]``, ``tv``, ``tg``, ``tb``; ``idxt[b] = slot`` when
+    non-empty) are gathered from the ring and the draft buffers; ``newcnt[b]`` is the count after the commit. The
+    counts themselves are written by :func:`_commit_counts_kernel` (every head's program reads them here)."""
     b = tl.program_id(0)
+    hd = tl.program_id(1)
     slot = tl.load(idx_ptr + b).to(tl.int64)
     valid = slot >= 0
     s = tl.maximum(slot, 0)
@@ -351,73 +354,74 @@ def _commit_prep_kernel(
     hn = h + tl.load(acc_ptr + b)
     flush = valid & (hn >= L)
     tail = tl.where(flush, hn - L, 0)
-    tl.store(idxf_ptr + b, tl.where(flush, slot, -1))
-    tl.store(idxt_ptr + b, tl.where(tail > 0, slot, -1))
-    tl.store(ntail_ptr + b, tail)
-    tl.store(newcnt_ptr + b, tl.where(flush, tail, hn))
-    tl.store(fl_ptr + b, flush.to(tl.int32))
+    if hd == 0:
+        tl.store(idxf_ptr + b, tl.where(flush, slot, -1))
+        tl.store(idxt_ptr + b, tl.where(tail > 0, slot, -1))
+        tl.store(ntail_ptr + b, tail)
+        tl.store(flcnt_ptr + b, tl.where(flush, L - 1, h))
+        tl.store(newcnt_ptr + b, tl.where(flush, tail, hn))
+        tl.store(fl_ptr + b, flush.to(tl.int32))
     if flush:
         offs_k = tl.arange(0, BK)
         mk = offs_k < K
         offs_v = tl.arange(0, BVA)
         mv = offs_v < V
         j = L - 1 - h                    # the verify token at ring position L - 1
-        hd = 0
-        while hd < HV:   # (a range() with a runtime bound fails in the Triton 3.6 interpreter)
-            sh = s * HV + hd
-            fr = b.to(tl.int64) * HV + hd
-            e = sh * C + L - 1
-            tl.store(fk_ptr + fr * K + offs_k, tl.load(rk_ptr + e * K + offs_k, mask=mk), mask=mk)
-            ed = sh * TM + j
+        sh = s * HV + hd
+        fr = b.to(tl.int64) * HV + hd
+        e = sh * C + L - 1
+        tl.store(fk_ptr + fr * K + offs_k, tl.load(rk_ptr + e * K + offs_k, mask=mk), mask=mk)
+        ed = sh * TM + j
+        if GK == 1:
+            tl.store(fg_ptr + fr, tl.load(dg_ptr + ed))
+        else:
+            tl.store(fg_ptr + fr * K + offs_k, tl.load(dg_ptr + ed * GK + offs_k, mask=mk), mask=mk)
+        if CACHED:
+            tl.store(fv_ptr + fr * V + offs_v, tl.load(dv_ptr + ed * V + offs_v, mask=mv), mask=mv)
+            tl.store(fb_ptr + fr, tl.load(db_ptr + ed))
+        else:
+            tl.store(fv_ptr + fr * V + offs_v, tl.load(rv_ptr + e * V + offs_v, mask=mv), mask=mv)
+            if DELTA:
+                tl.store(fb_ptr + fr, tl.load(rb_ptr + e))
+        for i in tl.static_range(TM - 1):   # the committed tail: ring positions L + i, verify tokens j + 1 + i
+            m = i < tail
+            tr = (b.to(tl.int64) * (TM - 1) + i) * HV + hd
+            et = sh * C + L + i
+            edt = sh * TM + j + 1 + i
+            tl.store(tk_ptr + tr * K + offs_k, tl.load(rk_ptr + et * K + offs_k, mask=mk & m), mask=mk & m)
             if GK == 1:
-                tl.store(fg_ptr + fr, tl.load(dg_ptr + ed))
+                tl.store(tg_ptr + tr, tl.load(dg_ptr + edt, mask=m), mask=m)
             else:
-                tl.store(fg_ptr + fr * K + offs_k, tl.load(dg_ptr + ed * GK + offs_k, mask=mk), mask=mk)
+                tl.store(tg_ptr + tr * K + offs_k, tl.load(dg_ptr + edt * GK + offs_k, mask=mk & m), mask=mk & m)
             if CACHED:
-                tl.store(fv_ptr + fr * V + offs_v, tl.load(dv_ptr + ed * V + offs_v, mask=mv), mask=mv)
-                tl.store(fb_ptr + fr, tl.load(db_ptr + ed))
+                tl.store(tv_ptr + tr * V + offs_v, tl.load(dv_ptr + edt * V + offs_v, mask=mv & m), mask=mv & m)
+                tl.store(tb_ptr + tr, tl.load(db_ptr + edt, mask=m), mask=m)
             else:
-                tl.store(fv_ptr + fr * V + offs_v, tl.load(rv_ptr + e * V + offs_v, mask=mv), mask=mv)
+                tl.store(tv_ptr + tr * V + offs_v, tl.load(rv_ptr + et * V + offs_v, mask=mv & m), mask=mv & m)
                 if DELTA:
-                    tl.store(fb_ptr + fr, tl.load(rb_ptr + e))
-            for i in tl.static_range(TM - 1):   # the committed tail: ring positions L + i, verify tokens j + 1 + i
-                m = i < tail
-                tr = (b.to(tl.int64) * (TM - 1) + i) * HV + hd
-                et = sh * C + L + i
-                edt = sh * TM + j + 1 + i
-                tl.store(tk_ptr + tr * K + offs_k, tl.load(rk_ptr + et * K + offs_k, mask=mk & m), mask=mk & m)
-                if GK == 1:
-                    tl.store(tg_ptr + tr, tl.load(dg_ptr + edt, mask=m), mask=m)
-                else:
-                    tl.store(tg_ptr + tr * K + offs_k, tl.load(dg_ptr + edt * GK + offs_k, mask=mk & m), mask=mk & m)
-                if CACHED:
-                    tl.store(tv_ptr + tr * V + offs_v, tl.load(dv_ptr + edt * V + offs_v, mask=mv & m), mask=mv & m)
-                    tl.store(tb_ptr + tr, tl.load(db_ptr + edt, mask=m), mask=m)
-                else:
-                    tl.store(tv_ptr + tr * V + offs_v, tl.load(rv_ptr + et * V + offs_v, mask=mv & m), mask=mv & m)
-                    if DELTA:
-                        tl.store(tb_ptr + tr, tl.load(rb_ptr + et, mask=m), mask=m)
-            hd += 1
-        tl.store(cnt_ptr + s, L - 1)
+                    tl.store(tb_ptr + tr, tl.load(rb_ptr + et, mask=m), mask=m)
 
 
 @triton.jit
-def _commit_finish_kernel(idx_ptr, newcnt_ptr, fl_ptr, cnt_ptr, fcnt_ptr, dcnt_ptr, B, BLOCK: tl.constexpr):
-    """Last launch of a replay commit: per row with a slot, ring count <- ``newcnt``, flush counter + ``fl``, pending
-    verify count 0."""
+def _commit_counts_kernel(idx_ptr, val_ptr, cnt_ptr, B, BLOCK: tl.constexpr, fl_ptr=None, fcnt_ptr=None,
+                          dcnt_ptr=None):
+    """Per row with a slot: ring count <- ``val[b]``; with ``fl_ptr`` (the commit's last launch) also flush counter +
+    ``fl[b]`` and pending verify count 0."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < B
     slot = tl.load(idx_ptr + offs, mask=m, other=-1).to(tl.int64)
     ok = m & (slot >= 0)
-    tl.store(cnt_ptr + slot, tl.load(newcnt_ptr + offs, mask=ok), mask=ok)
-    tl.store(fcnt_ptr + slot, tl.load(fcnt_ptr + slot, mask=ok) + tl.load(fl_ptr + offs, mask=ok), mask=ok)
-    tl.store(dcnt_ptr + slot, tl.zeros([BLOCK], dtype=tl.int32), mask=ok)
+    tl.store(cnt_ptr + slot, tl.load(val_ptr + offs, mask=ok), mask=ok)
+    if fl_ptr is not None:
+        tl.store(fcnt_ptr + slot, tl.load(fcnt_ptr + slot, mask=ok) + tl.load(fl_ptr + offs, mask=ok), mask=ok)
+        tl.store(dcnt_ptr + slot, tl.zeros([BLOCK], dtype=tl.int32), mask=ok)
 
 
 def triton_commit(cache, slots, accepted) -> None:
-    """Replay commit on the device (:mod:`.spec_decode`): :func:`_commit_prep_kernel`, the flush of the flushing rows
-    (:func:`.decode.triton_step`), the committed tails' verify from the new read copy (:func:`triton_verify`,
-    ``zero_h``), :func:`_commit_finish_kernel`. No host synchronisation."""
+    """Replay commit on the device (:mod:`.spec_decode`): :func:`_commit_prep_kernel`, :func:`_commit_counts_kernel`
+    (ring count L - 1 for flushing rows), the flush of the flushing rows (:func:`.decode.triton_step`), the committed
+    tails' verify from the new read copy (:func:`triton_verify`, ``zero_h``), :func:`_commit_counts_kernel` (the
+    counts after the commit). No host synchronisation."""
     from .decode import triton_step
 
     B, HV, K, V, Tm = slots.numel(), cache.num_heads, cache.head_k, cache.head_v, cache.max_draft
@@ -436,14 +440,17 @@ def triton_commit(cache, slots, accepted) -> None:
     T1 = max(Tm - 1, 1)
     tk, tv = new(B, T1, HV, K, **act), new(B, T1, HV, V, **vdt)
     tg, tb = new(B, T1, HV, GK, **f32), new(B, T1, HV, **f32)
-    idxf, idxt, ntail, newcnt, fl = (torch.empty(B, **i32) for _ in range(5))
-    _commit_prep_kernel[(B,)](
+    idxf, idxt, ntail, flcnt, newcnt, fl = (torch.empty(B, **i32) for _ in range(6))
+    _commit_prep_kernel[(B, HV)](
         idx_ptr=slots, acc_ptr=accepted, cnt_ptr=cache.ring_count, rk_ptr=cache.ring_k,
         rv_ptr=None if cached else cache.ring_v, rb_ptr=cache.ring_beta if cache.delta and not cached else None,
         dg_ptr=cache.draft_g, dv_ptr=cache.draft_v if cached else None, db_ptr=cache.draft_beta if cached else None,
         fk_ptr=fk, fv_ptr=fv, fg_ptr=fg, fb_ptr=fb, tk_ptr=tk, tv_ptr=tv, tg_ptr=tg, tb_ptr=tb, idxf_ptr=idxf,
-        idxt_ptr=idxt, ntail_ptr=ntail, newcnt_ptr=newcnt, fl_ptr=fl, HV=HV, K=K, V=V, C=cache.ring_k.shape[2],
+        idxt_ptr=idxt, ntail_ptr=ntail, flcnt_ptr=flcnt, newcnt_ptr=newcnt, fl_ptr=fl, HV=HV, K=K, V=V, C=cache.ring_k.shape[2],
         L=cache.window, TM=Tm, BK=block_k(K), BVA=value_rows(V), GK=GK, DELTA=cache.delta, CACHED=cached)
+    BLOCK = min(1024, triton.next_power_of_2(B))
+    _commit_counts_kernel[(triton.cdiv(B, BLOCK),)](idx_ptr=slots, val_ptr=flcnt, cnt_ptr=cache.ring_count, B=B,
+                                                    BLOCK=BLOCK)
     out = torch.empty(B, HV, V, **f32)
     # (the interpreter runs every skipped program in Python: off the GPU, where a host sync costs nothing, launches
     # with no row to flush or no tail are skipped; on the GPU they run, a few microseconds, no sync)
@@ -452,7 +459,6 @@ def triton_commit(cache, slots, accepted) -> None:
     if Tm > 1 and (gpu or bool((idxt >= 0).any())):
         tout = torch.empty(B, T1, HV, V, **f32)
         triton_verify(cache, idxt, tk, tk, tv, tg, tb, ntail, False, tout, zero_h=True)
-    BLOCK = min(1024, triton.next_power_of_2(B))
-    _commit_finish_kernel[(triton.cdiv(B, BLOCK),)](idx_ptr=slots, newcnt_ptr=newcnt, fl_ptr=fl,
-                                                    cnt_ptr=cache.ring_count, fcnt_ptr=cache.flush_count,
-                                                    dcnt_ptr=cache.draft_count, B=B, BLOCK=BLOCK)
+    _commit_counts_kernel[(triton.cdiv(B, BLOCK),)](idx_ptr=slots, val_ptr=newcnt, cnt_ptr=cache.ring_count, B=B,
+                                                    BLOCK=BLOCK, fl_ptr=fl, fcnt_ptr=cache.flush_count,
+                                                    dcnt_ptr=cache.draft_count)

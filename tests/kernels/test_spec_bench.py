@@ -38,7 +38,7 @@ def test_cpu_smoke_writes_the_report(tmp_path):
     import pandas as pd
 
     s = pd.read_csv(out / "summary.csv")
-    assert len(s) == 1 and (s.verify_us > 0).all() and (s.conv_verify_us > 0).all()
+    assert len(s) == 1 and (s.verify_us > 0).all() and (s.conv_verify_us > 0).all() and (s.verify_only_us > 0).all()
     assert {"speedup_50", "speedup_100", "verify_over_replay_step", "verify_over_conv_step"} <= set(s.columns)
     corr = pd.read_csv(out / "correctness.csv")
     assert float(corr.verify_rel_err.max()) < 1e-5 and int(corr.flushes.min()) >= 1
@@ -57,3 +57,21 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
     assert mod.main(["--cpu-smoke", "--families", "rwkv", "--out", str(tmp_path / "x")]) == 2
     assert "unknown family 'rwkv'" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_a_failing_measurement_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
+    from replayssm_quant.kernels import spec_bench
+
+    def fake_rounds(fam, spec, mode, b, T, p, *a, commit=True, **k):
+        if mode == "conventional":
+            raise RuntimeError("boom")
+        return 10.0 * T * (1.5 if commit else 1.0)
+
+    monkeypatch.setattr(spec_bench, "time_rounds", fake_rounds)
+    monkeypatch.setattr(spec_bench, "bench_kernel", lambda *a, **k: dict(time_us=5.0))
+    monkeypatch.setattr(spec_bench, "correctness", lambda f, *a, **k: dict(family=f, verify_rel_err=0.0))
+    s = spec_bench.run_spec_bench(str(tmp_path / "o"), families=["gdn"], cpu_smoke=True, drafts=[2, 4])
+    assert len(s) == 2 and s.conv_verify_us.isna().all() and (s.verify_only_us == 10.0 * s["T"]).all()
+    report = (tmp_path / "o" / "report.md").read_text()
+    assert ("2 failures (NaN rows): gdn fp32 conv_verify B=2 T=2 p=1.0: RuntimeError: boom; "
+            "gdn fp32 conv_verify B=2 T=4") in report

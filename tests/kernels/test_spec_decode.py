@@ -58,11 +58,9 @@ def _load(caches, slots, HV, K, V, seed):
 
 def _stored(c):
     d = dict(c.stored_tensors())
-    for n in ("draft_g", "draft_v", "draft_beta", "draft_count"):
-        if getattr(c, n) is not None:
-            d[n] = getattr(c, n)
-    if c.snap is not None:
-        d.update({f"snap{i}": t for i, t in enumerate(c.snap.tensors())})
+    spec_parts = {"draft_count", "snap0", "snap1", "snap2"} if c.mode == "conventional" else \
+        {"draft_count", "draft_g", "draft_v", "draft_beta"}
+    assert spec_parts <= set(d)   # stored_tensors names the speculative buffers too
     for n in ("ring_count", "flush_count", "draft_count"):   # without the padded rows' scratch entry
         d[n] = d[n][:c.num_slots]
     return d
@@ -71,7 +69,7 @@ def _stored(c):
 @pytest.mark.parametrize("family", ["mamba2", "gdn", "kda"])
 def test_rounds_equal_oracle_and_triton_equals_torch(family):
     """fp32, 42 verify/commit rounds with a random T per round and random accepted counts per row (a padded row in
-    every launch, rows in another order than the slots), crossing 12+ flushes per slot, plain steps in
+    every launch, rows in another order than the slots), crossing 12+ flushes per slot, 4 plain steps in
     between: every verify output (accepted or not) is within 1e-5 of the float64 oracle continued with those
     drafts, the state after each commit is the oracle's committed state, and the Triton kernels keep every stored
     tensor bit-identical to the torch reference."""
@@ -82,7 +80,7 @@ def test_rounds_equal_oracle_and_triton_equals_torch(family):
     gen = _gen(4)
     rows = [1, -1, 0]
     idx = torch.tensor(rows, device=DEV)
-    for r in range(42):
+    for r in range(46):
         if r % 10 == 9:   # a plain decode step of every slot between two verify rounds
             x = [None if t is None else t[:, 0] for t in st.window(rows, 1)]
             outs = [c.step(idx, *x) for c in cs]
@@ -146,6 +144,33 @@ def test_triton_bit_exact_vs_torch(family, spec, mode):
         ref, tri = _stored(cs[0]), _stored(cs[1])
         for n in ref:
             assert torch.equal(ref[n], tri[n]), (r, n)
+
+
+@pytest.mark.parametrize("family,spec", [("gdn", "fp16"), ("kda", "nvfp4/fp16+sr")])
+def test_half_precision_ring_and_drafts_of_a_whole_window(family, spec):
+    """bf16 activations in a bf16 ring, T_max = L (the committed tail after a flush can be L - 1 entries): Triton ==
+    torch bit for bit, the same flush counts as plain stepping."""
+    HV, K, V, L, NS = 2, 32, 16, 4, 2
+    cs = [SSMStateCache(family, spec, NS, HV, K, V, window=L, max_draft=L, backend=b, device=DEV,
+                        ring_dtype=torch.bfloat16) for b in ("torch", "triton")]
+    _load(cs, NS, HV, K, V, 3)
+    x = random_decode_inputs(family, 30, NS, HV, K, V, generator=_gen(4), dtype=torch.bfloat16, device=DEV)
+    idx = torch.tensor([1, 0], device=DEV)
+    pos, done = 0, [0, 0]
+    for T, acc in ((4, [4, 3]), (3, [3, 3]), (2, [2, 1]), (4, [4, 4]), (1, [1, 1])):
+        xs = [None if x[n] is None else x[n][pos:pos + T].transpose(0, 1).contiguous() for n in NAMES]
+        outs = [c.verify(idx, *xs) for c in cs]
+        assert torch.equal(outs[0], outs[1])
+        for c in cs:
+            c.commit(idx, torch.tensor(acc, device=DEV))
+        ref, tri = _stored(cs[0]), _stored(cs[1])
+        for n in ref:
+            assert torch.equal(ref[n], tri[n]), (T, n)
+        pos += T
+        for i, s in enumerate(idx.tolist()):
+            done[s] += acc[i]
+    assert cs[1].flush_count[:NS].tolist() == [1 + d // L for d in done]
+    assert cs[1].ring_count[:NS].tolist() == [d % L for d in done]
 
 
 @pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp8+sr"), ("kda", "int8/fp32"), ("mamba2", "nvfp4+sr"),
