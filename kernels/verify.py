@@ -144,7 +144,7 @@ def _verify_kernel(
             Pk = tl.dot(gK, tl.trans(S), input_precision="ieee")
             Rk = tl.dot(Ck, Ur, input_precision="ieee")
             rhs = bt[:, None] * (Vn - (Rk + Pk))
-            U = tl.dot(_nilpotent_inverse(Wk * bt[:, None], TP, TPLOG), rhs, input_precision="ieee")
+            U = tl.dot(_nilpotent_inverse(Wk * bt[:, None], TP, TPLOG, "ieee"), rhs, input_precision="ieee")
         else:
             U = Vn
         O = (Rq + Pq) + tl.dot(Wq, U, input_precision="ieee")
