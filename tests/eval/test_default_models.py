@@ -167,7 +167,9 @@ def test_shipped_long_model_recalls_through_its_state(model_dir):
 
     The shipped models recall 16-31% of such values (reports/models: the 50% target is missed), so the test
     asks for at least 2 of 16 with the state kept and none with it zeroed (the GPU measurement over 128
-    instances: 0% after a reset for both models)."""
+    instances: 0% after a reset for both models). mamba2-long is asked on the first 8 instances only: its
+    transformers torch path takes ~4 s per 1000-1500-byte instance on 2 cores (twice: kept and zeroed), which was
+    the suite's slowest test at 16."""
     arch, folder, shipped = model_dir
     if not arch.endswith("-long"):
         pytest.skip("recall is the task of the -long models")
@@ -177,7 +179,7 @@ def test_shipped_long_model_recalls_through_its_state(model_dir):
     from replayssm_quant.eval.synthetic_tasks import generate_recall_tasks
 
     model, _ = _load(folder)
-    tasks = generate_recall_tasks(16, seed=123, min_dist=1000, max_dist=1500)
+    tasks = generate_recall_tasks(16, seed=123, min_dist=1000, max_dist=1500)[:8 if arch == "mamba2-long" else 16]
     kept = recall_with_reset(model, tasks, reset=False)
     zeroed = recall_with_reset(model, tasks, reset=True)
     assert kept["correct"].sum() >= 2, kept
