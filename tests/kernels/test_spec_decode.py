@@ -12,6 +12,7 @@ if not torch.cuda.is_available():
 
 from replayssm_quant.kernels import SSMStateCache, oracle_sequence  # noqa: E402
 from replayssm_quant.kernels.inputs import random_decode_inputs  # noqa: E402
+from test_decode import _assert_stored_match  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 NAMES = ("q", "k", "v", "g", "beta")
@@ -19,6 +20,12 @@ NAMES = ("q", "k", "v", "g", "beta")
 
 def _gen(seed):
     return torch.Generator().manual_seed(seed)
+
+
+def _same_out(ref, got):
+    """Triton outputs against the torch reference's: bit for bit in the interpreter; on a GPU (fma contraction,
+    see test_decode._assert_stored_match) within 1e-3 of the largest output."""
+    assert torch.equal(ref, got) if DEV == "cpu" else _rel(got, ref) <= 1e-3
 
 
 def _rel(a, b):
@@ -84,7 +91,7 @@ def test_rounds_equal_oracle_and_triton_equals_torch(family):
         if r % 10 == 9:   # a plain decode step of every slot between two verify rounds
             x = [None if t is None else t[:, 0] for t in st.window(rows, 1)]
             outs = [c.step(idx, *x) for c in cs]
-            assert torch.equal(outs[0], outs[1])
+            _same_out(outs[0], outs[1])
             for i, s in enumerate(rows):
                 if s >= 0:
                     o, Sn = oracle_sequence(family, S[s][None], *st.tokens(s, st.pos[s], st.pos[s] + 1))
@@ -94,7 +101,7 @@ def test_rounds_equal_oracle_and_triton_equals_torch(family):
         T = int(torch.randint(1, Tm + 1, (1,), generator=gen))
         x = st.window(rows, T)
         outs = [c.verify(idx, *x) for c in cs]
-        assert torch.equal(outs[0], outs[1]), r
+        _same_out(outs[0], outs[1])
         acc = torch.randint(1, T + 1, (len(rows),), generator=gen)
         for i, s in enumerate(rows):
             if s < 0:
@@ -108,7 +115,7 @@ def test_rounds_equal_oracle_and_triton_equals_torch(family):
             c.commit(idx, acc.to(DEV))
         ref, tri = _stored(cs[0]), _stored(cs[1])
         for n in ref:
-            assert torch.equal(ref[n], tri[n]), (r, n)
+            _assert_stored_match(ref[n], tri[n])
         state = cs[1].state(torch.arange(NS, device=DEV))
         for s in range(NS):
             assert _rel(state[s], S[s]) < 1e-5, (r, s)
@@ -134,7 +141,7 @@ def test_triton_bit_exact_vs_torch(family, spec, mode):
         out = torch.full((len(rows), T, HV, V), float("nan"), device=DEV)   # poisoned
         outs = [cs[0].verify(idx, *x), cs[1].verify(idx, *x, out=out)]
         assert torch.isfinite(outs[1]).all() and torch.all(outs[1][1] == 0)
-        assert torch.equal(outs[0], outs[1]), r
+        _same_out(outs[0], outs[1])
         acc = torch.randint(1, T + 1, (len(rows),), generator=gen)
         for i, s in enumerate(rows):
             if s >= 0:
@@ -143,7 +150,7 @@ def test_triton_bit_exact_vs_torch(family, spec, mode):
             c.commit(idx, acc.to(DEV), validate=False)
         ref, tri = _stored(cs[0]), _stored(cs[1])
         for n in ref:
-            assert torch.equal(ref[n], tri[n]), (r, n)
+            _assert_stored_match(ref[n], tri[n])
 
 
 @pytest.mark.parametrize("family,spec", [("gdn", "fp16"), ("kda", "nvfp4/fp16+sr")])
@@ -160,12 +167,12 @@ def test_half_precision_ring_and_drafts_of_a_whole_window(family, spec):
     for T, acc in ((4, [4, 3]), (3, [3, 3]), (2, [2, 1]), (4, [4, 4]), (1, [1, 1])):
         xs = [None if x[n] is None else x[n][pos:pos + T].transpose(0, 1).contiguous() for n in NAMES]
         outs = [c.verify(idx, *xs) for c in cs]
-        assert torch.equal(outs[0], outs[1])
+        _same_out(outs[0], outs[1])
         for c in cs:
             c.commit(idx, torch.tensor(acc, device=DEV))
         ref, tri = _stored(cs[0]), _stored(cs[1])
         for n in ref:
-            assert torch.equal(ref[n], tri[n]), (T, n)
+            _assert_stored_match(ref[n], tri[n])
         pos += T
         for i, s in enumerate(idx.tolist()):
             done[s] += acc[i]
