@@ -322,28 +322,24 @@ class DecodeSession:
         return self._offloaded_input if dev.type == "meta" else dev
 
     # ---- per-layer step ----------------------------------------------------------
+    def _per_variant(self, idx: int, fn, q, k, v, g, beta) -> torch.Tensor:
+        """``fn(cache, slots, q, k, v, g, beta)`` on each variant's rows of layer ``idx`` (rows variant-major: variant
+        ``i`` holds rows ``i * D .. (i + 1) * D``), the outputs concatenated in row order."""
+        caches, D = self._caches[idx], self.num_docs
+        if len(caches) == 1:
+            return fn(caches[0], self._slots[idx], q, k, v, g, beta)
+        return torch.cat([fn(c, self._slots[idx], *(None if x is None else x[i * D:(i + 1) * D]
+                                                     for x in (q, k, v, g, beta)))
+                          for i, c in enumerate(caches)], 0)
+
     def _step_all(self, idx: int, q, k, v, g, beta) -> torch.Tensor:
         """One decode step of layer ``idx`` for every variant (rows variant-major): fp32 ``[rows, HV, V]``."""
-        caches = self._caches[idx]
-        D = self.num_docs
-        if len(caches) == 1:
-            return caches[0].step(self._slots[idx], q, k, v, g, beta, validate=False)
-        outs = []
-        for i, c in enumerate(caches):
-            sl = slice(i * D, (i + 1) * D)
-            outs.append(c.step(self._slots[idx], q[sl], k[sl], v[sl], g[sl], None if beta is None else beta[sl],
-                               validate=False))
-        return torch.cat(outs, 0)
+        return self._per_variant(idx, lambda c, *a: c.step(*a, validate=False), q, k, v, g, beta)
 
     def _verify_all(self, idx: int, q, k, v, g, beta) -> torch.Tensor:
         """Output-only verify of ``T`` tokens in layer ``idx`` for every variant: inputs ``[rows, T, HV, *]``
         (rows variant-major) -> fp32 ``[rows, T, HV, V]``; nothing is committed until :meth:`accept`."""
-        D, outs = self.num_docs, []
-        for i, c in enumerate(self._caches[idx]):
-            sl = slice(i * D, (i + 1) * D)
-            outs.append(c.verify(self._slots[idx], q[sl], k[sl], v[sl], g[sl], None if beta is None else beta[sl],
-                                 validate=False))
-        return torch.cat(outs, 0)
+        return self._per_variant(idx, lambda c, *a: c.verify(*a, validate=False), q, k, v, g, beta)
 
     def _make_run(self, idx: int):
         def run(q, k, v, g, beta):
@@ -361,15 +357,10 @@ class DecodeSession:
 
         def run(q, k, v, g, beta):
             """Inputs ``[rows, T, HV, *]`` (rows variant-major) -> fp32 ``[rows, T, HV, V]``."""
-            D, outs = self.num_docs, []
             with device_context(q.device):
                 if self._verifying:
                     return self._verify_all(idx, q, k, v, g, beta)
-                for i, c in enumerate(self._caches[idx]):
-                    sl = slice(i * D, (i + 1) * D)
-                    outs.append(chunked_forward(c, self._slots[idx], q[sl], k[sl], v[sl], g[sl],
-                                                None if beta is None else beta[sl]))
-                return torch.cat(outs, 0)
+                return self._per_variant(idx, chunked_forward, q, k, v, g, beta)
         return run
 
     # ---- CUDA graphs of the per-layer SSM step ---------------------------------------------
