@@ -168,8 +168,7 @@ def test_shipped_long_model_recalls_through_its_state(model_dir):
     The shipped models recall 16-31% of such values (reports/models: the 50% target is missed), so the test
     asks for at least 2 of 16 with the state kept and none with it zeroed (the GPU measurement over 128
     instances: 0% after a reset for both models). mamba2-long is asked on the first 8 instances only: its
-    transformers torch path takes ~4 s per 1000-1500-byte instance on 2 cores (twice: kept and zeroed), which was
-    the suite's slowest test at 16."""
+    transformers torch path is slow on a CPU and runs every instance twice (kept and zeroed)."""
     arch, folder, shipped = model_dir
     if not arch.endswith("-long"):
         pytest.skip("recall is the task of the -long models")
