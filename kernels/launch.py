@@ -66,6 +66,7 @@ class LaunchKnobs:
         flush_dot: input precision of the flush's fp32 dots, ``"ieee"`` or ``"tf32x3"``.
         flush_stream: a split step's flush launches on a side stream (1, the default) or the caller's (0).
         flush_nvfp4_items: few flush rows of an nvfp4 checkpoint flushed in sub-block items (True / False).
+        verify_warps: warps of the speculative verify launch (1..32, a power of two; its V-block is ``block_v``).
     """
 
     block_v: int | None = None
@@ -82,13 +83,14 @@ class LaunchKnobs:
     flush_dot: str | None = None
     flush_stream: int = 1
     flush_nvfp4_items: bool | None = None
+    verify_warps: int | None = None
 
     def __post_init__(self):
         pow2 = lambda x: x >= 1 and x & (x - 1) == 0   # noqa: E731
         for name in ("block_v", "flush_block_v"):
             if getattr(self, name) is not None:
                 _check(name, getattr(self, name), pow2, "a power of two")
-        for name in ("num_warps", "nonflush_warps"):
+        for name in ("num_warps", "nonflush_warps", "verify_warps"):
             if getattr(self, name) is not None:
                 _check(name, getattr(self, name), lambda x: x in _WARPS, "a power of two from 1 to 32")
         if self.maxnreg is not None:

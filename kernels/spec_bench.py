@@ -69,17 +69,19 @@ def spec_inputs(family, batch, T, shape, device):
 
 
 def time_rounds(family, spec, mode, batch, T, rate, shape, window, timer, device, x, max_draft=None,
-                commit=True) -> float:
+                commit=True, knobs=None) -> float:
     """Microseconds per ``verify(T)`` + ``commit`` round of one slot group (``mode`` replay or conventional),
     averaged over ``window`` rounds (replay) or one (conventional: every round costs the same) per group, on a cache
     of ``max_draft`` (default T; the benchmark uses its largest T for all, so the step kernels of the commit's flush
-    compile once). ``commit=False``: the verify alone (it moves no pointer, so every call does the same work)."""
+    compile once). ``commit=False``: the verify alone (it moves no pointer, so every call does the same work).
+    ``knobs``: a :class:`.launch.LaunchKnobs` for the cache (the verify launch's ``block_v`` / ``verify_warps``)."""
     md = max_draft or T
     probe = SSMStateCache(family, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"], window=window,
                           mode=mode, backend="torch", max_draft=md)
     R = rotation(probe.bytes_per_slot(), batch) if device.type == "cuda" else 1
     cache = SSMStateCache(family, spec, batch * R, shape["num_heads"], shape["head_k"], shape["head_v"],
-                          window=window, mode=mode, device=device, backend="triton", seed=1234, max_draft=md)
+                          window=window, mode=mode, device=device, backend="triton", seed=1234, max_draft=md,
+                          knobs=knobs)
     _fill_states(cache, 7)
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
     out = torch.empty(batch, T, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
@@ -126,6 +128,42 @@ def correctness(family, shape, window, device, T=4, rows=3, rounds=12) -> dict:
     st = c.state(idx).double()
     return dict(family=family, verify_rel_err=err, state_rel_err=((st - S).abs().max() / S.abs().max()).item(),
                 flushes=int(c.flush_count[:rows].min()) - 1)
+
+
+def verify_tile_sweep(out, families=("mamba2", "gdn", "kda"), specs=("fp32",), batch=256, T=8,
+                      block_vs=(16, 32, 64), warps=(4, 8, 16), rep_ms=15, cpu_smoke=False):
+    """The replay verify alone (``verify_only``, T tokens) timed over V-block sizes x warps per program, each config
+    through the ``block_v`` / ``verify_warps`` knobs (same bits, other launches); ``None`` in ``block_vs`` /
+    ``warps``: the default rule. Writes ``OUT/verify_sweep.csv`` as it goes and returns the table (one row per
+    config: family, spec, block_v, warps, time_us, over_best)."""
+    import pandas as pd
+    from tqdm import tqdm
+
+    from .launch import LaunchKnobs
+
+    device, shapes = _device_and_shapes(cpu_smoke, list(families))
+    window = CPU_SMOKE["window"] if cpu_smoke else 16
+    batch, T = (2, 2) if cpu_smoke else (batch, T)
+    timer = Timer(device, rep_ms)
+    os.makedirs(out, exist_ok=True)
+    rows = []
+    todo = [(f, s, bv, w) for f in families for s in specs for bv in block_vs for w in warps]
+    for fam, spec, bv, w in tqdm(todo, desc="verify sweep"):
+        shape = shapes[fam]
+        x = spec_inputs(fam, batch, T, shape, device)
+        try:
+            us = time_rounds(fam, spec, "replay", batch, T, 1.0, shape, window, timer, device, x, commit=False,
+                             knobs=LaunchKnobs(block_v=bv, verify_warps=w))
+        except Exception as e:   # a config that does not compile or run is a result too
+            us = float("nan")
+            print(f"verify sweep: {fam} {spec} block_v={bv} warps={w}: {type(e).__name__}: {str(e)[:200]}")
+        rows.append(dict(family=fam, spec=spec, batch=batch, T=T, block_v=bv or "default", warps=w or "default",
+                         time_us=us))
+        pd.DataFrame(rows).to_csv(os.path.join(out, "verify_sweep.csv"), index=False)
+    df = pd.DataFrame(rows)
+    df["over_best"] = df["time_us"] / df.groupby(["family", "spec"])["time_us"].transform("min")
+    df.to_csv(os.path.join(out, "verify_sweep.csv"), index=False)
+    return df
 
 
 def _summary(df):

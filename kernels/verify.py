@@ -24,7 +24,7 @@ from replayssm_quant.quant import format_codes as fcode
 from replayssm_quant.quant.format_codes import FORMAT_CODE
 
 from .flush_math import _nilpotent_inverse, _seq_step
-from .launch import _num_sms, launch_options
+from .launch import launch_options
 from .reference import block_k, cached_corrections
 from .rounding import nvfp4_amax, nvfp4_encode_scale
 from .spec_reference import value_rows, verify_ring_entries, verify_tokens
@@ -177,17 +177,20 @@ def _verify_kernel(
 
 
 def verify_block_v(cache, batch: int) -> int:
-    """Value rows per verify program: the whole head on the CPU (the torch mirror's shapes); on the GPU 64, halved
-    to 32 while the grid has fewer than 2 programs per SM (``block_v`` knob: an override)."""
+    """Value rows per verify program: the whole head on the CPU (the torch mirror's shapes); on the GPU 32 (``block_v``
+    knob: an override). Why 32: ptxas (sm_90, ``scripts/ptxas_report.py``) gives the Mamba-2 fp32 program of 64 rows
+    255 registers and spills at 8 warps (one program per SM), of 32 rows 60 registers and none."""
     full = value_rows(cache.head_v)
     if cache.knobs.block_v:
         return max(16, min(full, cache.knobs.block_v))
     if cache.device.type != "cuda":
         return full
-    bv = min(full, 64)
-    if bv > 32 and batch * cache.num_heads * triton.cdiv(cache.head_v, bv) < 2 * _num_sms(cache.device):
-        bv = 32
-    return bv
+    return min(full, 32)
+
+
+def verify_warps(cache) -> int:
+    """Warps per verify program: 8 (the ``verify_warps`` knob: an override); at 4 the 32-row programs spill (ptxas)."""
+    return cache.knobs.verify_warps or 8
 
 
 def triton_verify(cache, slots, q, k, v, g, beta, counts, write_draft: bool, out, zero_h: bool = False):
@@ -204,7 +207,7 @@ def triton_verify(cache, slots, q, k, v, g, beta, counts, write_draft: bool, out
     TP = verify_tokens(T)
     C = cache.ring_k.shape[2]
     bk = block_k(cache.head_k)
-    warps = 4 if BV * bk <= 4096 else 8
+    warps = verify_warps(cache)
     draft = dict(dg_ptr=cache.draft_g, dv_ptr=cache.draft_v if cached else None,
                  db_ptr=cache.draft_beta if cached else None, dcnt_ptr=cache.draft_count) if write_draft else \
         dict(dg_ptr=None, dv_ptr=None, db_ptr=None, dcnt_ptr=None)

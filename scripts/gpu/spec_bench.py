@@ -43,11 +43,20 @@ def main(argv=None):
     p.add_argument("--budget-s", type=float, default=None,
                    help="start no new measurement after this many seconds (default 270 on the GPU)")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes in the Triton interpreter")
+    p.add_argument("--sweep-verify", action="store_true",
+                   help="only time the replay verify alone (B=256, T=8) over V-block sizes 16/32/64 x warps 4/8/16 "
+                        "(writes OUT/verify_sweep.csv); --families and --specs apply")
     args = p.parse_args(argv)
     try:
-        from replayssm_quant.kernels.spec_bench import run_spec_bench
+        from replayssm_quant.kernels.spec_bench import run_spec_bench, verify_tile_sweep
     except ImportError:
         sys.exit("replayssm_quant is not importable: run `source scripts/gpu/setup.sh` from the repository root first")
+    if args.sweep_verify:
+        df = verify_tile_sweep(args.out, families=tuple(args.families or ("mamba2", "gdn", "kda")),
+                               specs=tuple(args.specs or ("fp32",)), block_vs=(16, 32, 64),
+                               warps=(4, 8, 16), cpu_smoke=args.cpu_smoke)
+        print(df.to_string(index=False))
+        return 0
     try:
         run_spec_bench(args.out, families=args.families, specs=args.specs, batches=args.batches,
                        drafts=args.drafts, rates=args.rates, window=args.window, rep_ms=args.rep_ms,

@@ -1,0 +1,121 @@
+"""Registers, spills and shared memory of the speculative verify kernel on sm_90, compiled OFFLINE (no GPU).
+
+Triton compiles ``kernels.verify._verify_kernel`` for an H100/H200 target exactly as :func:`~.verify.triton_verify`
+would launch it (its keyword arguments captured from a real call on a CPU cache, the launch itself replaced by a
+recorder in this script), then the bundled ``ptxas -v`` reads the PTX. The interpreter cannot show any of this (nor
+compile errors); a row here is what a GPU launch of that config would get. Prints one table:
+
+    python scripts/ptxas_report.py [--families mamba2,gdn,kda] [--specs fp32,nvfp4/fp16] [--block-v 16,32,64]
+                                   [--warps 4,8,16] [--csv OUT.csv]
+
+Occupancy follows from the table: 65536 registers per SM, so a program of W warps at R registers leaves
+``65536 // (32 W R)`` programs per SM; 228 KB of shared memory per SM bounds it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import pandas as pd
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # repo root
+import replayssm_quant.kernels.verify as verify  # noqa: E402
+from replayssm_quant.kernels.bench import SHAPES  # noqa: E402
+from replayssm_quant.kernels.spec_bench import spec_inputs  # noqa: E402
+from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
+
+PTR = {torch.float32: "*fp32", torch.float16: "*fp16", torch.bfloat16: "*bf16", torch.int32: "*i32",
+       torch.int64: "*i64", torch.uint8: "*u8", torch.int8: "*i8"}
+PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+
+
+class _Recorder:
+    """Stands in for the kernel object: ``kernel[grid](**kw)`` records ``kw`` instead of launching."""
+
+    def __init__(self):
+        self.kwargs = None
+
+    def __getitem__(self, grid):
+        def launch(**kw):
+            self.kwargs = kw
+        return launch
+
+
+def verify_launch_kwargs(family: str, spec: str, T: int = 8, window: int = 16) -> dict:
+    """The keyword arguments :func:`~.verify.triton_verify` passes for the benchmark shape of ``family``."""
+    shape = SHAPES[family]
+    cache = SSMStateCache(family, spec, 2, shape["num_heads"], shape["head_k"], shape["head_v"], window=window,
+                          mode="replay", backend="torch", seed=1, max_draft=T)
+    x = spec_inputs(family, 2, T, shape, torch.device("cpu"))
+    out = torch.empty(2, T, shape["num_heads"], shape["head_v"])
+    rec, kernel = _Recorder(), verify._verify_kernel
+    verify._verify_kernel = rec
+    try:
+        verify.triton_verify(cache, torch.arange(2, dtype=torch.int32), x["q"], x["k"], x["v"], x["g"], x["beta"],
+                             None, False, out)
+    finally:
+        verify._verify_kernel = kernel
+    return {k: v for k, v in rec.kwargs.items() if k not in ("num_warps", "num_stages", "maxnreg")}
+
+
+def ptxas_info(fn, kwargs: dict, num_warps: int, num_stages: int = 3) -> dict:
+    """Compile ``fn`` for sm_90 with ``kwargs`` and return registers, spill bytes and shared memory."""
+    sig, consts = {}, {}
+    for i, p in enumerate(fn.params):
+        v = kwargs.get(p.name, p.default)
+        if p.is_constexpr or v is None:
+            sig[p.name], consts[(i,)] = "constexpr", v
+        elif isinstance(v, torch.Tensor):
+            sig[p.name] = PTR[v.dtype]
+        elif isinstance(v, int) and not isinstance(v, bool):
+            sig[p.name] = "i32"
+        else:
+            raise TypeError(f"argument {p.name}: {type(v).__name__} is not handled")
+    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32),
+                       options=dict(num_warps=num_warps, num_stages=num_stages))
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "k.ptx")
+        with open(path, "w") as f:
+            f.write(k.asm["ptx"])
+        log = subprocess.run([PTXAS, "-v", "-arch=sm_90a", path, "-o", os.path.join(d, "k.cubin")],
+                             capture_output=True, text=True, check=True).stderr
+    regs = int(re.search(r"Used (\d+) registers", log).group(1))
+    st, ld = map(int, re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log).groups())
+    return dict(regs=regs, spill_store_B=st, spill_load_B=ld, smem_B=k.metadata.shared,
+                programs_per_sm_by_regs=65536 // (32 * num_warps * max(regs, 1)))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--families", default="mamba2,gdn,kda")
+    p.add_argument("--specs", default="fp32,nvfp4/fp16")
+    p.add_argument("--block-v", default="16,32,64")
+    p.add_argument("--warps", default="4,8,16")
+    p.add_argument("--csv", default=None)
+    a = p.parse_args(argv)
+    rows = []
+    for fam in a.families.split(","):
+        for spec in a.specs.split(","):
+            kw = verify_launch_kwargs(fam, spec)
+            for bv in map(int, a.block_v.split(",")):
+                for w in map(int, a.warps.split(",")):
+                    rows.append(dict(family=fam, spec=spec, block_v=bv, warps=w,
+                                     **ptxas_info(verify._verify_kernel, dict(kw, BV=bv), w)))
+                    print(rows[-1], flush=True)
+    df = pd.DataFrame(rows)
+    print(df.to_string(index=False))
+    if a.csv:
+        df.to_csv(a.csv, index=False)
+
+
+if __name__ == "__main__":
+    main()
