@@ -100,6 +100,8 @@ def write_report(models_dir: str | Path = DEFAULT_MODELS_DIR, report_dir: str | 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from replayssm_quant.eval.models.configs import LONG_A_RANGE, LONG_DT_RANGE
+
     models_dir, report_dir = Path(models_dir), Path(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
     folders = {a: models_dir / a for a in archs if (models_dir / a / "config.json").exists()}
@@ -116,7 +118,9 @@ def write_report(models_dir: str | Path = DEFAULT_MODELS_DIR, report_dir: str | 
              "lists, which their full attention copies; `gdn-long` (one attention layer, the first, which "
              "sees only byte embeddings, then GDN layers) and `mamba2-long` (pure Mamba-2, no attention) "
              "with key-value recall over up to ~4K bytes of filler, which only the recurrent state can carry, "
-             "and a slow-decay initialisation (A in [0.01, 1], dt in [1e-4, 1e-2]). Weights are bf16 on "
+             f"and a slow-decay initialisation (A log-uniform in [{LONG_A_RANGE[0]:g}, {LONG_A_RANGE[1]:g}], dt "
+             f"log-uniform in [{LONG_DT_RANGE[0]:g}, dt max], dt max = `--long-dt-max`, default "
+             f"{LONG_DT_RANGE[1]:g}: column 'init dt max' of the training table). Weights are bf16 on "
              "disk; every number below is measured in fp32 with the stock transformers code "
              "(`AutoModelForCausalLM`).", ""]
     if missing:
@@ -138,11 +142,13 @@ def write_report(models_dir: str | Path = DEFAULT_MODELS_DIR, report_dir: str | 
         trows.append({"model": a, "device": meta.get("device"), "steps": meta.get("steps"),
                       "tokens (M)": (meta.get("tokens") or 0) / 1e6, "train s": meta.get("train_seconds"),
                       "mean tok/s": meta.get("mean_tok_per_s"), "batch x seq": f"{st.get('batch_size')} x {st.get('seq_len')}",
-                      "peak lr": st.get("lr"), "task fraction": st.get("task_fraction"), "seed": st.get("seed"),
+                      "peak lr": st.get("lr"), "task fraction": st.get("task_fraction"),
+                      "task curriculum": st.get("task_curriculum"), "count share": st.get("task_count_share"),
+                      "init dt max": st.get("long_dt_max") if a.endswith("-long") else None, "seed": st.get("seed"),
                       "shipped step": meta.get("selected_step"), "best val bpb": meta.get("best_val_bpb"),
                       "final val bpb": meta.get("final_val_bpb"), "stages": _stages(meta)})
     lines += ["## Training", "",
-              "Columns lr, task fraction, seed: the last stage's settings; steps, tokens and time: all stages; "
+              "Columns lr, task fraction, task curriculum, count share, init dt max, seed: the last stage's settings; steps, tokens and time: all stages; "
               "'stages': earlier stages (`train-demo --init-from`) and their settings.", "",
               "bf16 autocast, AdamW, warmup + cosine learning rate over the wall-clock budget; the fast chunked "
               "GDN / SSD paths (eval/models/fast_gdn.py, fast_ssd.py) replace transformers' torch fallbacks during "

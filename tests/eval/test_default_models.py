@@ -1,7 +1,8 @@
 """The embedded models (eval/default_models/{gdn,mamba2,gdn-long,mamba2-long}): stock architecture,
 offline loading, and the short-continuation loss recorded at training time.
 
-The shipped folders come from the lead's GPU run of scripts/gpu/train.sh. Where a folder is not
+The shipped folders come from the lead's GPU runs of scripts/gpu/train.sh (gdn, mamba2) and
+scripts/gpu/train_long.sh (gdn-long, mamba2-long; reports/models/RUN.md). Where a folder is not
 shipped yet, the same checks run on a model trained here for a few CPU steps (tiny size), so the
 checks themselves are exercised; the tests that need real training say so and are skipped.
 """
@@ -165,9 +166,11 @@ def test_shipped_long_model_recalls_through_its_state(model_dir):
     """Recall of a 4-digit value given 1000-1500 bytes earlier works far above chance (1e-4 per instance) and
     fails once the SSM states are zeroed before the query, so the state, not attention, carries it.
 
-    The shipped models recall 16-31% of such values (reports/models: the 50% target is missed), so the test
-    asks for at least 2 of 16 with the state kept and none with it zeroed (the GPU measurement over 128
-    instances: 0% after a reset for both models). mamba2-long is asked on the first 8 instances only: its
+    The test asks for issue 26's target, at least half exact with the state kept, and none with it zeroed. The
+    shipped models (2026-12-01 23:05, reports/models) recall 87.5-93.8% in the distance quartiles around
+    1000-1500 bytes (64 held-out instances each; at 87.5% per instance, fewer than 8 of 16 has probability
+    ~4e-5, fewer than 4 of 8 ~1e-3) and 0% after a reset (the GPU measurement over 128 instances, both
+    models); the first long models (20-36%) fail it. mamba2-long is asked on the first 8 instances only: its
     transformers torch path is slow on a CPU and runs every instance twice (kept and zeroed)."""
     arch, folder, shipped = model_dir
     if not arch.endswith("-long"):
@@ -181,7 +184,7 @@ def test_shipped_long_model_recalls_through_its_state(model_dir):
     tasks = generate_recall_tasks(16, seed=123, min_dist=1000, max_dist=1500)[:8 if arch == "mamba2-long" else 16]
     kept = recall_with_reset(model, tasks, reset=False)
     zeroed = recall_with_reset(model, tasks, reset=True)
-    assert kept["correct"].sum() >= 2, kept
+    assert kept["correct"].sum() >= len(tasks) / 2, kept
     assert zeroed["correct"].sum() == 0, zeroed
 
 

@@ -320,6 +320,30 @@ def test_report_writes_to_the_current_folder_by_default(tmp_path, monkeypatch):
     assert (tmp_path / "o" / "README.md").exists()
 
 
+def test_report_training_table_shows_each_models_long_init(tmp_path):
+    """The report's training table gives each -long model's recipe from its train_meta.json (task curriculum,
+    count share, initial dt upper bound), not one hard-coded init range for every model."""
+    from replayssm_quant.eval import model_report
+    from replayssm_quant.eval.models.configs import build_model
+
+    for arch, dt_max in (("gdn-long", 1.0), ("mamba2-long", 0.01)):
+        folder = tmp_path / "models" / arch
+        build_model(arch, "tiny").save_pretrained(folder)
+        (folder / "train_meta.json").write_text(json.dumps({"settings": {
+            "arch": arch, "task_curriculum": 0.4, "task_count_share": 0.25, "long_dt_max": dt_max}}))
+    model_report.write_report(tmp_path / "models", tmp_path / "r", archs=("gdn-long", "mamba2-long"))
+    text = (tmp_path / "r" / "README.md").read_text()
+    assert "1e-2]" not in text and "dt max" in text
+    header = next(ln for ln in text.splitlines() if ln.startswith("| model") and "init dt max" in ln)
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    rows = {r[0]: dict(zip(cols, r)) for r in
+            ([c.strip() for c in ln.strip("|").split("|")] for ln in text.splitlines()
+             if ln.startswith("| gdn-long ") or ln.startswith("| mamba2-long "))
+            if len(r) == len(cols)}
+    assert float(rows["gdn-long"]["init dt max"]) == 1.0 and float(rows["mamba2-long"]["init dt max"]) == 0.01
+    assert float(rows["gdn-long"]["task curriculum"]) == 0.4 and float(rows["mamba2-long"]["count share"]) == 0.25
+
+
 def test_task_length_curriculum():
     from replayssm_quant.eval.training.data import BatchSampler
 
