@@ -67,6 +67,8 @@ class LaunchKnobs:
         flush_stream: a split step's flush launches on a side stream (1, the default) or the caller's (0).
         flush_nvfp4_items: few flush rows of an nvfp4 checkpoint flushed in sub-block items (True / False).
         verify_warps: warps of the speculative verify launch (1..32, a power of two; its V-block is ``block_v``).
+        verify_dot: input precision of the verify's fp32 dots, ``"ieee"`` (the default: CUDA-core FMAs) or
+            ``"tf32x3"`` (tensor cores, three TF32 products; not yet measured on a GPU, see reports/bench/spec).
     """
 
     block_v: int | None = None
@@ -84,6 +86,7 @@ class LaunchKnobs:
     flush_stream: int = 1
     flush_nvfp4_items: bool | None = None
     verify_warps: int | None = None
+    verify_dot: str | None = None
 
     def __post_init__(self):
         pow2 = lambda x: x >= 1 and x & (x - 1) == 0   # noqa: E731
@@ -105,8 +108,9 @@ class LaunchKnobs:
         if self.flush_stages is not None:
             _check("flush_stages", self.flush_stages, lambda x: 1 <= x <= 8,
                    "pipeline stages of the flush sub-block loops, 1 (none) to 8")
-        if self.flush_dot is not None and self.flush_dot not in FLUSH_DOT_PRECISIONS:
-            raise ValueError(f"flush_dot={self.flush_dot!r}: allowed {', '.join(map(repr, FLUSH_DOT_PRECISIONS))}")
+        for name in ("flush_dot", "verify_dot"):
+            if getattr(self, name) is not None and getattr(self, name) not in FLUSH_DOT_PRECISIONS:
+                raise ValueError(f"{name}={getattr(self, name)!r}: allowed {', '.join(map(repr, FLUSH_DOT_PRECISIONS))}")
         if isinstance(self.flush_stream, bool) or self.flush_stream not in (0, 1):
             raise ValueError(f"flush_stream={self.flush_stream!r}: allowed 0 (off: the caller's stream), "
                              "1 (side stream)")

@@ -105,12 +105,13 @@ def time_rounds(family, spec, mode, batch, T, rate, shape, window, timer, device
     return us
 
 
-def correctness(family, shape, window, device, T=4, rows=3, rounds=12) -> dict:
+def correctness(family, shape, window, device, T=4, rows=3, rounds=12, knobs=None) -> dict:
     """fp32 replay verify / commit on the device against the float64 oracle: the largest relative error of the
-    verify outputs (every token) and of the committed state after the last round."""
+    verify outputs (every token) and of the committed state after the last round (``knobs``: the cache's
+    :class:`.launch.LaunchKnobs`)."""
     HV, K, V = shape["num_heads"], shape["head_k"], shape["head_v"]
     c = SSMStateCache(family, "fp32", rows, HV, K, V, window=window, device=device, backend="triton",
-                      max_draft=T)
+                      max_draft=T, knobs=knobs)
     gen = torch.Generator().manual_seed(5)
     S = torch.randn(rows, HV, V, K, generator=gen) * 0.3
     idx = torch.arange(rows, device=device)
@@ -131,11 +132,12 @@ def correctness(family, shape, window, device, T=4, rows=3, rounds=12) -> dict:
 
 
 def verify_tile_sweep(out, families=("mamba2", "gdn", "kda"), specs=("fp32",), batch=256, T=8,
-                      block_vs=(16, 32, 64), warps=(4, 8, 16), rep_ms=15, cpu_smoke=False):
-    """The replay verify alone (``verify_only``, T tokens) timed over V-block sizes x warps per program, each config
-    through the ``block_v`` / ``verify_warps`` knobs (same bits, other launches); ``None`` in ``block_vs`` /
-    ``warps``: the default rule. Writes ``OUT/verify_sweep.csv`` as it goes and returns the table (one row per
-    config: family, spec, block_v, warps, time_us, over_best)."""
+                      block_vs=(16, 32, 64), warps=(4, 8, 16), dots=("ieee",), rep_ms=15, cpu_smoke=False):
+    """The replay verify alone (``verify_only``, T tokens) timed over V-block sizes x warps per program x dot
+    precisions, each config through the ``block_v`` / ``verify_warps`` / ``verify_dot`` knobs (``None``: the default
+    rule); for every config the fp32 verify's error against the float64 oracle too (:func:`correctness`: "ieee" is
+    the same arithmetic whatever the tiles, "tf32x3" is not). Writes ``OUT/verify_sweep.csv`` as it goes and returns
+    the table (one row per config: family, spec, block_v, warps, dot, time_us, verify_rel_err, over_best)."""
     import pandas as pd
     from tqdm import tqdm
 
@@ -147,18 +149,20 @@ def verify_tile_sweep(out, families=("mamba2", "gdn", "kda"), specs=("fp32",), b
     timer = Timer(device, rep_ms)
     os.makedirs(out, exist_ok=True)
     rows = []
-    todo = [(f, s, bv, w) for f in families for s in specs for bv in block_vs for w in warps]
-    for fam, spec, bv, w in tqdm(todo, desc="verify sweep"):
+    todo = [(f, s, bv, w, d) for f in families for s in specs for bv in block_vs for w in warps for d in dots]
+    for fam, spec, bv, w, dot in tqdm(todo, desc="verify sweep"):
         shape = shapes[fam]
         x = spec_inputs(fam, batch, T, shape, device)
+        knobs = LaunchKnobs(block_v=bv, verify_warps=w, verify_dot=dot)
         try:
             us = time_rounds(fam, spec, "replay", batch, T, 1.0, shape, window, timer, device, x, commit=False,
-                             knobs=LaunchKnobs(block_v=bv, verify_warps=w))
+                             knobs=knobs)
+            err = correctness(fam, shape, window, device, knobs=knobs)["verify_rel_err"]
         except Exception as e:   # a config that does not compile or run is a result too
-            us = float("nan")
-            print(f"verify sweep: {fam} {spec} block_v={bv} warps={w}: {type(e).__name__}: {str(e)[:200]}")
+            us = err = float("nan")
+            print(f"verify sweep: {fam} {spec} block_v={bv} warps={w} dot={dot}: {type(e).__name__}: {str(e)[:200]}")
         rows.append(dict(family=fam, spec=spec, batch=batch, T=T, block_v=bv or "default", warps=w or "default",
-                         time_us=us))
+                         dot=dot or "default", time_us=us, verify_rel_err=err))
         pd.DataFrame(rows).to_csv(os.path.join(out, "verify_sweep.csv"), index=False)
     df = pd.DataFrame(rows)
     df["over_best"] = df["time_us"] / df.groupby(["family", "spec"])["time_us"].transform("min")

@@ -24,7 +24,7 @@ from replayssm_quant.quant import format_codes as fcode
 from replayssm_quant.quant.format_codes import FORMAT_CODE
 
 from .flush_math import _nilpotent_inverse, _seq_step
-from .launch import launch_options
+from .launch import _num_sms, launch_options
 from .reference import block_k, cached_corrections
 from .rounding import nvfp4_amax, nvfp4_encode_scale
 from .spec_reference import value_rows, verify_ring_entries, verify_tokens
@@ -37,13 +37,13 @@ def _verify_kernel(
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, dg_ptr, dv_ptr, db_ptr, dcnt_ptr,
     HV, T: tl.constexpr, TP: tl.constexpr, TPLOG: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     C: tl.constexpr, RP: tl.constexpr, TM: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, GK: tl.constexpr,
-    DELTA: tl.constexpr, FMT_LP: tl.constexpr, CACHED: tl.constexpr, ZERO_H: tl.constexpr,
+    DELTA: tl.constexpr, FMT_LP: tl.constexpr, CACHED: tl.constexpr, ZERO_H: tl.constexpr, DOTP: tl.constexpr,
 ):
     """Verify ``ntok[b] <= T`` tokens (inputs ``[B, T, HV, .]``; ``ntok_ptr`` None: T) of row b, head, value rows
     ``pv * BV ..``: outputs ``out [B, T, HV, V]``, ring entries ``h .. h + ntok - 1`` (``h`` = the slot's
     committed count, or 0 with ``ZERO_H``: the committed tail after a flush; ring capacity ``C``), with ``dg_ptr``
     (else None) the draft buffers ``[S, HV, TM, .]`` and the slot's pending count ``dcnt[slot] = T``. Padded rows
-    (slot < 0): zero outputs."""
+    (slot < 0): zero outputs. ``DOTP``: input precision of every ``tl.dot`` (``"ieee"`` or ``"tf32x3"``)."""
     DRAFT: tl.constexpr = dg_ptr is not None
     pv = tl.program_id(0)
     head = tl.program_id(1)
@@ -102,11 +102,11 @@ def _verify_kernel(
             gQ = Q * gam[:, None]
             gK = Kn * gam[:, None]
             Dq = tl.exp(tl.minimum(Gn[:, None] - Gr[None, :], 0.0))   # padded token rows: G 0, no overflow
-            Cq = tl.dot(Q, tl.trans(Kr), input_precision="ieee") * Dq
-            Ck = tl.dot(Kn, tl.trans(Kr), input_precision="ieee") * Dq
+            Cq = tl.dot(Q, tl.trans(Kr), input_precision=DOTP) * Dq
+            Ck = tl.dot(Kn, tl.trans(Kr), input_precision=DOTP) * Dq
             Dw = tl.exp(tl.minimum(Gn[:, None] - Gn[None, :], 0.0))
-            Wq = tl.dot(Q, tl.trans(Kn), input_precision="ieee") * Dw
-            Wk = tl.dot(Kn, tl.trans(Kn), input_precision="ieee") * Dw
+            Wq = tl.dot(Q, tl.trans(Kn), input_precision=DOTP) * Dw
+            Wk = tl.dot(Kn, tl.trans(Kn), input_precision=DOTP) * Dw
         else:
             Gr = tl.load(rg_ptr + ej[:, None] * GK + offs_k[None, :], mask=mj[:, None] & mk[None, :], other=0.0)
             Gprev = tl.load(rg_ptr + (ring0 + h - 1) * GK + offs_k, mask=mk & (h > 0), other=0.0)
@@ -138,16 +138,16 @@ def _verify_kernel(
         Wk = tl.where(offs_t[None, :] < offs_t[:, None], Wk, 0.0)
         # one pass over the read copy's value rows for all T tokens
         S = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)   # [BV, BK]
-        Pq = tl.dot(gQ, tl.trans(S), input_precision="ieee")                          # [TP, BV]
-        Rq = tl.dot(Cq, Ur, input_precision="ieee")
+        Pq = tl.dot(gQ, tl.trans(S), input_precision=DOTP)                          # [TP, BV]
+        Rq = tl.dot(Cq, Ur, input_precision=DOTP)
         if DELTA:
-            Pk = tl.dot(gK, tl.trans(S), input_precision="ieee")
-            Rk = tl.dot(Ck, Ur, input_precision="ieee")
+            Pk = tl.dot(gK, tl.trans(S), input_precision=DOTP)
+            Rk = tl.dot(Ck, Ur, input_precision=DOTP)
             rhs = bt[:, None] * (Vn - (Rk + Pk))
-            U = tl.dot(_nilpotent_inverse(Wk * bt[:, None], TP, TPLOG, "ieee"), rhs, input_precision="ieee")
+            U = tl.dot(_nilpotent_inverse(Wk * bt[:, None], TP, TPLOG, DOTP), rhs, input_precision=DOTP)
         else:
             U = Vn
-        O = (Rq + Pq) + tl.dot(Wq, U, input_precision="ieee")
+        O = (Rq + Pq) + tl.dot(Wq, U, input_precision=DOTP)
         tl.store(out_ptr + rows[:, None] * V + offs_v[None, :], O, mask=mtv)
         # the window's entries past the committed ones (ring positions h + t) and the draft buffers
         eh = ring0 + h + offs_t
@@ -177,20 +177,25 @@ def _verify_kernel(
 
 
 def verify_block_v(cache, batch: int) -> int:
-    """Value rows per verify program: the whole head on the CPU (the torch mirror's shapes); on the GPU 32 (``block_v``
-    knob: an override). Why 32: ptxas (sm_90, ``scripts/ptxas_report.py``) gives the Mamba-2 fp32 program of 64 rows
-    255 registers and spills at 8 warps (one program per SM), of 32 rows 60 registers and none."""
+    """Value rows per verify program: the whole head on the CPU (the torch mirror's shapes); on the GPU 64, halved
+    to 32 while the grid has fewer than 2 programs per SM (``block_v`` knob: an override). Measured on the H200
+    (reports/bench/spec, ``spec_bench.py --sweep-verify``, B = 256, T = 8): 64 rows x 4 warps is the fastest of
+    16/32/64 x 4/8/16 for Mamba-2 and GDN (time grows with the program count and the warps, not with the spills
+    ptxas reports for it)."""
     full = value_rows(cache.head_v)
     if cache.knobs.block_v:
         return max(16, min(full, cache.knobs.block_v))
     if cache.device.type != "cuda":
         return full
-    return min(full, 32)
+    bv = min(full, 64)
+    if bv > 32 and batch * cache.num_heads * triton.cdiv(cache.head_v, bv) < 2 * _num_sms(cache.device):
+        bv = 32
+    return bv
 
 
 def verify_warps(cache) -> int:
-    """Warps per verify program: 8 (the ``verify_warps`` knob: an override); at 4 the 32-row programs spill (ptxas)."""
-    return cache.knobs.verify_warps or 8
+    """Warps per verify program: 4 (the ``verify_warps`` knob: an override; see :func:`verify_block_v`)."""
+    return cache.knobs.verify_warps or 4
 
 
 def triton_verify(cache, slots, q, k, v, g, beta, counts, write_draft: bool, out, zero_h: bool = False):
@@ -218,7 +223,7 @@ def triton_verify(cache, slots, q, k, v, g, beta, counts, write_draft: bool, out
         ru_ptr=cache.ring_u, cnt_ptr=cache.ring_count, **draft, HV=HV, T=T, TP=TP, TPLOG=TP.bit_length() - 1,
         K=cache.head_k, V=V, C=C, RP=verify_ring_entries(C), TM=cache.max_draft, BK=bk, BV=BV,
         GK=cache.head_k if cache.per_key else 1, DELTA=cache.delta, FMT_LP=FORMAT_CODE[cache.spec.read.name],
-        CACHED=cached, ZERO_H=zero_h, **launch_options(v.device, warps))
+        CACHED=cached, ZERO_H=zero_h, DOTP=cache.knobs.verify_dot or "ieee", **launch_options(v.device, warps))
     return out
 
 

@@ -6,7 +6,7 @@ recorder in this script), then the bundled ``ptxas -v`` reads the PTX. The inter
 compile errors); a row here is what a GPU launch of that config would get. Prints one table:
 
     python scripts/ptxas_report.py [--families mamba2,gdn,kda] [--specs fp32,nvfp4/fp16] [--block-v 16,32,64]
-                                   [--warps 4,8,16] [--csv OUT.csv]
+                                   [--warps 4,8,16] [--dots ieee,tf32x3] [--csv OUT.csv]
 
 Occupancy follows from the table: 65536 registers per SM, so a program of W warps at R registers leaves
 ``65536 // (32 W R)`` programs per SM; 228 KB of shared memory per SM bounds it too.
@@ -100,6 +100,7 @@ def main(argv=None):
     p.add_argument("--specs", default="fp32,nvfp4/fp16")
     p.add_argument("--block-v", default="16,32,64")
     p.add_argument("--warps", default="4,8,16")
+    p.add_argument("--dots", default="ieee", help="dot input precisions (the verify_dot knob)")
     p.add_argument("--csv", default=None)
     a = p.parse_args(argv)
     rows = []
@@ -108,9 +109,10 @@ def main(argv=None):
             kw = verify_launch_kwargs(fam, spec)
             for bv in map(int, a.block_v.split(",")):
                 for w in map(int, a.warps.split(",")):
-                    rows.append(dict(family=fam, spec=spec, block_v=bv, warps=w,
-                                     **ptxas_info(verify._verify_kernel, dict(kw, BV=bv), w)))
-                    print(rows[-1], flush=True)
+                    for dot in a.dots.split(","):
+                        rows.append(dict(family=fam, spec=spec, block_v=bv, warps=w, dot=dot,
+                                         **ptxas_info(verify._verify_kernel, dict(kw, BV=bv, DOTP=dot), w)))
+                        print(rows[-1], flush=True)
     df = pd.DataFrame(rows)
     print(df.to_string(index=False))
     if a.csv:

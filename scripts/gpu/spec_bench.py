@@ -46,6 +46,10 @@ def main(argv=None):
     p.add_argument("--sweep-verify", action="store_true",
                    help="only time the replay verify alone (B=256, T=8) over V-block sizes 16/32/64 x warps 4/8/16 "
                         "(writes OUT/verify_sweep.csv); --families and --specs apply")
+    p.add_argument("--sweep-block-v", type=_list(int), default=[16, 32, 64], help="--sweep-verify: V-block sizes")
+    p.add_argument("--sweep-warps", type=_list(int), default=[4, 8, 16], help="--sweep-verify: warps per program")
+    p.add_argument("--sweep-dots", type=_list(str), default=["ieee"],
+                   help="--sweep-verify: dot precisions (ieee, tf32x3)")
     args = p.parse_args(argv)
     try:
         from replayssm_quant.kernels.spec_bench import run_spec_bench, verify_tile_sweep
@@ -53,8 +57,8 @@ def main(argv=None):
         sys.exit("replayssm_quant is not importable: run `source scripts/gpu/setup.sh` from the repository root first")
     if args.sweep_verify:
         df = verify_tile_sweep(args.out, families=tuple(args.families or ("mamba2", "gdn", "kda")),
-                               specs=tuple(args.specs or ("fp32",)), block_vs=(16, 32, 64),
-                               warps=(4, 8, 16), cpu_smoke=args.cpu_smoke)
+                               specs=tuple(args.specs or ("fp32",)), block_vs=tuple(args.sweep_block_v),
+                               warps=tuple(args.sweep_warps), dots=tuple(args.sweep_dots), cpu_smoke=args.cpu_smoke)
         print(df.to_string(index=False))
         return 0
     try:

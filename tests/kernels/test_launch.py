@@ -203,3 +203,22 @@ def test_flush_stream_knob():
     with pytest.raises(ValueError, match="knobs must be a LaunchKnobs"):
         from replayssm_quant.kernels import SSMStateCache
         SSMStateCache("gdn", "fp32", 1, 1, 16, 16, backend="torch", knobs=dict(block_v=16))
+
+
+def test_verify_launch_rule(monkeypatch):
+    """The speculative verify's tiles (kernels.verify): the whole head on a CPU; on the GPU 64 value rows x 4 warps
+    (the H200 sweep's fastest, reports/bench/spec), 32 rows while the grid has < 2 programs per SM; the knobs
+    override and are checked."""
+    from replayssm_quant.kernels import verify
+
+    monkeypatch.setattr(verify, "_num_sms", lambda device: 132)
+    c = _standin("fp32", V=128, HV=32)
+    assert verify.verify_block_v(c, 256) == 64 and verify.verify_warps(c) == 4
+    assert verify.verify_block_v(c, 1) == 32                           # 32 x 2 programs < 2 x 132
+    assert verify.verify_block_v(_standin("fp32", V=128, device="cpu"), 256) == 128
+    k = _standin("fp32", V=128, block_v=16, verify_warps=8)
+    assert verify.verify_block_v(k, 256) == 16 and verify.verify_warps(k) == 8
+    with pytest.raises(ValueError, match="verify_warps=3: a power of two from 1 to 32"):
+        LaunchKnobs(verify_warps=3)
+    with pytest.raises(ValueError, match="verify_dot='tf32': allowed 'ieee', 'tf32x3'"):
+        LaunchKnobs(verify_dot="tf32")

@@ -75,3 +75,17 @@ def test_a_failing_measurement_is_recorded_and_the_run_goes_on(tmp_path, monkeyp
     report = (tmp_path / "o" / "report.md").read_text()
     assert ("2 failures (NaN rows): gdn fp32 conv_verify B=2 T=2 p=1.0: RuntimeError: boom; "
             "gdn fp32 conv_verify B=2 T=4") in report
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke run")
+def test_cpu_smoke_verify_sweep(tmp_path):
+    """--sweep-verify times each (V-block, warps, dot) config and checks it against the float64 oracle."""
+    out = tmp_path / "sw"
+    r = _run(["--cpu-smoke", "--sweep-verify", "--families", "mamba2", "--sweep-block-v", "16",
+              "--sweep-warps", "4,8", "--sweep-dots", "ieee,tf32x3", "--out", str(out)], tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    import pandas as pd
+
+    s = pd.read_csv(out / "verify_sweep.csv")
+    assert len(s) == 4 and set(s["dot"]) == {"ieee", "tf32x3"} and set(s["warps"]) == {4, 8}
+    assert (s["time_us"] > 0).all() and (s["verify_rel_err"] < 1e-5).all() and s["over_best"].min() == 1.0

@@ -248,7 +248,7 @@ def test_errors():
     idx = torch.tensor([0, 1], device=DEV)
     x = st.window([0, 1], 2)
     with pytest.raises(ValueError, match="commit without a pending verify"):
-        c.commit(idx, torch.tensor([1, 1]))
+        c.commit(idx, torch.tensor([1, 1], device=DEV))
     with pytest.raises(ValueError, match=r"T=4 tokens: allowed 1..3"):
         c.verify(idx, *st.window([0, 1], 4))
     with pytest.raises(ValueError, match=r"k has shape"):
@@ -263,24 +263,24 @@ def test_errors():
         c.verify(idx, *x, out=torch.empty(2, 2, 2, 8, dtype=torch.float64))
     c.verify(idx, *x)
     with pytest.raises(ValueError, match=r"accepted counts out of range.*allowed 1..T"):
-        c.commit(idx, torch.tensor([1, 3]))
+        c.commit(idx, torch.tensor([1, 3], device=DEV))
     with pytest.raises(ValueError, match=r"accepted counts out of range"):
-        c.commit(idx, torch.tensor([0, 1]))
+        c.commit(idx, torch.tensor([0, 1], device=DEV))
     with pytest.raises(ValueError, match="accepted must be an int32/int64 tensor of shape"):
-        c.commit(idx, torch.tensor([1.0, 1.0]))
+        c.commit(idx, torch.tensor([1.0, 1.0], device=DEV))
     with pytest.raises(ValueError, match="accepted must be an int32/int64 tensor of shape"):
-        c.commit(idx, torch.tensor([1, 1, 1]))
+        c.commit(idx, torch.tensor([1, 1, 1], device=DEV))
     c.step(idx[:1], *(None if t is None else t[:1, 0] for t in x))   # a step drops slot 0's pending verify
     with pytest.raises(ValueError, match="commit without a pending verify"):
-        c.commit(idx, torch.tensor([1, 1]))
-    c.commit(idx[1:], torch.tensor([2]))
+        c.commit(idx, torch.tensor([1, 1], device=DEV))
+    c.commit(idx[1:], torch.tensor([2], device=DEV))
     with pytest.raises(ValueError, match="commit without a pending verify"):   # once per verify
-        c.commit(idx[1:], torch.tensor([1]))
+        c.commit(idx[1:], torch.tensor([1], device=DEV))
     plain = SSMStateCache("gdn", "fp32", 2, 2, 16, 8, backend="torch")
     with pytest.raises(ValueError, match="verify needs a cache created with max_draft >= 1"):
         plain.verify(idx, *x)
     with pytest.raises(ValueError, match="commit needs a cache created with max_draft >= 1"):
-        plain.commit(idx, torch.tensor([1, 1]))
+        plain.commit(idx, torch.tensor([1, 1], device=DEV))
     with pytest.raises(ValueError, match="max_draft=5 exceeds the window 4"):
         SSMStateCache("gdn", "fp32", 2, 2, 16, 8, window=4, max_draft=5, backend="torch")
     with pytest.raises(ValueError, match="max_draft must be an int >= 0"):
