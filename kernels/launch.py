@@ -31,7 +31,7 @@ NONFLUSH_DELTA_MAXNREG = 128       # register cap of the delta-rule families' no
 NONFLUSH_STAGES = 3                # software-pipeline stages of the non-flush key-chunk loop, when staged
 NONFLUSH_STAGED_PER_SM = 32        # fp32 / 16-bit read copies: staged from this many non-flush programs per SM
 NVFP4_ITEMS_MAX_PAIRS_PER_SM = 16  # nvfp4 flush sub-block items: up to this many (row, head) pairs per SM
-FLUSH_DOT_PRECISIONS = ("ieee", "tf32x3")
+DOT_PRECISIONS = ("ieee", "tf32x3")
 _WARPS = (1, 2, 4, 8, 16, 32)
 
 
@@ -68,7 +68,7 @@ class LaunchKnobs:
         flush_nvfp4_items: few flush rows of an nvfp4 checkpoint flushed in sub-block items (True / False).
         verify_warps: warps of the speculative verify launch (1..32, a power of two; its V-block is ``block_v``).
         verify_dot: input precision of the verify's fp32 dots, ``"ieee"`` (the default: CUDA-core FMAs) or
-            ``"tf32x3"`` (tensor cores, three TF32 products; not yet measured on a GPU, see reports/bench/spec).
+            ``"tf32x3"`` (tensor cores, three TF32 products).
     """
 
     block_v: int | None = None
@@ -109,8 +109,8 @@ class LaunchKnobs:
             _check("flush_stages", self.flush_stages, lambda x: 1 <= x <= 8,
                    "pipeline stages of the flush sub-block loops, 1 (none) to 8")
         for name in ("flush_dot", "verify_dot"):
-            if getattr(self, name) is not None and getattr(self, name) not in FLUSH_DOT_PRECISIONS:
-                raise ValueError(f"{name}={getattr(self, name)!r}: allowed {', '.join(map(repr, FLUSH_DOT_PRECISIONS))}")
+            if getattr(self, name) is not None and getattr(self, name) not in DOT_PRECISIONS:
+                raise ValueError(f"{name}={getattr(self, name)!r}: allowed {', '.join(map(repr, DOT_PRECISIONS))}")
         if isinstance(self.flush_stream, bool) or self.flush_stream not in (0, 1):
             raise ValueError(f"flush_stream={self.flush_stream!r}: allowed 0 (off: the caller's stream), "
                              "1 (side stream)")

@@ -150,9 +150,9 @@ def verify_tile_sweep(out, families=("mamba2", "gdn", "kda"), specs=("fp32",), b
     os.makedirs(out, exist_ok=True)
     rows = []
     todo = [(f, s, bv, w, d) for f in families for s in specs for bv in block_vs for w in warps for d in dots]
+    inputs = {f: spec_inputs(f, batch, T, shapes[f], device) for f in families}
     for fam, spec, bv, w, dot in tqdm(todo, desc="verify sweep"):
-        shape = shapes[fam]
-        x = spec_inputs(fam, batch, T, shape, device)
+        shape, x = shapes[fam], inputs[fam]
         knobs = LaunchKnobs(block_v=bv, verify_warps=w, verify_dot=dot)
         try:
             us = time_rounds(fam, spec, "replay", batch, T, 1.0, shape, window, timer, device, x, commit=False,

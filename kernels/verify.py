@@ -178,10 +178,7 @@ def _verify_kernel(
 
 def verify_block_v(cache, batch: int) -> int:
     """Value rows per verify program: the whole head on the CPU (the torch mirror's shapes); on the GPU 64, halved
-    to 32 while the grid has fewer than 2 programs per SM (``block_v`` knob: an override). Measured on the H200
-    (reports/bench/spec, ``spec_bench.py --sweep-verify``, B = 256, T = 8): 64 rows x 4 warps is the fastest of
-    16/32/64 x 4/8/16 for Mamba-2 and GDN (time grows with the program count and the warps, not with the spills
-    ptxas reports for it)."""
+    to 32 while the grid has fewer than 2 programs per SM (``block_v`` knob: an override; why: docs/TUNING.md)."""
     full = value_rows(cache.head_v)
     if cache.knobs.block_v:
         return max(16, min(full, cache.knobs.block_v))
@@ -194,7 +191,7 @@ def verify_block_v(cache, batch: int) -> int:
 
 
 def verify_warps(cache) -> int:
-    """Warps per verify program: 4 (the ``verify_warps`` knob: an override; see :func:`verify_block_v`)."""
+    """Warps per verify program: 4 (the ``verify_warps`` knob: an override; why: docs/TUNING.md)."""
     return cache.knobs.verify_warps or 4
 
 

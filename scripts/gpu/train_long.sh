@@ -51,12 +51,7 @@ ARCHS=(gdn-long mamba2-long)
 #     a count, while ~70% still start slow (16-step decay >= 0.9; the target is >= 25% after training);
 #  --task-count-share 0.5: half the recall examples have a counting filler ("count S E" then S..E)
 #     and plain counting examples join them: the format of the downstream task replayssm_count.
-# Measured (2026-12-01 23:05, H200, this recipe beside a second one on the same GPU, so 1815 / 1748
-# steps instead of ~3600; the shipped weights since, reports/models/RUN.md): recall 87.5-95.3% exact
-# in every distance quartile (64-3054 bytes; was 20-36%), 0% with the states zeroed before the query;
-# held-out bpb 1.95-1.97 (was 1.85-1.88); heads >= 0.9 over 16 bytes 85% (gdn-long) / 55% (mamba2-long);
-# counting only for short counts (68.75% exact at 15-83 bytes, 0% beyond). The other recipe
-# ("--task-fraction 0.85 --task-count-share 0.25", seed 1) reached only 27-39%.
+# What it gave (the shipped gdn-long / mamba2-long): reports/models/README.md and RUN.md.
 RECIPE=${TRAIN_LONG_RECIPE:---task-fraction 0.75 --task-curriculum 0.4 --long-dt-max 1 --task-count-share 0.5}
 MINUTES=${TRAIN_LONG_MINUTES:-6.2}
 LIMIT=${TRAIN_LONG_LIMIT:-520}

@@ -166,12 +166,11 @@ def test_shipped_long_model_recalls_through_its_state(model_dir):
     """Recall of a 4-digit value given 1000-1500 bytes earlier works far above chance (1e-4 per instance) and
     fails once the SSM states are zeroed before the query, so the state, not attention, carries it.
 
-    The test asks for issue 26's target, at least half exact with the state kept, and none with it zeroed. The
-    shipped models (2026-12-01 23:05, reports/models) recall 87.5-93.8% in the distance quartiles around
-    1000-1500 bytes (64 held-out instances each; at 87.5% per instance, fewer than 8 of 16 has probability
-    ~4e-5, fewer than 4 of 8 ~1e-3) and 0% after a reset (the GPU measurement over 128 instances, both
-    models); the first long models (20-36%) fail it. mamba2-long is asked on the first 8 instances only: its
-    transformers torch path is slow on a CPU and runs every instance twice (kept and zeroed)."""
+    The test asks for issue 26's target, at least half exact with the state kept, and none with it zeroed: the
+    shipped models' measured recall in these distance quartiles is far above half, and 0 after a reset
+    (reports/models), so a miss here is a regression, not chance; the first long models fail it. mamba2-long is
+    asked on the first 8 instances only: its transformers torch path is slow on a CPU and runs every instance
+    twice (kept and zeroed)."""
     arch, folder, shipped = model_dir
     if not arch.endswith("-long"):
         pytest.skip("recall is the task of the -long models")
