@@ -16,7 +16,7 @@ Two ways to run a replay step:
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -67,6 +67,8 @@ class LaunchKnobs:
         flush_stream: a split step's flush launches on a side stream (1, the default) or the caller's (0).
         flush_nvfp4_items: few flush rows of an nvfp4 checkpoint flushed in sub-block items (True / False).
         verify_warps: warps of the speculative verify launch (1..32, a power of two; its V-block is ``block_v``).
+        verify_split: programs per (row, head) of the verify launch over its V-blocks (a power of two; 1: one
+            program computes the key side once and loops over every block).
         verify_dot: input precision of the verify's fp32 dots, ``"ieee"`` (the default: CUDA-core FMAs) or
             ``"tf32x3"`` (tensor cores, three TF32 products).
     """
@@ -86,11 +88,12 @@ class LaunchKnobs:
     flush_stream: int = 1
     flush_nvfp4_items: bool | None = None
     verify_warps: int | None = None
+    verify_split: int | None = None
     verify_dot: str | None = None
 
     def __post_init__(self):
         pow2 = lambda x: x >= 1 and x & (x - 1) == 0   # noqa: E731
-        for name in ("block_v", "flush_block_v"):
+        for name in ("block_v", "flush_block_v", "verify_split"):
             if getattr(self, name) is not None:
                 _check(name, getattr(self, name), pow2, "a power of two")
         for name in ("num_warps", "nonflush_warps", "verify_warps"):
@@ -118,6 +121,12 @@ class LaunchKnobs:
             _check_flag(name, getattr(self, name))
         _check_flag("flush_nvfp4_items", self.flush_nvfp4_items,
                     "true (sub-block items when few rows flush), false (whole-head items) or none (the default)")
+
+
+    def overrides(self) -> str:
+        """The fields set away from their defaults, as ``name=value`` pairs (``parse_knobs`` syntax)."""
+        return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)
+                        if getattr(self, f.name) != f.default) or "defaults"
 
 
 DEFAULT_KNOBS = LaunchKnobs()

@@ -132,12 +132,14 @@ def correctness(family, shape, window, device, T=4, rows=3, rounds=12, knobs=Non
 
 
 def verify_tile_sweep(out, families=("mamba2", "gdn", "kda"), specs=("fp32",), batch=256, T=8,
-                      block_vs=(16, 32, 64), warps=(4, 8, 16), dots=("ieee",), rep_ms=15, cpu_smoke=False):
-    """The replay verify alone (``verify_only``, T tokens) timed over V-block sizes x warps per program x dot
-    precisions, each config through the ``block_v`` / ``verify_warps`` / ``verify_dot`` knobs (``None``: the default
-    rule); for every config the fp32 verify's error against the float64 oracle too (:func:`correctness`: "ieee" is
-    the same arithmetic whatever the tiles, "tf32x3" is not). Writes ``OUT/verify_sweep.csv`` as it goes and returns
-    the table (one row per config: family, spec, block_v, warps, dot, time_us, verify_rel_err, over_best)."""
+                      block_vs=(16, 32, 64), warps=(4, 8, 16), dots=("ieee",), splits=(1,), rep_ms=15,
+                      cpu_smoke=False):
+    """The replay verify alone (``verify_only``, T tokens) timed over V-block sizes x programs per head x warps per
+    program x dot precisions, each config through the ``block_v`` / ``verify_split`` / ``verify_warps`` /
+    ``verify_dot`` knobs (``None``: the default rule); for every config the fp32 verify's error against the float64
+    oracle too (:func:`correctness`: "ieee" is the same arithmetic whatever the tiles, "tf32x3" is not). Writes
+    ``OUT/verify_sweep.csv`` as it goes and returns the table (one row per config: family, spec, block_v, split,
+    warps, dot, time_us, verify_rel_err, over_best)."""
     import pandas as pd
     from tqdm import tqdm
 
@@ -149,25 +151,45 @@ def verify_tile_sweep(out, families=("mamba2", "gdn", "kda"), specs=("fp32",), b
     timer = Timer(device, rep_ms)
     os.makedirs(out, exist_ok=True)
     rows = []
-    todo = [(f, s, bv, w, d) for f in families for s in specs for bv in block_vs for w in warps for d in dots]
+    todo = [(f, s, bv, sp, w, d) for f in families for s in specs for bv in block_vs for sp in splits for w in warps
+            for d in dots]
     inputs = {f: spec_inputs(f, batch, T, shapes[f], device) for f in families}
-    for fam, spec, bv, w, dot in tqdm(todo, desc="verify sweep"):
+    for fam, spec, bv, sp, w, dot in tqdm(todo, desc="verify sweep"):
         shape, x = shapes[fam], inputs[fam]
-        knobs = LaunchKnobs(block_v=bv, verify_warps=w, verify_dot=dot)
+        knobs = LaunchKnobs(block_v=bv, verify_split=sp, verify_warps=w, verify_dot=dot)
         try:
             us = time_rounds(fam, spec, "replay", batch, T, 1.0, shape, window, timer, device, x, commit=False,
                              knobs=knobs)
             err = correctness(fam, shape, window, device, knobs=knobs)["verify_rel_err"]
         except Exception as e:   # a config that does not compile or run is a result too
             us = err = float("nan")
-            print(f"verify sweep: {fam} {spec} block_v={bv} warps={w} dot={dot}: {type(e).__name__}: {str(e)[:200]}")
-        rows.append(dict(family=fam, spec=spec, batch=batch, T=T, block_v=bv or "default", warps=w or "default",
-                         dot=dot or "default", time_us=us, verify_rel_err=err))
+            print(f"verify sweep: {fam} {spec} block_v={bv} split={sp} warps={w} dot={dot}: {type(e).__name__}: "
+                  f"{str(e)[:200]}")
+        rows.append(dict(family=fam, spec=spec, batch=batch, T=T, block_v=bv or "default", split=sp or "default",
+                         warps=w or "default", dot=dot or "default", time_us=us, verify_rel_err=err))
         pd.DataFrame(rows).to_csv(os.path.join(out, "verify_sweep.csv"), index=False)
     df = pd.DataFrame(rows)
     df["over_best"] = df["time_us"] / df.groupby(["family", "spec"])["time_us"].transform("min")
     df.to_csv(os.path.join(out, "verify_sweep.csv"), index=False)
     return df
+
+
+def sweep_knobs(path: str, max_err: float = 1e-5) -> dict:
+    """The fastest config per family of a :func:`verify_tile_sweep` CSV among those whose fp32 verify is within
+    ``max_err`` of the float64 oracle: ``{family: LaunchKnobs}`` (a family with no such row is left out)."""
+    import pandas as pd
+
+    from .launch import LaunchKnobs
+
+    df = pd.read_csv(path)
+    df = df[df["time_us"].notna() & (df["verify_rel_err"] <= max_err)]
+    out = {}
+    for fam, g in df.groupby("family"):
+        r = g.loc[g["time_us"].idxmin()]
+        num = lambda c: None if str(r.get(c, "default")) == "default" else int(r[c])   # noqa: E731
+        out[fam] = LaunchKnobs(block_v=num("block_v"), verify_split=num("split"), verify_warps=num("warps"),
+                               verify_dot=None if str(r["dot"]) == "default" else str(r["dot"]))
+    return out
 
 
 def _summary(df):
@@ -222,10 +244,11 @@ def _targets(summary) -> list[str]:
 
 
 def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, rates=None, window=None, rep_ms=40,
-                   cpu_smoke=False, resume=False, command=None, budget_s=None):
+                   cpu_smoke=False, resume=False, command=None, budget_s=None, knobs=None):
     """Run the benchmark (module doc) into ``out``; returns the summary DataFrame. Batch 256 is timed first, then
     the others; ``budget_s`` (default 270 on the GPU): no new measurement starts after that many seconds (the report
-    lists what was left out; ``--resume`` in the same folder continues)."""
+    lists what was left out; ``--resume`` in the same folder continues). ``knobs``: ``{family: LaunchKnobs}`` for
+    the replay caches (e.g. :func:`sweep_knobs`; others: the defaults)."""
     import pandas as pd
     from tqdm import tqdm
 
@@ -286,7 +309,7 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
                 us = bench_kernel(fam, sp, mode, b, shape, window, timer, device, x, phases=("step",))["time_us"]
             else:
                 us = time_rounds(fam, sp, mode, b, T, p, shape, window, timer, device, x, max_draft=max(drafts),
-                                 commit=kind != "verify_only")
+                                 commit=kind != "verify_only", knobs=(knobs or {}).get(fam) if mode == "replay" else None)
         except Exception as e:   # recorded; the run goes on (a one-call GPU run keeps what it can measure)
             errors.append(f"{fam} {sp} {kind} B={b} T={T} p={p}: {type(e).__name__}: {str(e)[:300]}")
             x_key, us = None, float("nan")
@@ -314,6 +337,7 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
              "steps).", "- acceptance p: fraction of the T - 1 drafts accepted (a row commits 1 + p (T - 1) tokens "
              "per round); tokens/s: committed SSM-layer tokens per second.",
              f"- replay and conventional caches of max_draft = {max(drafts)} (the largest T) for every T",
+             *(["- replay launch knobs: " + "; ".join(f"{f}: {k.overrides()}" for f, k in knobs.items())] if knobs else []),
              f"- wall time {time.time() - t0:.0f} s"
              + (f"; time budget {budget_s:.0f} s reached: {len(left)} measurements not run (first: {left[0]}); "
                 "rerun with --resume into the same --out to add them" if left else ""),

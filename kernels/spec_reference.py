@@ -16,10 +16,14 @@ nilpotent product (:func:`.reference.nilpotent_inverse`). The ``T`` inputs are t
 the committed entries (positions ``h .. h + T - 1``: cumulative log decay, k, the corrections u, the raw v and
 beta where the ring keeps them), and into the slot's draft buffers the raw log decays (and, for a shared
 delta-rule spec, whose ring keeps no raw inputs, the raw v and beta): what :mod:`.spec_decode`'s commit needs.
-The committed ring count does not move. Tokens are zero-padded to :func:`verify_tokens`, ring entries to
-:func:`verify_ring_entries`, keys to :func:`.reference.block_k`, value rows to the next power of two (min 16): the
-shapes of the kernel's tiles (:mod:`.verify`), whose ``tl.dot`` is a numpy matmul under the interpreter, so the
-outputs and every ring entry are bit-identical to the kernel's there.
+The committed ring count does not move. The kernel's tiles (:mod:`.verify`) stack, for the delta rule, each
+token's query and key as two rows of one tile (:func:`verify_rows_layout`): then ``Pq`` and ``Pk`` are one dot,
+``Cq`` and ``Ck`` another, ``Wq`` and ``Wk`` a third (the key rows of ``W``, strictly lower on the key columns, are
+the solve's matrix; its query rows give the outputs), and the key rows carry the corrections through the solve.
+Rows are zero-padded to :func:`verify_rows_layout`, ring entries to :func:`verify_ring_entries`, keys to
+:func:`.reference.block_k`, value rows to the next power of two (min 16): this module builds the same tiles,
+whose ``tl.dot`` is a numpy matmul under the interpreter, so the outputs and every ring entry are bit-identical to
+the kernel's there.
 
 Conventional (:func:`conventional_verify_rows`, the snapshot baseline): the rounded checkpoint is stepped token by
 token (the conventional step's arithmetic, :func:`.reference.seq_step`), each token's output ``S_t q_t`` is
@@ -37,9 +41,24 @@ from .reference import _dot, _np, block_k, cached_corrections, exp32, nilpotent_
 from .storage import TAG_CONVENTIONAL, sr_rbits
 
 
-def verify_tokens(T: int) -> int:
-    """Token rows of the verify tiles: next power of two >= T, min 16 (``tl.dot``)."""
-    return max(16, 1 << (int(T) - 1).bit_length())
+def verify_rows_layout(T: int, delta: bool) -> tuple[int, int]:
+    """``(TH, TR)`` of the verify tiles for ``T`` tokens: the delta rule stacks each token's query (row ``t``) and
+    key (row ``TH + t``, ``TH`` = next power of two >= T) in one ``TR = max(16, 2 TH)``-row tile, so one dot over the
+    key dim serves both (the key rows give the corrections' state and ring terms); without it (mamba2) only the
+    queries, ``TH = TR`` = next power of two >= T, min 16 (``tl.dot``)."""
+    th = 1 << (int(T) - 1).bit_length()
+    return (th, max(16, 2 * th)) if delta else (max(16, th), max(16, th))
+
+
+def verify_row_roles(T: int, delta: bool):
+    """Per row of the stacked tile (:func:`verify_rows_layout`): ``(tok, isk, colr)``, int / bool numpy ``[TR]``:
+    the row's token, whether it is a key row, whether it holds a window entry (a key row; every row without the
+    delta rule). Rows past the last token have ``tok >= T``."""
+    TH, TR = verify_rows_layout(T, delta)
+    r = np.arange(TR)
+    isk = (r >= TH) if delta else np.zeros(TR, bool)
+    tok = np.where(isk, r - TH, r)
+    return tok, isk, (isk if delta else np.ones(TR, bool))
 
 
 def verify_ring_entries(capacity: int) -> int:
@@ -59,11 +78,23 @@ def _pad_rows(x: np.ndarray, axis: int, n: int) -> np.ndarray:
     return np.pad(x, pad)
 
 
-def _window_terms(cache, slots, h: int, nt: int, T: int, qn, kn, g):
-    """The cumulative log decays of the window and the per-key (kda) ring and window key products, as the kernel's
-    token loop computes them. Returns ``(Gn, Cq, Ck, Wq, Wk)`` (``Cq``.. ``None`` for a scalar decay, whose products
-    are dots)."""
-    n, HV, TP, BK = qn.shape
+def _stacked(x: torch.Tensor, nt: int, rows, width: int) -> np.ndarray:
+    """``x [n, T, HV, X]`` on the rows of the stacked tile: row ``r`` holds token ``rows[r]`` where ``rows[r] >= 0``
+    and ``< nt``, zero elsewhere; float32 numpy ``[n, HV, TR, width]`` (X zero-padded to ``width``)."""
+    n, _, HV = x.shape[:3]
+    y = np.zeros((n, HV, len(rows), width), np.float32)
+    xs = _np(x[:, :nt].transpose(1, 2), width)
+    for r, t in enumerate(rows):
+        if 0 <= t < nt:
+            y[:, :, r] = xs[:, :, t]
+    return y
+
+
+def _window_terms(cache, slots, h: int, nt: int, T: int, X, Xc, g, tok):
+    """The stacked rows' cumulative log decays ``Gs`` (row ``r``: token ``tok[r]``'s) and, for per-key decays (kda),
+    the ring and window key products ``C [n, HV, TR, RP]``, ``W [n, HV, TR, TR]`` of every row, as the kernel's
+    token loop computes them (``C``, ``W`` ``None`` for a scalar decay, whose products are dots)."""
+    n, HV, TR, BK = X.shape
     RP = verify_ring_entries(cache.ring_k.shape[2])
     per_key = cache.per_key
     GKP = BK if per_key else 1
@@ -73,26 +104,23 @@ def _window_terms(cache, slots, h: int, nt: int, T: int, qn, kn, g):
             np.ascontiguousarray(cache.ring_g[slots][:, :, h - 1].cpu().numpy())
     gn = np.zeros((n, HV, T, GKP), np.float32)
     gn[:, :, :nt] = _np(g[:, :nt].transpose(1, 2), GKP) if per_key else g[:, :nt].transpose(1, 2).cpu().numpy()
-    Gn = np.zeros((n, HV, TP, GKP), np.float32)
-    Cq = Ck = Wq = Wk = None
+    Gs = np.zeros((n, HV, TR, GKP), np.float32)
+    C = W = None
     if per_key:
         Kr, Gr = _ring_keys(cache, slots, h, RP, BK)
-        Cq = np.zeros((n, HV, TP, RP), np.float32)
-        Ck = np.zeros_like(Cq)
-        Wq = np.zeros((n, HV, TP, TP), np.float32)
-        Wk = np.zeros_like(Wq)
+        C = np.zeros((n, HV, TR, RP), np.float32)
+        W = np.zeros((n, HV, TR, TR), np.float32)
     for t in range(T):
         Gprev = Gprev + gn[:, :, t]
-        Gn[:, :, t] = Gprev
+        Gs[:, :, tok == t] = Gprev[:, :, None]
         if per_key:
-            qt, kt = qn[:, :, t][:, :, None, :], kn[:, :, t][:, :, None, :]
-            dec = np.exp(np.minimum(Gprev[:, :, None, :] - Gr, np.float32(0.0)))
-            Cq[:, :, t] = np.sum(Kr * dec * qt, axis=-1)
-            Ck[:, :, t] = np.sum(Kr * dec * kt, axis=-1)
-            dw = np.exp(np.minimum(Gprev[:, :, None, :] - Gn, np.float32(0.0)))
-            Wq[:, :, t] = np.sum(kn * dw * qt, axis=-1)
-            Wk[:, :, t] = np.sum(kn * dw * kt, axis=-1)
-    return (Gn if per_key else Gn[..., 0]), Cq, Ck, Wq, Wk
+            for r in np.flatnonzero(tok == t):     # the token's query row and (delta rule) key row
+                xt = X[:, :, r][:, :, None, :]
+                dec = np.exp(np.minimum(Gprev[:, :, None, :] - Gr, np.float32(0.0)))
+                C[:, :, r] = np.sum(Kr * dec * xt, axis=-1)
+                dw = np.exp(np.minimum(Gprev[:, :, None, :] - Gs, np.float32(0.0)))
+                W[:, :, r] = np.sum(Xc * dw * xt, axis=-1)
+    return (Gs if per_key else Gs[..., 0]), C, W
 
 
 def _ring_keys(cache, slots, h: int, RP: int, BK: int):
@@ -124,62 +152,53 @@ def verify_rows(cache, slots, h: int, nt: int, q, k, v, g, beta, write_draft: bo
     n, T, HV, K = q.shape
     V = v.shape[-1]
     dev = v.device
-    BK, TP, BVA = block_k(K), verify_tokens(T), value_rows(V)
+    BK, BVA = block_k(K), value_rows(V)
     RP = verify_ring_entries(cache.ring_k.shape[2])
     sw = lambda x: np.swapaxes(x, -1, -2)   # noqa: E731
-
-    def tok(x, width):   # [n, T, HV, X] -> [n, HV, TP, width] zero-padded, tokens past nt zero
-        y = np.zeros((n, HV, TP, width), np.float32)
-        y[:, :, :nt] = _np(x[:, :nt].transpose(1, 2), width)
-        return y
-
-    qn, kn, vn = tok(q, BK), tok(k, BK), tok(v, BVA)
-    bt = np.zeros((n, HV, TP), np.float32)
-    bt[:, :, :nt] = beta[:, :nt].transpose(1, 2).cpu().numpy()
-    Gn, Cq, Ck, Wq, Wk = _window_terms(cache, slots, h, nt, T, qn, kn, g)
-    S = _pad_rows(_np(cache.lp.decode(slots), BK), 2, BVA)                       # [n, HV, BVA, BK]
-    if cache.per_key:
-        gq, gk = qn * np.exp(Gn), kn * np.exp(Gn)
+    tok, isk, colr = verify_row_roles(T, cache.delta)
+    qrows = np.where(isk, -1, tok)
+    X = _stacked(q, nt, qrows, BK)
+    if cache.delta:
+        X = np.where(isk[:, None], _stacked(k, nt, np.where(isk, tok, -1), BK), X)
+        Xc = X
     else:
-        gam = np.exp(Gn)[..., None]
-        gq, gk = qn * gam, kn * gam
-    Pq = _dot(gq, sw(S))                                                            # [n, HV, TP, BVA]
+        Xc = _stacked(k, nt, tok, BK)
+    crows = np.where(colr, tok, -1)
+    Vc = _stacked(v, nt, crows, BVA)
+    bts = _stacked(beta[..., None], nt, crows, 1)[..., 0] if cache.delta else None
+    Gs, C, W = _window_terms(cache, slots, h, nt, T, X, Xc, g, tok)
+    S = _pad_rows(_np(cache.lp.decode(slots), BK), 2, BVA)                       # [n, HV, BVA, BK]
+    gX = X * np.exp(Gs) if cache.per_key else X * np.exp(Gs)[..., None]
+    P = _dot(gX, sw(S))                                                             # [n, HV, TR, BVA]
     Kr, Gr = _ring_keys(cache, slots, h, RP, BK)
     Ur = np.zeros((n, HV, RP, BVA), np.float32)
     ring_u = cache.ring_u if cache.delta else cache.ring_v
     Ur[:, :, :h, :V] = ring_u[slots][:, :, :h].float().cpu().numpy()
-    mj = np.arange(RP) < h
-    tt = np.arange(TP)
     if not cache.per_key:
-        Dq = np.exp(np.minimum(Gn[..., :, None] - Gr[..., None, :], np.float32(0.0)))
-        Cq = _dot(qn, sw(Kr)) * Dq
-        Ck = _dot(kn, sw(Kr)) * Dq
-        Dw = np.exp(np.minimum(Gn[..., :, None] - Gn[..., None, :], np.float32(0.0)))
-        Wq = _dot(qn, sw(kn)) * Dw
-        Wk = _dot(kn, sw(kn)) * Dw
+        C = _dot(X, sw(Kr)) * np.exp(np.minimum(Gs[..., :, None] - Gr[..., None, :], np.float32(0.0)))
+        W = _dot(X, sw(Xc)) * np.exp(np.minimum(Gs[..., :, None] - Gs[..., None, :], np.float32(0.0)))
     zero = np.float32(0.0)
-    Cq, Ck = np.where(mj, Cq, zero), np.where(mj, Ck, zero)
-    Wq = np.where(tt[None, :] <= tt[:, None], Wq, zero)
-    Wk = np.where(tt[None, :] < tt[:, None], Wk, zero)
-    Rq = _dot(Cq, Ur)
+    C = np.where(np.arange(RP) < h, C, zero)
+    keep = colr[None, :] & ((tok[None, :] < tok[:, None]) | (~isk[:, None] & (tok[None, :] == tok[:, None])))
+    W = np.where(keep, W, zero)
+    Z = _dot(C, Ur) + P
     if cache.delta:
-        Pk = _dot(gk, sw(S))
-        Rk = _dot(Ck, Ur)
-        rhs = bt[..., None] * (vn - (Rk + Pk))
-        U = _dot(nilpotent_inverse(Wk * bt[..., None]), rhs)
+        rhs = bts[..., None] * (Vc - Z)
+        U = _dot(nilpotent_inverse(W * bts[..., None]), rhs)
     else:
-        U = vn
-    O = (Rq + Pq) + _dot(Wq, U)
+        U = Vc
+    O = Z + _dot(W, U)
     # ring entries h .. h + nt - 1 (past the committed ones) and the draft buffers
     pos = slice(h, h + nt)
-    G_new = torch.from_numpy(np.ascontiguousarray(Gn[:, :, :nt])).to(dev)
+    wr = np.flatnonzero(colr & (tok < nt))                        # the window rows, in token order
+    G_new = torch.from_numpy(np.ascontiguousarray(Gs[:, :, wr])).to(dev)
     cache.ring_g[slots, :, pos] = G_new[..., :K] if cache.per_key else G_new[..., None]
     kt = k[:, :nt].transpose(1, 2)
     cache.ring_k[slots, :, pos] = kt.to(cache.ring_k.dtype)
     vt = v[:, :nt].transpose(1, 2)
     bt_t = beta[:, :nt].transpose(1, 2)
     if cache.delta:
-        cache.ring_u[slots, :, pos] = torch.from_numpy(np.ascontiguousarray(U[:, :, :nt, :V])).to(dev)
+        cache.ring_u[slots, :, pos] = torch.from_numpy(np.ascontiguousarray(U[:, :, wr, :V])).to(dev)
     if not cached_corrections(cache):
         cache.ring_v[slots, :, pos] = vt.to(cache.ring_v.dtype)
         if cache.delta:
@@ -189,7 +208,8 @@ def verify_rows(cache, slots, h: int, nt: int, q, k, v, g, beta, write_draft: bo
         if cached_corrections(cache):
             cache.draft_v[slots, :, :nt] = vt.to(cache.draft_v.dtype)
             cache.draft_beta[slots, :, :nt] = bt_t
-    return torch.from_numpy(np.ascontiguousarray(O[..., :V])).to(dev).transpose(1, 2)
+    qr = np.array([np.flatnonzero(~isk & (tok == t))[0] for t in range(T)])   # token t's query row
+    return torch.from_numpy(np.ascontiguousarray(O[:, :, qr, :V])).to(dev).transpose(1, 2)
 
 
 def conventional_verify_rows(cache, slots, q, k, v, g, beta):

@@ -1,11 +1,12 @@
 """Speculative verification kernels (DESIGN.md sec. 3, Algorithm 2): replay verify, conventional snapshots, restore.
 
-* :func:`_verify_kernel`, grid ``(cdiv(V, BV), HV, B)``: ``T`` tokens of one (row, head) and ``BV`` value rows,
-  output-only from the read copy and the ring (:mod:`.spec_reference` gives the arithmetic and is its torch mirror,
-  bit for bit under the interpreter). One pass over the read copy serves all T tokens (fp32 ``tl.dot`` with
-  ``input_precision="ieee"``, tokens padded to 16 rows); the window's corrections come from the flush's
-  nilpotent triangular solve (:func:`.flush_math._nilpotent_inverse`); no state is materialised. The T inputs
-  are written to the ring past the committed entries and to the draft buffers.
+* :func:`_verify_kernel`, grid ``(split, HV, B)``: ``T`` tokens of one (row, head), output-only from the read copy
+  and the ring (:mod:`.spec_reference` gives the arithmetic and is its torch mirror, bit for bit under the
+  interpreter). The delta rule's tiles stack each token's query and key rows, so each fp32 ``tl.dot``
+  (``input_precision`` the ``verify_dot`` knob) serves both; the key side (ring and window key products, the
+  window's nilpotent triangular solve, :func:`.flush_math._nilpotent_inverse`) is computed once per program, then
+  one pass over the read copy's value rows in blocks of ``BV`` serves all T tokens; no state is materialised. The
+  T inputs are written to the ring past the committed entries and to the draft buffers.
 * :func:`_conventional_verify_kernel` (the snapshot baseline): one read of the checkpoint, then per token a
   conventional step (:func:`.flush_math._seq_step`), its output, and a rounded snapshot write (re-read, L1/L2, to
   continue from the rounded state).
@@ -27,7 +28,7 @@ from .flush_math import _nilpotent_inverse, _seq_step
 from .launch import _num_sms, launch_options
 from .reference import block_k, cached_corrections
 from .rounding import nvfp4_amax, nvfp4_encode_scale
-from .spec_reference import value_rows, verify_ring_entries, verify_tokens
+from .spec_reference import value_rows, verify_ring_entries, verify_rows_layout
 from .tiles import _load_step_inputs, _load_tile, _store_tile
 
 
@@ -35,25 +36,36 @@ from .tiles import _load_step_inputs, _load_tile, _store_tile
 def _verify_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, ntok_ptr, out_ptr, lp0, lp1, lp2,
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, dg_ptr, dv_ptr, db_ptr, dcnt_ptr,
-    HV, T: tl.constexpr, TP: tl.constexpr, TPLOG: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    C: tl.constexpr, RP: tl.constexpr, TM: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, GK: tl.constexpr,
-    DELTA: tl.constexpr, FMT_LP: tl.constexpr, CACHED: tl.constexpr, ZERO_H: tl.constexpr, DOTP: tl.constexpr,
+    HV, T: tl.constexpr, TH: tl.constexpr, TR: tl.constexpr, TRLOG: tl.constexpr, K: tl.constexpr,
+    V: tl.constexpr, C: tl.constexpr, RP: tl.constexpr, TM: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    NVB: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_LP: tl.constexpr, CACHED: tl.constexpr,
+    ZERO_H: tl.constexpr, DOTP: tl.constexpr,
 ):
     """Verify ``ntok[b] <= T`` tokens (inputs ``[B, T, HV, .]``; ``ntok_ptr`` None: T) of row b, head, value rows
-    ``pv * BV ..``: outputs ``out [B, T, HV, V]``, ring entries ``h .. h + ntok - 1`` (``h`` = the slot's
-    committed count, or 0 with ``ZERO_H``: the committed tail after a flush; ring capacity ``C``), with ``dg_ptr``
-    (else None) the draft buffers ``[S, HV, TM, .]`` and the slot's pending count ``dcnt[slot] = T``. Padded rows
-    (slot < 0): zero outputs. ``DOTP``: input precision of every ``tl.dot`` (``"ieee"`` or ``"tf32x3"``)."""
+    ``pv * NVB * BV ..`` in ``NVB`` blocks of ``BV``: outputs ``out [B, T, HV, V]``, ring entries ``h .. h + ntok - 1``
+    (``h`` = the slot's committed count, or 0 with ``ZERO_H``: the committed tail after a flush; ring capacity
+    ``C``), with ``dg_ptr`` (else None) the draft buffers ``[S, HV, TM, .]`` and the slot's pending count
+    ``dcnt[slot] = T``. Tiles of ``TR`` stacked rows (:func:`.spec_reference.verify_rows_layout`: with the delta
+    rule token t's query in row t and its key in row ``TH + t``); the key side (ring and window products, the
+    solve's matrix) once per program, the value side per block. Padded rows (slot < 0): zero outputs. ``DOTP``:
+    input precision of every ``tl.dot`` (``"ieee"`` or ``"tf32x3"``)."""
     DRAFT: tl.constexpr = dg_ptr is not None
     pv = tl.program_id(0)
     head = tl.program_id(1)
     b = tl.program_id(2)
-    offs_v = pv * BV + tl.arange(0, BV)
-    mv = offs_v < V
     offs_k = tl.arange(0, BK)
     mk = offs_k < K
-    offs_t = tl.arange(0, TP)
-    rows = (b.to(tl.int64) * T + offs_t) * HV + head                 # the tokens' input rows [TP]
+    offs_r = tl.arange(0, TR)
+    if DELTA:
+        isk = offs_r >= TH
+    else:
+        isk = offs_r < 0
+    tok = tl.where(isk, offs_r - TH, offs_r)                                # the row's token
+    if DELTA:
+        colr = isk                                                          # rows holding a window entry
+    else:
+        colr = offs_r >= 0
+    rows = (b.to(tl.int64) * T + tok) * HV + head                           # the rows' input rows [TR]
     slot = tl.load(idx_ptr + b).to(tl.int64)
     if ntok_ptr is None:
         nt = T
@@ -61,9 +73,12 @@ def _verify_kernel(
         nt = tl.load(ntok_ptr + b)
     if DRAFT:
         tl.store(dcnt_ptr + slot, T, mask=(slot >= 0) & (pv == 0) & (head == 0))
+    mq = (~isk) & (tok < T)                                                 # the output rows
     if slot < 0:
-        tl.store(out_ptr + rows[:, None] * V + offs_v[None, :], tl.zeros([TP, BV], dtype=tl.float32),
-                 mask=(offs_t < T)[:, None] & mv[None, :])
+        for vb in range(NVB):
+            offs_v = (pv * NVB + vb) * BV + tl.arange(0, BV)
+            tl.store(out_ptr + rows[:, None] * V + offs_v[None, :], tl.zeros([TR, BV], dtype=tl.float32),
+                     mask=mq[:, None] & (offs_v < V)[None, :])
     elif nt > 0:
         sh = slot * HV + head
         ring0 = sh * C
@@ -71,113 +86,119 @@ def _verify_kernel(
             h = 0
         else:
             h = tl.load(cnt_ptr + slot)
-        mt = offs_t < nt
+        mt = tok < nt
         mtk = mt[:, None] & mk[None, :]
-        mtv = mt[:, None] & mv[None, :]
-        Q = tl.load(q_ptr + rows[:, None] * K + offs_k[None, :], mask=mtk, other=0.0).to(tl.float32)
-        Kn = tl.load(k_ptr + rows[:, None] * K + offs_k[None, :], mask=mtk, other=0.0).to(tl.float32)
-        Vn = tl.load(v_ptr + rows[:, None] * V + offs_v[None, :], mask=mtv, other=0.0).to(tl.float32)
+        X = tl.load(q_ptr + rows[:, None] * K + offs_k[None, :], mask=mtk & (~isk)[:, None], other=0.0).to(tl.float32)
         if DELTA:
-            bt = tl.load(beta_ptr + rows, mask=mt, other=0.0).to(tl.float32)
+            Xk = tl.load(k_ptr + rows[:, None] * K + offs_k[None, :], mask=mtk & isk[:, None], other=0.0)
+            X = tl.where(isk[:, None], Xk.to(tl.float32), X)
+            Xc = X
+            bts = tl.load(beta_ptr + rows, mask=mt & colr, other=0.0).to(tl.float32)
+        else:
+            Xc = tl.load(k_ptr + rows[:, None] * K + offs_k[None, :], mask=mtk, other=0.0).to(tl.float32)
+        mw = mt & colr                                                      # the window rows
         offs_j = tl.arange(0, RP)
         mj = offs_j < h
         ej = ring0 + offs_j
         Kr = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mj[:, None] & mk[None, :],
                      other=0.0).to(tl.float32)
-        if DELTA:
-            Ur = tl.load(ru_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :], other=0.0)
-        else:
-            Ur = tl.load(rv_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :],
-                         other=0.0).to(tl.float32)
-        # cumulative log decays G_{h+t} = G_{h+t-1} + g_t, token by token (the ring's fp32 order); per-key decays
-        # (kda): the ring and window key products of token t in the same loop (decays inside the key sums)
+        # cumulative log decays G_{h+t} = G_{h+t-1} + g_t, token by token (the ring's fp32 order), on both rows of
+        # a token; per-key decays (kda): the ring and window key products of token t's rows in the same loop
         if GK == 1:
             Gr = tl.load(rg_ptr + ej, mask=mj, other=0.0)
             Gprev = tl.load(rg_ptr + ring0 + h - 1, mask=h > 0, other=0.0)
-            Gn = tl.zeros([TP], dtype=tl.float32)
+            Gs = tl.zeros([TR], dtype=tl.float32)
             for t in tl.static_range(T):
                 Gprev = Gprev + tl.load(g_ptr + (b.to(tl.int64) * T + t) * HV + head, mask=t < nt, other=0.0)
-                Gn = tl.where(offs_t == t, Gprev, Gn)
-            gam = tl.exp(Gn)
-            gQ = Q * gam[:, None]
-            gK = Kn * gam[:, None]
-            Dq = tl.exp(tl.minimum(Gn[:, None] - Gr[None, :], 0.0))   # padded token rows: G 0, no overflow
-            Cq = tl.dot(Q, tl.trans(Kr), input_precision=DOTP) * Dq
-            Ck = tl.dot(Kn, tl.trans(Kr), input_precision=DOTP) * Dq
-            Dw = tl.exp(tl.minimum(Gn[:, None] - Gn[None, :], 0.0))
-            Wq = tl.dot(Q, tl.trans(Kn), input_precision=DOTP) * Dw
-            Wk = tl.dot(Kn, tl.trans(Kn), input_precision=DOTP) * Dw
+                Gs = tl.where(tok == t, Gprev, Gs)
+            gX = X * tl.exp(Gs)[:, None]
+            Dq = tl.exp(tl.minimum(Gs[:, None] - Gr[None, :], 0.0))   # padded rows: G 0, no overflow
+            Cm = tl.dot(X, tl.trans(Kr), input_precision=DOTP) * Dq
+            Dw = tl.exp(tl.minimum(Gs[:, None] - Gs[None, :], 0.0))
+            W = tl.dot(X, tl.trans(Xc), input_precision=DOTP) * Dw
         else:
             Gr = tl.load(rg_ptr + ej[:, None] * GK + offs_k[None, :], mask=mj[:, None] & mk[None, :], other=0.0)
             Gprev = tl.load(rg_ptr + (ring0 + h - 1) * GK + offs_k, mask=mk & (h > 0), other=0.0)
-            Gn = tl.zeros([TP, BK], dtype=tl.float32)
-            Cq = tl.zeros([TP, RP], dtype=tl.float32)
-            Ck = tl.zeros([TP, RP], dtype=tl.float32)
-            Wq = tl.zeros([TP, TP], dtype=tl.float32)
-            Wk = tl.zeros([TP, TP], dtype=tl.float32)
+            Gs = tl.zeros([TR, BK], dtype=tl.float32)
+            Cm = tl.zeros([TR, RP], dtype=tl.float32)
+            W = tl.zeros([TR, TR], dtype=tl.float32)
             for t in tl.static_range(T):
                 row = (b.to(tl.int64) * T + t) * HV + head
                 mtt = mk & (t < nt)
                 Gprev = Gprev + tl.load(g_ptr + row * K + offs_k, mask=mtt, other=0.0)
-                sel = (offs_t == t)[:, None]
-                Gn = tl.where(sel, Gprev[None, :], Gn)
-                qt = tl.load(q_ptr + row * K + offs_k, mask=mtt, other=0.0).to(tl.float32)
-                kt = tl.load(k_ptr + row * K + offs_k, mask=mtt, other=0.0).to(tl.float32)
+                Gs = tl.where((tok == t)[:, None], Gprev[None, :], Gs)
                 dec = tl.exp(tl.minimum(Gprev[None, :] - Gr, 0.0))
-                Cq = tl.where(sel, tl.sum(Kr * dec * qt[None, :], 1)[None, :], Cq)
-                Ck = tl.where(sel, tl.sum(Kr * dec * kt[None, :], 1)[None, :], Ck)
-                dw = tl.exp(tl.minimum(Gprev[None, :] - Gn, 0.0))
-                Wq = tl.where(sel, tl.sum(Kn * dw * qt[None, :], 1)[None, :], Wq)
-                Wk = tl.where(sel, tl.sum(Kn * dw * kt[None, :], 1)[None, :], Wk)
-            eg = tl.exp(Gn)
-            gQ = Q * eg
-            gK = Kn * eg
-        Cq = tl.where(mj[None, :], Cq, 0.0)
-        Ck = tl.where(mj[None, :], Ck, 0.0)
-        Wq = tl.where(offs_t[None, :] <= offs_t[:, None], Wq, 0.0)
-        Wk = tl.where(offs_t[None, :] < offs_t[:, None], Wk, 0.0)
-        # one pass over the read copy's value rows for all T tokens
-        S = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)   # [BV, BK]
-        Pq = tl.dot(gQ, tl.trans(S), input_precision=DOTP)                          # [TP, BV]
-        Rq = tl.dot(Cq, Ur, input_precision=DOTP)
+                dw = tl.exp(tl.minimum(Gprev[None, :] - Gs, 0.0))
+                qt = tl.load(q_ptr + row * K + offs_k, mask=mtt, other=0.0).to(tl.float32)
+                selq = (offs_r == t)[:, None]
+                Cm = tl.where(selq, tl.sum(Kr * dec * qt[None, :], 1)[None, :], Cm)
+                W = tl.where(selq, tl.sum(Xc * dw * qt[None, :], 1)[None, :], W)
+                if DELTA:
+                    kt = tl.load(k_ptr + row * K + offs_k, mask=mtt, other=0.0).to(tl.float32)
+                    selk = (offs_r == TH + t)[:, None]
+                    Cm = tl.where(selk, tl.sum(Kr * dec * kt[None, :], 1)[None, :], Cm)
+                    W = tl.where(selk, tl.sum(Xc * dw * kt[None, :], 1)[None, :], W)
+            gX = X * tl.exp(Gs)
+        Cm = tl.where(mj[None, :], Cm, 0.0)
+        keep = colr[None, :] & ((tok[None, :] < tok[:, None]) | ((~isk)[:, None] & (tok[None, :] == tok[:, None])))
+        W = tl.where(keep, W, 0.0)
         if DELTA:
-            Pk = tl.dot(gK, tl.trans(S), input_precision=DOTP)
-            Rk = tl.dot(Ck, Ur, input_precision=DOTP)
-            rhs = bt[:, None] * (Vn - (Rk + Pk))
-            U = tl.dot(_nilpotent_inverse(Wk * bt[:, None], TP, TPLOG, DOTP), rhs, input_precision=DOTP)
-        else:
-            U = Vn
-        O = (Rq + Pq) + tl.dot(Wq, U, input_precision=DOTP)
-        tl.store(out_ptr + rows[:, None] * V + offs_v[None, :], O, mask=mtv)
-        # the window's entries past the committed ones (ring positions h + t) and the draft buffers
-        eh = ring0 + h + offs_t
-        if DELTA:
-            tl.store(ru_ptr + eh[:, None] * V + offs_v[None, :], U, mask=mtv)
-        if not CACHED:
-            tl.store(rv_ptr + eh[:, None] * V + offs_v[None, :], Vn.to(rv_ptr.dtype.element_ty), mask=mtv)
-        lead = pv == 0
-        tl.store(rk_ptr + eh[:, None] * K + offs_k[None, :], Kn.to(rk_ptr.dtype.element_ty), mask=mtk & lead)
-        ed = sh * TM + offs_t
+            Minv = _nilpotent_inverse(W * bts[:, None], TR, TRLOG, DOTP)
+        # the value side, block by block: one pass over the read copy's rows for all T tokens (and their keys)
+        for vb in range(NVB):
+            offs_v = (pv * NVB + vb) * BV + tl.arange(0, BV)
+            mv = offs_v < V
+            mwv = mw[:, None] & mv[None, :]
+            if DELTA:
+                Ur = tl.load(ru_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :], other=0.0)
+            else:
+                Ur = tl.load(rv_ptr + ej[:, None] * V + offs_v[None, :], mask=mj[:, None] & mv[None, :],
+                             other=0.0).to(tl.float32)
+            Vc = tl.load(v_ptr + rows[:, None] * V + offs_v[None, :], mask=mwv, other=0.0).to(tl.float32)
+            S = _load_tile(lp0, lp1, lp2, sh, offs_v, offs_k, mv, mk, K, V, FMT_LP, BK)   # [BV, BK]
+            Z = tl.dot(Cm, Ur, input_precision=DOTP) + tl.dot(gX, tl.trans(S), input_precision=DOTP)   # [TR, BV]
+            if DELTA:
+                U = tl.dot(Minv, bts[:, None] * (Vc - Z), input_precision=DOTP)
+            else:
+                U = Vc
+            O = Z + tl.dot(W, U, input_precision=DOTP)
+            tl.store(out_ptr + rows[:, None] * V + offs_v[None, :], O, mask=(mq & mt)[:, None] & mv[None, :])
+            # the window's entries past the committed ones (ring positions h + t)
+            eh = ring0 + h + tok
+            if DELTA:
+                tl.store(ru_ptr + eh[:, None] * V + offs_v[None, :], U, mask=mwv)
+            if not CACHED:
+                tl.store(rv_ptr + eh[:, None] * V + offs_v[None, :], Vc.to(rv_ptr.dtype.element_ty), mask=mwv)
+            if DRAFT:
+                if CACHED:
+                    ed = sh * TM + tok
+                    tl.store(dv_ptr + ed[:, None] * V + offs_v[None, :], Vc.to(dv_ptr.dtype.element_ty), mask=mwv)
+        # the key side's entries and the draft buffers, once per (row, head)
+        eh = ring0 + h + tok
+        lead = mw & (pv == 0)
+        tl.store(rk_ptr + eh[:, None] * K + offs_k[None, :], Xc.to(rk_ptr.dtype.element_ty),
+                 mask=lead[:, None] & mk[None, :])
+        ed = sh * TM + tok
         if GK == 1:
-            tl.store(rg_ptr + eh, Gn, mask=mt & lead)
+            tl.store(rg_ptr + eh, Gs, mask=lead)
         else:
-            tl.store(rg_ptr + eh[:, None] * GK + offs_k[None, :], Gn, mask=mtk & lead)
+            tl.store(rg_ptr + eh[:, None] * GK + offs_k[None, :], Gs, mask=lead[:, None] & mk[None, :])
         if DELTA and not CACHED:
-            tl.store(rb_ptr + eh, bt, mask=mt & lead)
+            tl.store(rb_ptr + eh, bts, mask=lead)
         if DRAFT:
             if GK == 1:
-                graw = tl.load(g_ptr + rows, mask=mt, other=0.0)
-                tl.store(dg_ptr + ed, graw, mask=mt & lead)
+                graw = tl.load(g_ptr + rows, mask=lead, other=0.0)
+                tl.store(dg_ptr + ed, graw, mask=lead)
             else:
-                graw = tl.load(g_ptr + rows[:, None] * K + offs_k[None, :], mask=mtk, other=0.0)
-                tl.store(dg_ptr + ed[:, None] * GK + offs_k[None, :], graw, mask=mtk & lead)
+                graw = tl.load(g_ptr + rows[:, None] * K + offs_k[None, :], mask=lead[:, None] & mk[None, :],
+                               other=0.0)
+                tl.store(dg_ptr + ed[:, None] * GK + offs_k[None, :], graw, mask=lead[:, None] & mk[None, :])
             if CACHED:
-                tl.store(dv_ptr + ed[:, None] * V + offs_v[None, :], Vn.to(dv_ptr.dtype.element_ty), mask=mtv)
-                tl.store(db_ptr + ed, bt, mask=mt & lead)
+                tl.store(db_ptr + ed, bts, mask=lead)
 
 
 def verify_block_v(cache, batch: int) -> int:
-    """Value rows per verify program: the whole head on the CPU (the torch mirror's shapes); on the GPU 64, halved
+    """Value rows per verify block: the whole head on the CPU (the torch mirror's shapes); on the GPU 64, halved
     to 32 while the grid has fewer than 2 programs per SM (``block_v`` knob: an override; why: docs/TUNING.md)."""
     full = value_rows(cache.head_v)
     if cache.knobs.block_v:
@@ -188,6 +209,13 @@ def verify_block_v(cache, batch: int) -> int:
     if bv > 32 and batch * cache.num_heads * triton.cdiv(cache.head_v, bv) < 2 * _num_sms(cache.device):
         bv = 32
     return bv
+
+
+def verify_split(cache, blocks: int) -> int:
+    """Programs per (row, head) over its ``blocks`` value blocks: each computes the key side once and loops over
+    ``blocks / split`` blocks; the ``verify_split`` knob (a power of two, capped at ``blocks``) or 1 (why:
+    docs/TUNING.md)."""
+    return min(blocks, cache.knobs.verify_split or 1)
 
 
 def verify_warps(cache) -> int:
@@ -206,21 +234,24 @@ def triton_verify(cache, slots, q, k, v, g, beta, counts, write_draft: bool, out
     lp = cache.lp.kernel_tensors()
     cached = cached_corrections(cache)
     BV = verify_block_v(cache, B)
-    TP = verify_tokens(T)
+    blocks = triton.cdiv(V, BV)
+    split = verify_split(cache, blocks)
+    TH, TR = verify_rows_layout(T, cache.delta)
     C = cache.ring_k.shape[2]
     bk = block_k(cache.head_k)
     warps = verify_warps(cache)
     draft = dict(dg_ptr=cache.draft_g, dv_ptr=cache.draft_v if cached else None,
                  db_ptr=cache.draft_beta if cached else None, dcnt_ptr=cache.draft_count) if write_draft else \
         dict(dg_ptr=None, dv_ptr=None, db_ptr=None, dcnt_ptr=None)
-    _verify_kernel[(triton.cdiv(V, BV), HV, B)](
+    _verify_kernel[(split, HV, B)](
         q_ptr=q, k_ptr=k, v_ptr=v, g_ptr=g, beta_ptr=beta if cache.delta else None, idx_ptr=slots,
         ntok_ptr=counts, out_ptr=out, lp0=lp[0], lp1=lp[1], lp2=lp[2], rg_ptr=cache.ring_g, rk_ptr=cache.ring_k,
         rv_ptr=None if cached else cache.ring_v, rb_ptr=cache.ring_beta if cache.delta and not cached else None,
-        ru_ptr=cache.ring_u, cnt_ptr=cache.ring_count, **draft, HV=HV, T=T, TP=TP, TPLOG=TP.bit_length() - 1,
-        K=cache.head_k, V=V, C=C, RP=verify_ring_entries(C), TM=cache.max_draft, BK=bk, BV=BV,
-        GK=cache.head_k if cache.per_key else 1, DELTA=cache.delta, FMT_LP=FORMAT_CODE[cache.spec.read.name],
-        CACHED=cached, ZERO_H=zero_h, DOTP=cache.knobs.verify_dot or "ieee", **launch_options(v.device, warps))
+        ru_ptr=cache.ring_u, cnt_ptr=cache.ring_count, **draft, HV=HV, T=T, TH=TH, TR=TR,
+        TRLOG=TR.bit_length() - 1, K=cache.head_k, V=V, C=C, RP=verify_ring_entries(C), TM=cache.max_draft, BK=bk,
+        BV=BV, NVB=triton.cdiv(blocks, split), GK=cache.head_k if cache.per_key else 1, DELTA=cache.delta,
+        FMT_LP=FORMAT_CODE[cache.spec.read.name], CACHED=cached, ZERO_H=zero_h, DOTP=cache.knobs.verify_dot or "ieee",
+        **launch_options(v.device, warps))
     return out
 
 

@@ -6,7 +6,7 @@ recorder in this script), then the bundled ``ptxas -v`` reads the PTX. The inter
 compile errors); a row here is what a GPU launch of that config would get. Prints one table:
 
     python scripts/ptxas_report.py [--families mamba2,gdn,kda] [--specs fp32,nvfp4/fp16] [--block-v 16,32,64]
-                                   [--warps 4,8,16] [--dots ieee,tf32x3] [--csv OUT.csv]
+                                   [--split 1,2] [--warps 4,8,16] [--dots ieee,tf32x3] [--csv OUT.csv]
 
 Occupancy follows from the table: 65536 registers per SM, so a program of W warps at R registers leaves
 ``65536 // (32 W R)`` programs per SM; 228 KB of shared memory per SM bounds it too.
@@ -99,6 +99,7 @@ def main(argv=None):
     p.add_argument("--families", default="mamba2,gdn,kda")
     p.add_argument("--specs", default="fp32,nvfp4/fp16")
     p.add_argument("--block-v", default="16,32,64")
+    p.add_argument("--split", default="1", help="programs per (row, head) over its V-blocks (verify_split)")
     p.add_argument("--warps", default="4,8,16")
     p.add_argument("--dots", default="ieee", help="dot input precisions (the verify_dot knob)")
     p.add_argument("--csv", default=None)
@@ -108,11 +109,14 @@ def main(argv=None):
         for spec in a.specs.split(","):
             kw = verify_launch_kwargs(fam, spec)
             for bv in map(int, a.block_v.split(",")):
-                for w in map(int, a.warps.split(",")):
-                    for dot in a.dots.split(","):
-                        rows.append(dict(family=fam, spec=spec, block_v=bv, warps=w, dot=dot,
-                                         **ptxas_info(verify._verify_kernel, dict(kw, BV=bv, DOTP=dot), w)))
-                        print(rows[-1], flush=True)
+                blocks = triton.cdiv(SHAPES[fam]["head_v"], bv)
+                for split in sorted({min(int(x), blocks) for x in a.split.split(",")}):
+                    nvb = triton.cdiv(blocks, split)
+                    for w in map(int, a.warps.split(",")):
+                        for dot in a.dots.split(","):
+                            info = ptxas_info(verify._verify_kernel, dict(kw, BV=bv, NVB=nvb, DOTP=dot), w)
+                            rows.append(dict(family=fam, spec=spec, block_v=bv, split=split, warps=w, dot=dot, **info))
+                            print(rows[-1], flush=True)
     df = pd.DataFrame(rows)
     print(df.to_string(index=False))
     if a.csv:

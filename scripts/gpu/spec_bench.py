@@ -50,21 +50,28 @@ def main(argv=None):
     p.add_argument("--sweep-warps", type=_list(int), default=[4, 8, 16], help="--sweep-verify: warps per program")
     p.add_argument("--sweep-dots", type=_list(str), default=["ieee"],
                    help="--sweep-verify: dot precisions (ieee, tf32x3)")
+    p.add_argument("--sweep-split", type=_list(int), default=[1],
+                   help="--sweep-verify: programs per (row, head) over its V-blocks (verify_split)")
+    p.add_argument("--verify-config", default=None,
+                   help="a --sweep-verify CSV: the replay caches of each family use its fastest config within 1e-5 "
+                        "of the oracle")
     args = p.parse_args(argv)
     try:
-        from replayssm_quant.kernels.spec_bench import run_spec_bench, verify_tile_sweep
+        from replayssm_quant.kernels.spec_bench import run_spec_bench, sweep_knobs, verify_tile_sweep
     except ImportError:
         sys.exit("replayssm_quant is not importable: run `source scripts/gpu/setup.sh` from the repository root first")
     if args.sweep_verify:
         df = verify_tile_sweep(args.out, families=tuple(args.families or ("mamba2", "gdn", "kda")),
                                specs=tuple(args.specs or ("fp32",)), block_vs=tuple(args.sweep_block_v),
-                               warps=tuple(args.sweep_warps), dots=tuple(args.sweep_dots), cpu_smoke=args.cpu_smoke)
+                               warps=tuple(args.sweep_warps), dots=tuple(args.sweep_dots),
+                               splits=tuple(args.sweep_split), cpu_smoke=args.cpu_smoke)
         print(df.to_string(index=False))
         return 0
     try:
         run_spec_bench(args.out, families=args.families, specs=args.specs, batches=args.batches,
                        drafts=args.drafts, rates=args.rates, window=args.window, rep_ms=args.rep_ms,
-                       cpu_smoke=args.cpu_smoke, resume=args.resume, budget_s=args.budget_s)
+                       cpu_smoke=args.cpu_smoke, resume=args.resume, budget_s=args.budget_s,
+                       knobs=sweep_knobs(args.verify_config) if args.verify_config else None)
     except ValueError as e:
         print(f"spec_bench: error: {e}", file=sys.stderr)
         return 2
