@@ -1,0 +1,54 @@
+"""scripts/gpu/read_ceiling.py, launch_floor.py and profile_step.py: their CPU smoke runs (the interpreter, tiny shapes)
+write their tables, and the format reads and stand-in kernels compute what they claim (checked inside the scripts
+against torch: the decoded state times x, the slot's state times q, the written-back tiles)."""
+
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke runs")
+
+
+def _run(script, args):
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu", script), *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=600)
+
+
+def test_read_ceiling_format_reads(tmp_path):
+    r = _run("read_ceiling.py", ["--cpu-smoke", "--formats", "fp32,fp16,fp8,int8,nvfp4", "--out", str(tmp_path)])
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = pd.read_csv(tmp_path / "read_ceiling.csv")
+    assert [k.split()[0] for k in df.kernel] == ["fp32", "fp16", "fp8", "int8", "nvfp4"]
+    mb = df.set_index(df.kernel.str.split().str[0]).MB   # stored bytes: codes and scales
+    assert mb["fp32"] == 2 * mb["fp16"] and mb["fp8"] == mb["int8"] == pytest.approx(mb["fp32"] / 4 * (1 + 4 / 128))
+    assert mb["nvfp4"] == pytest.approx(mb["fp32"] * 4.5 / 32 + 4 * 4 / 1e6)
+    r = _run("read_ceiling.py", ["--cpu-smoke", "--formats", "fp5", "--out", str(tmp_path)])
+    assert r.returncode != 0 and "unknown format" in r.stderr
+
+
+def test_launch_floor(tmp_path):
+    r = _run("launch_floor.py", ["--cpu-smoke", "--out", str(tmp_path)])
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = pd.read_csv(tmp_path / "launch_floor.csv")
+    assert len(df) == 8 and (df.us_per_step > 0).all()
+    assert df[df.variant.str.contains("advance")].launches_per_step.eq(2).all()
+    read_mb = df[df.variant.str.startswith("read (")].state_MB.item()
+    assert read_mb > 0 and (df[df.variant.str.startswith("read+write")].state_MB == 2 * read_mb).all()
+
+
+def test_profile_step_stagger_and_ncu_window(tmp_path):
+    args = ["--cpu-smoke", "--families", "gdn", "--specs", "nvfp4/fp16", "--window", "4", "--no-conventional"]
+    r = _run("profile_step.py", args + ["--batch", "1,2", "--rounds", "1", "--stagger", "--out", str(tmp_path / "p")])
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = pd.read_csv(tmp_path / "p" / "profile.csv")
+    assert set(df["mode"]) == {"replay", "replay staggered"} and set(df.batch) == {1, 2}
+    assert not (tmp_path / "p" / "profile.partial.csv").exists()
+    r = _run("profile_step.py", args + ["--batch", "2", "--rounds", "0", "--ncu-window", "--out", str(tmp_path / "n")])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not (tmp_path / "n" / "profile.csv").exists()   # (no table: the steps are for an outside profiler)
