@@ -52,3 +52,23 @@ def test_profile_step_stagger_and_ncu_window(tmp_path):
     r = _run("profile_step.py", args + ["--batch", "2", "--rounds", "0", "--ncu-window", "--out", str(tmp_path / "n")])
     assert r.returncode == 0, r.stderr[-2000:]
     assert not (tmp_path / "n" / "profile.csv").exists()   # (no table: the steps are for an outside profiler)
+
+
+def test_limits_summary_reads_an_ncu_raw_export(tmp_path):
+    """A raw export as ``ncu -i R --page raw --csv --print-units base`` writes it (a message line, the header, the
+    units row, one row per launch) -> the summary's MB, microseconds, GB/s and stall order."""
+    (tmp_path / "x_raw.csv").write_text(
+        "==WARNING== something\n"
+        '"ID","Kernel Name","Grid Size","gpu__time_duration.sum","dram__bytes_read.sum","dram__bytes_write.sum",'
+        '"launch__registers_per_thread","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",'
+        '"smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"\n'
+        '"","","","nsecond","byte","byte","register/thread","ratio","ratio"\n'
+        '"0","_nonflush_kernel","(1, 32, 256)","85,000","300000000","40000000","128","7.5","1.25"\n')
+    (tmp_path / "failed_raw.csv").write_text("==ERROR== no counters\n")
+    r = _run("limits_summary.py", [str(tmp_path)])
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = pd.read_csv(tmp_path / "ncu_summary.csv")
+    row = df.iloc[0]
+    assert len(df) == 1 and row.kernel == "_nonflush_kernel" and row.us == 85.0 and row.dram_read_MB == 300.0
+    assert row.dram_GBps == pytest.approx(340e6 / 85e-6 / 1e9) and row.regs_per_thread == 128
+    assert row.top_stalls == "long_scoreboard 7.5, wait 1.2"
