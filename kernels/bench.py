@@ -434,8 +434,9 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
               sweep_maxnreg=(128, 0), sweep_specs=("fp32", "nvfp4/fp16"), sweep_families=("gdn",),
               split_flush=None, resume=False, ring_dtype="float32"):
     """Run the whole benchmark and write the report; returns the results DataFrame.
-    Measurements are appended to ``out/results.partial.csv`` as they finish; ``resume`` keeps the rows of
-    that file (a run cut short) and times only the missing (family, spec, mode, batch) configurations.
+    The device checks go to ``out/correctness.csv`` before any timing; the fla anchors are timed first, then every
+    configuration. Measurements are appended to ``out/results.partial.csv`` as they finish; ``resume`` keeps the
+    rows of that file (a run cut short) and times only the missing (family, spec, mode, batch) configurations.
 
     ``split_flush`` (None = the launcher's heuristic, True/False forced): replay step as separate launches
     (non-flush rows, flush rows) or one fused kernel, for the main table (column ``split_flush``).
@@ -471,9 +472,15 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
                             steps=None if device.type == "cuda" else window + 2)
     fla_fams = _fla_families(families, device, notes)
     os.makedirs(out, exist_ok=True)
+    pd.DataFrame(corr).to_csv(os.path.join(out, "correctness.csv"), index=False)   # (a run cut short keeps them)
     partial = os.path.join(out, "results.partial.csv")
     rows = _resumed_rows(partial, resume, notes)
     done = {(r["family"], r["spec"], r["mode"], int(r["batch"])) for r in rows}
+    # the fla anchors first (a run cut short keeps them with its other measurements, --resume)
+    fla_todo = [(f, b) for f in fla_fams for b in batches if (f, "fla fp32", "fla fused_recurrent", b) not in done]
+    rows += _fla_rows(fla_todo, shapes, window, timer, device, bw["best"], notes)
+    if rows:
+        pd.DataFrame(rows).to_csv(partial, index=False)
     todo = [(f, b, s, m) for f in families for b in batches for (s, m) in configs(specs)
             if (f, s, m, b) not in done]
     knobs = dict(block_v=block_v, flush_block_v=flush_block_v, maxnreg=maxnreg, split_flush=split_flush)
@@ -486,8 +493,6 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
                                       ring_dtype=RING_DTYPES[ring_dtype]), copy_GBps=bw["best"]))
         pd.DataFrame(rows).to_csv(partial, index=False)   # a run cut short keeps what it measured (--resume)
     del x
-    fla_todo = [(f, b) for f in fla_fams for b in batches if (f, "fla fp32", "fla fused_recurrent", b) not in done]
-    rows += _fla_rows(fla_todo, shapes, window, timer, device, bw["best"], notes)
     df = pd.DataFrame(rows)
     add_ratios(df)
     if not df.finite.all():

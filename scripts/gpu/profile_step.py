@@ -1,16 +1,25 @@
 """Where a decode step's time goes, per kernel launch (GPU): the CUDA time of each Triton kernel of the step.
 
-For each (family, spec, mode) at one batch: L rounds of the step on one slot group (so every slot goes through
+For each (family, spec, mode) at each batch: L rounds of the step on one slot group (so every slot goes through
 its L - 1 non-flush steps and one flush), timed under torch.profiler (CUDA activity, no CUDA graph: the
-per-kernel times are what matters here, launch gaps are not counted). Prints one table (kernel, launches,
-total and per-step microseconds) and writes it to ``OUT/profile.md`` / ``.csv``.
+per-kernel times are what matters here, launch gaps are not counted). ``--stagger``: the replay specs also with
+the slots' ring positions spread as in the bench's staggered rows (``kernels.bench.stagger_slots``: B / L rows
+flush on every step; mode ``replay staggered``). Prints one table (kernel, launches, total and per-step
+microseconds) and writes it to ``OUT/profile.md`` / ``.csv``.
 
-    source scripts/gpu/setup.sh && python3 scripts/gpu/profile_step.py --out "$OUT/profile"
+    source scripts/gpu/setup.sh && python3 scripts/gpu/profile_step.py --out "$OUT/profile" [--batch 1,256]
 
 Under Nsight Compute (``--rounds 0``: warm-up steps only; the 16th ``_flush_kernel`` launch flushes every row):
 
     ncu --clock-control none -k regex:_flush_kernel --launch-skip 15 --launch-count 1 --section SpeedOfLight \
         python3 scripts/gpu/profile_step.py --out /tmp/p --families gdn --specs fp32 --rounds 0
+
+``--rounds 0 --ncu-window``: after the warm-up, L - 2 more steps, then the last non-flush step (ring count
+L - 2) and the flush step of every replay spec between ``cudaProfilerStart`` / ``Stop``, so that
+``ncu --profile-from-start off`` profiles exactly those two steps' launches of each spec and batch (launch order
+per split step: ``_nonflush_kernel``, ``_flush_rows_kernel`` (nvfp4 sub-block items: ``_nvfp4_part_kernel``),
+``_flush_kernel``, ``_advance_kernel``; a fused step: ``_decode_step_kernel``, ``_advance_kernel``); with
+``--stagger`` the same two steps with staggered slots. The call that runs it: ``.gpu/calls/call_h28.sh`` (issue 28).
 """
 
 from __future__ import annotations
@@ -24,14 +33,18 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
-from replayssm_quant.kernels.bench import RING_DTYPES, SHAPES, _fill_states, bench_inputs  # noqa: E402
+from replayssm_quant.kernels.bench import (CPU_SMOKE_SHAPES, RING_DTYPES, SHAPES, _fill_states, bench_inputs,  # noqa: E402
+                                           stagger_slots)
 from replayssm_quant.kernels.bench_report import write_table  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
 
-def profile_config(family, spec, mode, batch, window, rounds, ring_dtype="float32"):
-    shape = SHAPES[family]
-    dev = torch.device("cuda")
+def profile_config(family, spec, mode, batch, window, rounds, ring_dtype="float32", stagger=False,
+                   ncu_window=False, shapes=SHAPES, device=None):
+    """The per-kernel rows of one configuration (``rounds`` x L profiled steps after 2 L warm-up steps; 0: none,
+    and with ``ncu_window`` the two steps for ``ncu --profile-from-start off``, see the module docstring)."""
+    shape = shapes[family]
+    dev = device or torch.device("cuda")
     cache = SSMStateCache(family, spec, batch, shape["num_heads"], shape["head_k"], shape["head_v"], window=window,
                           mode=mode, device=dev, backend="triton", seed=1, ring_dtype=RING_DTYPES[ring_dtype])
     _fill_states(cache, 7)
@@ -44,17 +57,26 @@ def profile_config(family, spec, mode, batch, window, rounds, ring_dtype="float3
             cache.step(idx, x["q"][t % window], x["k"][t % window], x["v"][t % window], x["g"][t % window],
                        None if x["beta"] is None else x["beta"][t % window], out=out, validate=False)
 
-    steps(2 * window)   # compile + warm up
-    torch.cuda.synchronize()
+    steps(2 * window)   # compile + warm up (the ring counts end where they began: 0)
+    if stagger:
+        stagger_slots(cache, [idx], x, window)
+    _sync(dev)
     if rounds == 0:     # warm-up only: for an outside profiler (ncu), which sees steps 0 .. 2L-1
+        if ncu_window and mode == "replay":
+            steps(window - 2)   # (staggered: every slot's count moves by L - 2 as well)
+            _cuda_profiler(dev, True)
+            steps(2)
+            _sync(dev)
+            _cuda_profiler(dev, False)
         return []
     n = rounds * window
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CUDA if dev.type == "cuda" else ProfilerActivity.CPU]) as prof:
         steps(n)
-        torch.cuda.synchronize()
+        _sync(dev)
     rows = []
+    mode = mode + (" staggered" if stagger else "")
     for e in prof.key_averages():
-        if e.device_type.name != "CUDA" or e.count == 0:
+        if e.count == 0 or (dev.type == "cuda" and e.device_type.name != "CUDA"):   # (CPU smoke: the CPU ops)
             continue
         total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
         rows.append(dict(family=family, spec=spec, mode=mode, batch=batch, kernel=e.key[:60], launches=e.count,
@@ -62,33 +84,65 @@ def profile_config(family, spec, mode, batch, window, rounds, ring_dtype="float3
     return rows
 
 
+def _sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _cuda_profiler(dev, start: bool):
+    """cudaProfilerStart / Stop (what ``ncu --profile-from-start off`` waits for); nothing off the GPU."""
+    if dev.type == "cuda":
+        (torch.cuda.profiler.start if start else torch.cuda.profiler.stop)()
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
     p.add_argument("--families", default="gdn,mamba2,kda")
     p.add_argument("--specs", default="fp32,nvfp4/fp16,nvfp4+sr")
-    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--batch", default="256", help="batch sizes, comma list (default 256)")
     p.add_argument("--window", type=int, default=16)
     p.add_argument("--ring-dtype", choices=tuple(RING_DTYPES), default="float32",
                    help="dtype of the replay rings' k and v (as bench.py --ring-dtype; default float32)")
     p.add_argument("--rounds", type=int, default=4,
                    help="L-step rounds profiled (default 4); 0: only the 2 L warm-up steps, no torch.profiler, no "
                         "table (to run under ncu: the replay step t of a slot group flushes when t %% L == L - 1)")
+    p.add_argument("--ncu-window", action="store_true", help="with --rounds 0: profile (cudaProfilerStart / Stop) "
+                   "the last non-flush step and the flush step of each replay spec (module docstring)")
+    p.add_argument("--stagger", action="store_true", help="also the replay specs with staggered slots (B / L rows "
+                   "flush on every step); with --ncu-window: only staggered")
+    p.add_argument("--no-conventional", action="store_true", help="skip the conventional fp32 rows")
+    p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes in the Triton interpreter (TRITON_INTERPRET=1;"
+                   " CPU op times, a check that the script runs)")
     a = p.parse_args(argv)
-    if not torch.cuda.is_available():
+    batches = [int(b) for b in a.batch.split(",")]
+    if a.cpu_smoke:
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            sys.exit("profile_step.py: --cpu-smoke needs TRITON_INTERPRET=1")
+        dev, shapes = torch.device("cpu"), CPU_SMOKE_SHAPES
+    elif not torch.cuda.is_available():
         sys.exit("profile_step.py needs a CUDA GPU")
+    else:
+        dev, shapes = torch.device("cuda"), SHAPES
     os.makedirs(a.out, exist_ok=True)
     rows = []
-    for fam in a.families.split(","):
-        if a.rounds:    # (--rounds 0: the replay launches only, for ncu)
-            rows += profile_config(fam, "fp32", "conventional", a.batch, a.window, a.rounds)
-        for spec in a.specs.split(","):
-            rows += profile_config(fam, spec, "replay", a.batch, a.window, a.rounds, a.ring_dtype)
+    kw = dict(shapes=shapes, device=dev)
+    for b in batches:
+        for fam in a.families.split(","):
+            if a.rounds and not a.no_conventional:    # (--rounds 0: the replay launches only, for ncu)
+                rows += profile_config(fam, "fp32", "conventional", b, a.window, a.rounds, **kw)
+            for spec in a.specs.split(","):
+                for st in ((True,) if a.ncu_window and a.stagger else (False, True) if a.stagger else (False,)):
+                    rows += profile_config(fam, spec, "replay", b, a.window, a.rounds, a.ring_dtype, stagger=st,
+                                           ncu_window=a.ncu_window, **kw)
+            if rows:
+                pd.DataFrame(rows).to_csv(os.path.join(a.out, "profile.partial.csv"), index=False)
     if a.rounds == 0:
         return
     print(write_table(a.out, "profile", f"Per-kernel CUDA time of a decode step (batch {a.batch}, L = {a.window}, "
-                      f"{a.rounds} x L steps, torch.profiler; ring k, v in {a.ring_dtype})", pd.DataFrame(rows),
-                      torch.device("cuda")))
+                      f"{a.rounds} x L steps, torch.profiler; ring k, v in {a.ring_dtype})", pd.DataFrame(rows), dev))
+    if os.path.exists(os.path.join(a.out, "profile.partial.csv")):
+        os.remove(os.path.join(a.out, "profile.partial.csv"))
 
 
 if __name__ == "__main__":

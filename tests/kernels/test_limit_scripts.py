@@ -1,0 +1,74 @@
+"""scripts/gpu/read_ceiling.py, launch_floor.py and profile_step.py: their CPU smoke runs (the interpreter, tiny shapes)
+write their tables, and the format reads and stand-in kernels compute what they claim (checked inside the scripts
+against torch: the decoded state times x, the slot's state times q, the written-back tiles)."""
+
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke runs")
+
+
+def _run(script, args):
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu", script), *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=600)
+
+
+def test_read_ceiling_format_reads(tmp_path):
+    r = _run("read_ceiling.py", ["--cpu-smoke", "--formats", "fp32,fp16,fp8,int8,nvfp4", "--out", str(tmp_path)])
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = pd.read_csv(tmp_path / "read_ceiling.csv")
+    assert [k.split()[0] for k in df.kernel] == ["fp32", "fp16", "fp8", "int8", "nvfp4"]
+    mb = df.set_index(df.kernel.str.split().str[0]).MB   # stored bytes: codes and scales
+    assert mb["fp32"] == 2 * mb["fp16"] and mb["fp8"] == mb["int8"] == pytest.approx(mb["fp32"] / 4 * (1 + 4 / 128))
+    assert mb["nvfp4"] == pytest.approx(mb["fp32"] * 4.5 / 32 + 4 * 4 / 1e6)
+    r = _run("read_ceiling.py", ["--cpu-smoke", "--formats", "fp5", "--out", str(tmp_path)])
+    assert r.returncode != 0 and "unknown format" in r.stderr
+
+
+def test_launch_floor(tmp_path):
+    r = _run("launch_floor.py", ["--cpu-smoke", "--out", str(tmp_path)])
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = pd.read_csv(tmp_path / "launch_floor.csv")
+    assert len(df) == 8 and (df.us_per_step > 0).all()
+    assert df[df.variant.str.contains("advance")].launches_per_step.eq(2).all()
+    read_mb = df[df.variant.str.startswith("read (")].state_MB.item()
+    assert read_mb > 0 and (df[df.variant.str.startswith("read+write")].state_MB == 2 * read_mb).all()
+
+
+def test_profile_step_stagger_and_ncu_window(tmp_path):
+    args = ["--cpu-smoke", "--families", "gdn", "--specs", "nvfp4/fp16", "--window", "4", "--no-conventional"]
+    r = _run("profile_step.py", args + ["--batch", "1,2", "--rounds", "1", "--stagger", "--out", str(tmp_path / "p")])
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = pd.read_csv(tmp_path / "p" / "profile.csv")
+    assert set(df["mode"]) == {"replay", "replay staggered"} and set(df.batch) == {1, 2}
+    assert not (tmp_path / "p" / "profile.partial.csv").exists()
+    r = _run("profile_step.py", args + ["--batch", "2", "--rounds", "0", "--ncu-window", "--out", str(tmp_path / "n")])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not (tmp_path / "n" / "profile.csv").exists()   # (no table: the steps are for an outside profiler)
+
+
+def test_limits_summary_reads_an_ncu_raw_export(tmp_path):
+    """A raw export as ``ncu -i R --page raw --csv --print-units base`` writes it (a message line, the header, the
+    units row, one row per launch) -> the summary's MB, microseconds, GB/s and stall order."""
+    (tmp_path / "x_raw.csv").write_text(
+        "==WARNING== something\n"
+        '"ID","Kernel Name","Grid Size","gpu__time_duration.sum","dram__bytes_read.sum","dram__bytes_write.sum",'
+        '"launch__registers_per_thread","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",'
+        '"smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"\n'
+        '"","","","nsecond","byte","byte","register/thread","ratio","ratio"\n'
+        '"0","_nonflush_kernel","(1, 32, 256)","85,000","300000000","40000000","128","7.5","1.25"\n')
+    (tmp_path / "failed_raw.csv").write_text("==ERROR== no counters\n")
+    r = _run("limits_summary.py", [str(tmp_path)])
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = pd.read_csv(tmp_path / "ncu_summary.csv")
+    row = df.iloc[0]
+    assert len(df) == 1 and row.kernel == "_nonflush_kernel" and row.us == 85.0 and row.dram_read_MB == 300.0
+    assert row.dram_GBps == pytest.approx(340e6 / 85e-6 / 1e9) and row.regs_per_thread == 128
+    assert row.top_stalls == "long_scoreboard 7.5, wait 1.2"
