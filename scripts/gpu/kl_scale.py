@@ -252,11 +252,13 @@ def _op_rows(prof, path: str) -> list[dict]:
     return rows
 
 
-def profile_paths(model, tokens, variants, args, backend: str, device: str) -> tuple[dict, list[dict], list[str]]:
+def profile_paths(model, tokens, variants, args, backend: str, device: str,
+                  on_path=None) -> tuple[dict, list[dict], list[str]]:
     """Part ``profile``: per path (chunked-all windows, step-path steps) one session over ``tokens [D, P + ...]``:
     prefill, one warm-up unit, ``n`` unprofiled units (wall), ``n`` profiled ones. A unit is one model forward (a
     window of L tokens / one token) plus the KL metrics of its positions, as ``kl_batch`` does them.
-    Returns ``(summary per path, op rows, markdown lines)``."""
+    Returns ``(summary per path, op rows, markdown lines)``; ``on_path`` gets the same after each path (incremental
+    results)."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from replayssm_quant.eval.decode import DecodeSession
@@ -309,7 +311,8 @@ def profile_paths(model, tokens, variants, args, backend: str, device: str) -> t
                  for k in REGIONS if k in by}
         unit_name = "window" if path != "step" else "step"
         summary[path] = {"unit": unit_name, "tokens_per_unit": C, "rows": n_var * D, "units_profiled": n_units,
-                         "wall_s_per_unit_unprofiled": wall, "unit_walls_s": walls, "row_tokens_per_s_unprofiled": n_var * D * C / wall,
+                         "wall_s_per_unit_unprofiled": wall, "unit_walls_s": walls,
+                         "row_tokens_per_s_unprofiled": n_var * D * C / wall,
                          "device_events_per_unit": dev_kernels * per, "launch_calls_per_unit": launches,
                          "host_sync_ops_per_unit": syncs, "split_per_unit": split,
                          "self_device_ms_per_unit": sum(r["self_device_us"] for r in ops) * per / 1e3,
@@ -340,6 +343,8 @@ def profile_paths(model, tokens, variants, args, backend: str, device: str) -> t
             lines += [f"| `{r['op'][:90]}` | {r['calls'] * per:.1f} | {r['self_device_us'] * per / 1e3:.3f} | "
                       f"{r['self_cpu_us'] * per / 1e3:.3f} |" for r in top]
             lines.append("")
+        if on_path is not None:
+            on_path(summary, rows, lines)
     return summary, rows, lines
 
 
@@ -448,16 +453,20 @@ def main():
     if "profile" in parts:
         need = args.prefill + args.window * (1 + 2 * max(args.profile_windows, args.profile_steps)) + 1
         tokens = docs_of(args.docs, need, vocab, seed=2)
-        summary, op_rows, plines = profile_paths(model, tokens, variants, args, backend, device)
-        result["profile"] = summary
         ptag = args.shape + ("" if args.layers is None else f"_L{args.layers}")
         head = [f"# Profile: {args.shape} ({n_params / 1e9:.2f}B parameters{cut_note}, {args.dtype} weights), "
                 f"{result['gpu']}, {args.docs} docs x {len(variants)} variants, prefill {args.prefill}, "
                 f"L = {args.window}", ""]
-        with open(os.path.join(args.out, f"profile_{ptag}.md"), "w") as f:
-            f.write("\n".join(head + plines) + "\n")
-        import pandas as pd
-        pd.DataFrame(op_rows).to_csv(os.path.join(args.out, f"profile_{ptag}.csv"), index=False)
+
+        def write_profile(summary, op_rows, plines):
+            import pandas as pd
+            with open(os.path.join(args.out, f"profile_{ptag}.md"), "w") as f:
+                f.write("\n".join(head + plines) + "\n")
+            pd.DataFrame(op_rows).to_csv(os.path.join(args.out, f"profile_{ptag}.csv"), index=False)
+            result["profile"] = summary
+            with open(os.path.join(args.out, f"kl_scale_{tag}.json"), "w") as f:
+                json.dump(result, f, indent=1)
+        summary, op_rows, plines = profile_paths(model, tokens, variants, args, backend, device, write_profile)
         for path, sm in summary.items():
             lines.append(f"profile {path}: {sm['wall_s_per_unit_unprofiled'] * 1e3:.1f} ms per {sm['unit']} "
                          f"({sm['row_tokens_per_s_unprofiled']:.0f} row-tokens/s unprofiled), "
