@@ -33,9 +33,9 @@ or :meth:`DecodeSession.generate` (greedy, with stop tokens) and
 
 Chunked teacher forcing (DESIGN.md sec. 3): with ``exec_mode="chunked"`` (replay variants only),
 :meth:`DecodeSession.feed` passes ``T`` known tokens per row through the model in one forward; inside
-each SSM layer :func:`replayssm_quant.kernels.chunked.chunked_forward` computes the window outputs
-from the read copy and flushes through the cache's own flush (same roundings, same Philox
-counters as ``T`` calls of :meth:`DecodeSession.step`)::
+each SSM layer :func:`replayssm_quant.kernels.chunked.chunked_forward_many` computes the window outputs
+from the read copy (every variant in one call) and flushes through the cache's own flush (same roundings,
+same Philox counters as ``T`` calls of :meth:`DecodeSession.step`)::
 
     s = DecodeSession(model, ["fp32", "nvfp4/fp8+sr"], window=16, exec_mode="chunked")
     s.prefill(prompt_ids)
@@ -67,6 +67,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import torch
+from torch.profiler import record_function
 
 from replayssm_quant.quant.spec import DECODE_MODES, DEFAULT_WINDOW, StateSpec, check_mode, parse_state_spec
 
@@ -343,7 +344,7 @@ class DecodeSession:
 
     def _make_run(self, idx: int):
         def run(q, k, v, g, beta):
-            with device_context(q.device):   # layers spread over GPUs: launches (and graphs) on the layer's own
+            with device_context(q.device), record_function("replayssm::ssm_step"):   # launches on the layer's GPU
                 if self._verifying:          # a one-token verify: the model took its single-token path
                     return self._verify_all(idx, *(None if x is None else x[:, None]
                                                    for x in (q, k, v, g, beta)))[:, 0]
@@ -353,14 +354,15 @@ class DecodeSession:
         return run
 
     def _make_chunk_run(self, idx: int):
-        from replayssm_quant.kernels.chunked import chunked_forward
+        from replayssm_quant.kernels.chunked import chunked_forward_many
 
         def run(q, k, v, g, beta):
             """Inputs ``[rows, T, HV, *]`` (rows variant-major) -> fp32 ``[rows, T, HV, V]``."""
-            with device_context(q.device):
+            with device_context(q.device), record_function("replayssm::ssm_chunk"):
                 if self._verifying:
                     return self._verify_all(idx, q, k, v, g, beta)
-                return self._per_variant(idx, chunked_forward, q, k, v, g, beta)
+                # every variant's rows at once: variants of one window share the window reads
+                return chunked_forward_many(self._caches[idx], self._slots[idx], q, k, v, g, beta)
         return run
 
     # ---- CUDA graphs of the per-layer SSM step ---------------------------------------------

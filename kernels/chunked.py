@@ -24,19 +24,29 @@ i.e. their rings empty, as after ``load_state`` or a flush):
 
 A trailing partial window (``T`` not a multiple of ``L``) fills the ring and does not flush, so the
 cache is left as ``T`` decode steps would leave it (the step path can continue from it).
+
+:func:`chunked_forward_many` does this for all caches of one layer in one call (a decode session's variants,
+rows cache-major): the caches of one window share one window-read computation over all their rows (the read
+copies decoded per cache, then one batch of contractions and one forward substitution), then each cache fills
+its ring and flushes on its own. The inputs are kept token-major, so a flush token's inputs and output rows
+are contiguous blocks (no copies around each :meth:`SSMStateCache.step`). :func:`chunked_forward` is the
+one-cache case.
 """
 
 from __future__ import annotations
 
 import torch
+from torch.profiler import record_function
 
 from .reference import cached_corrections, cumulative_log_decay, exp32
 
 
-def _window_reads(cache, slots, q, k, v, G, beta):
-    """Outputs and corrections of ``m <= L - 1`` non-flush entries from the read copy.
+def _window_reads(S, per_key: bool, delta: bool, q, k, v, G, beta):
+    """Outputs and corrections of ``m <= L - 1`` non-flush entries from the read copies ``S``.
 
     Args:
+        S: float32 ``[n, HV, V, K]``, the decoded read copy of each row's slot.
+        per_key, delta: the family's per-key decay (kda) and delta rule (gdn, kda).
         q, k: float32 ``[n, HV, m, K]``; v: ``[n, HV, m, V]``; G: cumulative log decays
             ``[n, HV, m, GK]``; beta: ``[n, HV, m]`` (delta rule) or ``None``.
 
@@ -44,19 +54,18 @@ def _window_reads(cache, slots, q, k, v, G, beta):
         ``(o float32 [n, HV, m, V], u float32 [n, HV, m, V])`` (``u`` is ``v`` for mamba2).
     """
     m = q.shape[2]
-    S = cache.lp.decode(slots)                                                   # [n, HV, V, K]
     gam = exp32(G)                                                               # [n, HV, m, GK]
     causal = torch.ones(m, m, dtype=torch.bool, device=q.device).tril()          # [t, i]: i <= t
     diff = G[:, :, :, None] - G[:, :, None, :]                                   # [n, HV, t, i, GK]
     dec = torch.where(causal[..., None], exp32(torch.clamp(diff, max=0.0)), torch.zeros((), device=q.device))
-    if cache.per_key:
+    if per_key:
         qk = torch.einsum("nhtk,nhik,nhtik->nhti", q, k, dec)
     else:
         qk = torch.einsum("nhtk,nhik->nhti", q, k) * dec[..., 0]
     read_q = torch.einsum("nhvk,nhtk->nhtv", S, gam * q)
-    if not cache.delta:
+    if not delta:
         return read_q + torch.einsum("nhti,nhiv->nhtv", qk, v), v
-    if cache.per_key:
+    if per_key:
         kk = torch.einsum("nhtk,nhik,nhtik->nhti", k, k, dec)
     else:
         kk = torch.einsum("nhtk,nhik->nhti", k, k) * dec[..., 0]
@@ -97,27 +106,78 @@ def chunked_forward(cache, slots: torch.Tensor, q, k, v, g, beta=None) -> torch.
     Returns:
         float32 ``[n, T, HV, V]``: the outputs the step path would give (up to fp32 reassociation).
     """
-    n, T, HV, _ = q.shape
-    L = cache.window
-    q, k, v, g = (x.float().transpose(1, 2) for x in (q, k, v, g))              # [n, HV, T, *]
-    if not cache.per_key:
-        g = g.unsqueeze(-1)                                                       # [n, HV, T, 1]
-    beta = None if beta is None else beta.float().transpose(1, 2)                 # [n, HV, T]
-    out = torch.empty(n, HV, T, v.shape[-1], dtype=torch.float32, device=v.device)
-    for w0 in range(0, T, L):
-        m = min(L - 1, T - w0)                     # non-flush entries of this window
-        if m > 0:
-            sl = slice(w0, w0 + m)
-            G = torch.empty_like(g[:, :, sl])
-            G_prev = torch.zeros_like(g[:, :, 0])
-            for j in range(m):                     # the ring's fp32 order: G_j = G_{j-1} + g_j
-                G_prev = G[:, :, j] = cumulative_log_decay(G_prev, g[:, :, w0 + j])
-            b = None if beta is None else beta[:, :, sl]
-            out[:, :, sl], u = _window_reads(cache, slots, q[:, :, sl], k[:, :, sl], v[:, :, sl], G, b)
-            _fill_ring(cache, slots, k[:, :, sl], v[:, :, sl], G, b, u)
-        t = w0 + m
-        if t < min(w0 + L, T):                     # the flush token
-            gt = g[:, :, t] if cache.per_key else g[:, :, t, 0]
-            out[:, :, t] = cache.step(slots, q[:, :, t], k[:, :, t], v[:, :, t], gt,
-                                      None if beta is None else beta[:, :, t], validate=False)
-    return out.transpose(1, 2)
+    return chunked_forward_many([cache], slots, q, k, v, g, beta)
+
+
+def _rows(members: list[int], n: int):
+    """Rows of the caches ``members`` (cache ``i``: rows ``i * n .. (i + 1) * n``): a slice when contiguous."""
+    if members == list(range(members[0], members[0] + len(members))):
+        return slice(members[0] * n, (members[-1] + 1) * n)
+    return torch.cat([torch.arange(i * n, (i + 1) * n) for i in members])
+
+
+def chunked_forward_many(caches, slots: torch.Tensor, q, k, v, g, beta=None) -> torch.Tensor:
+    """:func:`chunked_forward` of several caches of one layer at once (the variants of a decode session).
+
+    Rows are cache-major: cache ``i`` holds rows ``i * n .. (i + 1) * n`` (``n = slots.numel()``, the same
+    slots in every cache). Caches of one window share the window reads: one :func:`_window_reads` over all
+    their rows (each cache's read copy decoded into its rows), so the per-entry forward substitution runs
+    once per window for them all instead of once per cache; the rings are filled and the flushes run per
+    cache, as :func:`chunked_forward` of each cache alone would. Every elementwise step is that of the
+    single-cache call; the batched contractions differ from it at most by fp32 reassociation.
+
+    Args:
+        caches: the layer's :class:`SSMStateCache` list (one family and size; any modes and windows).
+        slots, g, beta: as :func:`chunked_forward`; q, k, v, g, beta with ``len(caches) * n`` rows.
+
+    Returns:
+        float32 ``[len(caches) * n, T, HV, V]``.
+    """
+    n = slots.numel()
+    R, T, HV, _ = q.shape
+    if R != len(caches) * n:
+        raise ValueError(f"{R} rows for {len(caches)} caches of {n} slots")
+    first = caches[0]
+    # token-major float32 copies [T, R, HV, *]: a flush token of one cache, x[t, rows of the cache], is contiguous
+    # (no per-step copies in SSMStateCache.step), and so is its output row block of ``out``
+    q, k, v, g = (x.float().transpose(0, 1).contiguous() for x in (q, k, v, g))
+    beta = None if beta is None else beta.float().transpose(0, 1).contiguous()   # [T, R, HV]
+    out = torch.empty(T, R, HV, v.shape[-1], dtype=torch.float32, device=v.device)
+    groups: dict[int, list[int]] = {}
+    for i, c in enumerate(caches):
+        groups.setdefault(c.window, []).append(i)
+    for L, members in groups.items():
+        local = [(caches[i], slice(j * n, (j + 1) * n), slice(i * n, (i + 1) * n)) for j, i in enumerate(members)]
+        rows = None
+        for w0 in range(0, T, L):
+            m = min(L - 1, T - w0)                     # non-flush entries of this window
+            if m > 0:
+                if rows is None:                       # the group's inputs for the window reads: [rows, HV, T, *]
+                    rows = _rows(members, n)
+                    if isinstance(rows, torch.Tensor):
+                        rows = rows.to(q.device)
+                    qg, kg, vg = (x[:, rows].permute(1, 2, 0, 3) for x in (q, k, v))
+                    gg = (g[:, rows].permute(1, 2, 0, 3) if first.per_key
+                          else g[:, rows].permute(1, 2, 0).unsqueeze(-1))                # [rows, HV, T, GK]
+                    bg = None if beta is None else beta[:, rows].permute(1, 2, 0)
+                sl = slice(w0, w0 + m)
+                with record_function("replayssm::window_reads"):
+                    G = torch.empty_like(gg[:, :, sl])
+                    G_prev = torch.zeros_like(gg[:, :, 0])
+                    for j in range(m):                     # the ring's fp32 order: G_j = G_{j-1} + g_j
+                        G_prev = G[:, :, j] = cumulative_log_decay(G_prev, gg[:, :, w0 + j])
+                    b = None if bg is None else bg[:, :, sl]
+                    S = torch.cat([c.lp.decode(slots) for c, _, _ in local])                   # [rows, HV, V, K]
+                    o, u = _window_reads(S, first.per_key, first.delta, qg[:, :, sl], kg[:, :, sl], vg[:, :, sl],
+                                         G, b)
+                    out[sl, rows] = o.permute(2, 0, 1, 3)
+                with record_function("replayssm::fill_ring"):
+                    for c, lr, _ in local:
+                        _fill_ring(c, slots, kg[lr, :, sl], vg[lr, :, sl], G[lr], None if b is None else b[lr], u[lr])
+            t = w0 + m
+            if t < min(w0 + L, T):                     # the flush token
+                with record_function("replayssm::flush"):
+                    for c, _, gr in local:
+                        c.step(slots, q[t, gr], k[t, gr], v[t, gr], g[t, gr], None if beta is None else beta[t, gr],
+                               out=out[t, gr], validate=False)
+    return out.transpose(0, 1)

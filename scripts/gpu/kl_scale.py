@@ -9,6 +9,12 @@ For each ``--shape`` (a random-weight ``from_config`` model built on the GPU, no
   |KL_chunked - KL_step| (and chunked-all) and the mean KL;
 * ``generate``: generation tokens/s of the lm-eval plugin (what ``downstream`` decodes with) under fp32,
   nvfp4/fp8+sr and conventional:fp8+sr: ``--gen-prompts`` prompts in one batch, ``--gen-tokens`` each;
+* ``profile``: after one prefill, ``torch.profiler`` (CPU activity, and CUDA on a GPU) over ``--profile-windows``
+  chunked-all windows and ``--profile-steps`` step-path steps of the same rows (each with the KL harness's own
+  per-position metrics, as :func:`~replayssm_quant.eval.kl.kl_batch` computes them), after one warm-up unit and
+  as many unprofiled ones (their wall time): ``OUT/profile_<tag>.md`` (per path: wall per unit, the split
+  forward / KL metrics, kernel launches and host syncs per unit, the top ops by self device and self CPU time)
+  and ``.csv`` (every op: path, calls, self / total CPU and device microseconds);
 * ``long``: ``--long-docs`` documents x the 10 variants, prefill ``--long-prefill``, ``--long-tokens``
   positions, ``--long-exec`` (default chunked-all), with its wall time (the issue's run: 16 x 10, prefill
   1024, 16384 positions; with ``--long-exec chunked`` the conventional variants take 16384 step forwards).
@@ -21,6 +27,7 @@ Writes ``OUT/kl_scale_<shape>.json`` and ``.md``. One device call per shape and 
     python3 scripts/gpu/kl_scale.py --out "$OUT" --shape nemotron_h_8b --parts throughput,agreement --docs 4
     python3 scripts/gpu/kl_scale.py --out "$OUT" --shape qwen3_5_4b --parts long
     python3 scripts/gpu/kl_scale.py --out "$OUT" --shape qwen3_5_4b --parts generate
+    python3 scripts/gpu/kl_scale.py --out "$OUT" --shape qwen3_5_4b --parts profile
     python3 scripts/gpu/kl_scale.py --out "$OUT" --shape kimi_linear_48b --parts throughput,agreement --docs 4
 
 ``--shape kimi_linear_48b`` (~49B parameters, ~91 GiB in bf16) fits one H200 uncut; should a run of it not fit,
@@ -149,25 +156,36 @@ def build(shape: str, dtype: torch.dtype, device: str, memory: PhaseMemory, laye
 GEN_STATES = ("fp32", "nvfp4/fp8+sr", "conventional:fp8+sr")
 
 
-def generation_speed(model, prompts: int, tokens: int, device: str) -> dict:
+def generation_speed(model, prompts: int, tokens: int, device: str, on_state=None) -> dict:
     """Generation tokens/s of the lm-eval plugin (``downstream``'s decoder) per state of :data:`GEN_STATES`:
-    ``prompts`` byte-tokenised prompts in one batch, ``tokens`` greedy tokens each (no stop string fires)."""
+    ``prompts`` byte-tokenised prompts in one batch, ``tokens`` greedy tokens each (no stop string fires).
+
+    Each state first generates 2 tokens for one prompt (a warm-up: Triton compiles its kernels there), then the
+    timed batch (its prefill and CUDA graph captures included, as in ``downstream``). ``on_state(state, result)``
+    is called after each state (progress, incremental results)."""
     from types import SimpleNamespace
 
     from replayssm_quant.eval.lm_eval_plugin import ReplaySSMLM
     from replayssm_quant.eval.models.tokenizer import build_byte_tokenizer
 
-    reqs = [SimpleNamespace(args=(f"Document {i}: " + "the quick brown fox jumps over the lazy dog. " * 4,
-                                  {"until": ["\u0000\u0000\u0000"], "max_gen_toks": tokens})) for i in range(prompts)]
+    def reqs(n, t):
+        return [SimpleNamespace(args=(f"Document {i}: " + "the quick brown fox jumps over the lazy dog. " * 4,
+                                      {"until": ["\u0000\u0000\u0000"], "max_gen_toks": t})) for i in range(n)]
     out = {}
     for state in GEN_STATES:
+        t0 = time.perf_counter()
         lm = ReplaySSMLM(model=model, tokenizer=build_byte_tokenizer(), state=state, device=device,
                          batch_size=prompts, max_batch_tokens=0)
         try:
-            lm.generate_until(reqs, disable_tqdm=True)
+            lm.generate_until(reqs(1, 2), disable_tqdm=True)
+            warm = time.perf_counter() - t0
+            lm.generation_stats.update(tokens=0, seconds=0.0)
+            lm.generate_until(reqs(prompts, tokens), disable_tqdm=True)
         finally:
             lm.session.close()
-        out[state] = dict(lm.generation_summary(), rows=prompts)
+        out[state] = dict(lm.generation_summary(), rows=prompts, warmup_seconds=warm)
+        if on_state is not None:
+            on_state(state, out[state])
     return out
 
 
@@ -185,6 +203,159 @@ def one_batch(model, tokens, variants, st, memory):
     t0 = time.perf_counter()
     res, secs = kl_batch(model, tokens, variants, st, seed=1, memory=memory)
     return res, secs, time.perf_counter() - t0
+
+
+#: profiler keys that are (or on a GPU would be) host syncs, and the runtime calls that launch device work
+SYNC_KEYS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "aten::item",
+             "aten::_local_scalar_dense", "aten::nonzero", "aten::unique", "aten::_unique2")
+LAUNCH_KEYS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch",
+               "cudaMemcpyAsync", "cudaMemsetAsync")
+PROFILE_TOP = 25
+#: record_function regions: the script's (forward, kl_metrics), DecodeSession's per-layer SSM calls and
+#: kernels/chunked.py's parts of a chunked window
+REGIONS = ("replayssm::forward", "replayssm::kl_metrics", "replayssm::ssm_chunk", "replayssm::ssm_step",
+           "replayssm::window_reads", "replayssm::fill_ring", "replayssm::flush")
+
+
+#: aten ops that only make views (no device work), left out of the op counts
+VIEW_OPS = frozenset("aten::" + x for x in ("select", "slice", "view", "unsqueeze", "squeeze", "transpose", "permute",
+                                            "as_strided", "expand", "alias", "t", "narrow", "lift_fresh", "detach",
+                                            "unbind", "split", "_unsafe_view", "view_as", "expand_as", "chunk"))
+
+
+def _top_level_ops(prof) -> dict[str, int]:
+    """Top-level ``aten::`` calls (no aten parent; view-only ops left out) per innermost enclosing ``replayssm::``
+    region ("other" outside)."""
+    out: dict[str, int] = {}
+    for e in prof.events():
+        if not e.name.startswith("aten::") or e.name in VIEW_OPS:
+            continue
+        p = e.cpu_parent
+        if p is not None and p.name.startswith("aten::"):
+            continue
+        while p is not None and not p.name.startswith("replayssm::"):
+            p = p.cpu_parent
+        key = "other" if p is None else p.name
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def _op_rows(prof, path: str) -> list[dict]:
+    """Every op of ``prof.key_averages()``: calls, self / total CPU and device microseconds."""
+    rows = []
+    for e in prof.key_averages():
+        rows.append({"path": path, "op": e.key, "calls": e.count, "self_cpu_us": e.self_cpu_time_total,
+                     "cpu_total_us": e.cpu_time_total,
+                     "self_device_us": getattr(e, "self_device_time_total", 0.0) or 0.0,
+                     "device_total_us": getattr(e, "device_time_total", 0.0) or 0.0,
+                     "on_device": str(getattr(e, "device_type", "")).endswith("CUDA")})
+    return rows
+
+
+def profile_paths(model, tokens, variants, args, backend: str, device: str,
+                  on_path=None) -> tuple[dict, list[dict], list[str]]:
+    """Part ``profile``: per path (chunked-all windows, step-path steps) one session over ``tokens [D, P + ...]``:
+    prefill, one warm-up unit, ``n`` unprofiled units (wall), ``n`` profiled ones. A unit is one model forward (a
+    window of L tokens / one token) plus the KL metrics of its positions, as ``kl_batch`` does them.
+    Returns ``(summary per path, op rows, markdown lines)``; ``on_path`` gets the same after each path (incremental
+    results)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from replayssm_quant.eval.decode import DecodeSession
+    from replayssm_quant.eval.kl_stats import position_metrics
+
+    P, D, n_var = args.prefill, tokens.shape[0], len(variants)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    summary, rows, lines = {}, [], []
+    for path, n_units in (("chunked-all", args.profile_windows), ("step", args.profile_steps)):
+        with DecodeSession(model, variants, window=args.window, seed=1, backend=backend,
+                           exec_mode="step" if path == "step" else path) as s:
+            logits = s.prefill(tokens[:, :P])
+            toks_in, toks = tokens.to(input_device_of(model)), tokens.to(logits.device)
+            C = 1 if path == "step" else s.chunk_tokens()
+
+            def unit(i):
+                c0 = P + i * C
+                with record_function("replayssm::forward"):
+                    lg = s.feed(toks_in[:, c0:c0 + C]) if path != "step" else s.step(toks_in[:, c0])[:, None]
+                with record_function("replayssm::kl_metrics"):
+                    for j in range(C):
+                        position_metrics(lg[:, j:j + 1].reshape(n_var, D, 1, -1), toks[:, c0 + j + 1:c0 + j + 2])
+
+            unit(0)                                                   # warm-up: Triton compiles, CUDA graphs
+            _sync_dev(device)
+            walls = []
+            for i in range(1, 1 + n_units):
+                t0 = time.perf_counter()
+                unit(i)
+                _sync_dev(device)
+                walls.append(time.perf_counter() - t0)
+            wall = sum(walls) / n_units
+            with profile(activities=acts) as prof:
+                for i in range(1 + n_units, 1 + 2 * n_units):
+                    unit(i)
+                _sync_dev(device)
+        print(f"profile {path}: {wall * 1e3:.1f} ms per unit unprofiled ({', '.join(f'{w * 1e3:.0f}' for w in walls)})",
+              flush=True)
+        ops = _op_rows(prof, path)
+        rows += ops
+        by = {r["op"]: r for r in ops}
+        per = 1.0 / n_units
+        dev_kernels = sum(1 for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA"))
+        launches = {k: by[k]["calls"] * per for k in LAUNCH_KEYS if k in by}
+        syncs = {k: by[k]["calls"] * per for k in SYNC_KEYS if k in by}
+        ops_in = _top_level_ops(prof)
+        split = {k.split("::")[1]: {"cpu_ms": by[k]["cpu_total_us"] * per / 1e3,
+                                    "device_ms": by[k]["device_total_us"] * per / 1e3,
+                                    "calls": by[k]["calls"] * per, "top_level_ops": ops_in.get(k, 0) * per}
+                 for k in REGIONS if k in by}
+        unit_name = "window" if path != "step" else "step"
+        summary[path] = {"unit": unit_name, "tokens_per_unit": C, "rows": n_var * D, "units_profiled": n_units,
+                         "wall_s_per_unit_unprofiled": wall, "unit_walls_s": walls,
+                         "row_tokens_per_s_unprofiled": n_var * D * C / wall,
+                         "device_events_per_unit": dev_kernels * per, "launch_calls_per_unit": launches,
+                         "host_sync_ops_per_unit": syncs, "split_per_unit": split,
+                         "self_device_ms_per_unit": sum(r["self_device_us"] for r in ops) * per / 1e3,
+                         "self_cpu_ms_per_unit": sum(r["self_cpu_us"] for r in ops) * per / 1e3}
+        sm = summary[path]
+        lines += [f"## {path}: {n_var * D} rows, {C} token(s) per {unit_name}", "",
+                  f"- wall per {unit_name} (unprofiled, {n_units} of them after a warm-up): **{wall * 1e3:.1f} ms**, "
+                  f"{sm['row_tokens_per_s_unprofiled']:.0f} row-tokens/s",
+                  f"- regions per {unit_name} (CPU and device time include nested regions; ops: top-level aten calls "
+                  "directly inside the region, outside nested ones, view-only ops left out: about one launch each on a "
+                  "GPU; inside flush on the CPU they are the torch reference's, on a GPU the Triton step's):", "",
+                  "| region | calls | CPU ms | device ms | top-level ops |", "|---|---|---|---|---|",
+                  *[f"| {k} | {v['calls']:.0f} | {v['cpu_ms']:.1f} | {v['device_ms']:.1f} | {v['top_level_ops']:.0f} |"
+                    for k, v in split.items()], "",
+                  f"- per {unit_name}: self CPU {sm['self_cpu_ms_per_unit']:.1f} ms, self device "
+                  f"{sm['self_device_ms_per_unit']:.1f} ms, device events {sm['device_events_per_unit']:.0f}",
+                  "- launch calls per " + unit_name + ": " + (", ".join(f"{k} {v:.0f}" for k, v in launches.items())
+                                                              or "none (CPU)"),
+                  "- host-sync ops per " + unit_name + ": " + (", ".join(f"{k} {v:.1f}" for k, v in syncs.items())
+                                                               or "none"), ""]
+        for col, title in (("self_device_us", "self device time"), ("self_cpu_us", "self CPU time")):
+            top = sorted((r for r in ops if r[col] > 0 and not r["op"].startswith("replayssm::")),
+                         key=lambda r: -r[col])[:PROFILE_TOP]
+            if not top:
+                continue
+            lines += [f"Top {len(top)} ops by {title} (per {unit_name}):", "",
+                      f"| op | calls / {unit_name} | self device ms | self CPU ms |", "|---|---|---|---|"]
+            lines += [f"| `{r['op'][:90]}` | {r['calls'] * per:.1f} | {r['self_device_us'] * per / 1e3:.3f} | "
+                      f"{r['self_cpu_us'] * per / 1e3:.3f} |" for r in top]
+            lines.append("")
+        if on_path is not None:
+            on_path(summary, rows, lines)
+    return summary, rows, lines
+
+
+def _sync_dev(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def input_device_of(model):
+    from replayssm_quant.eval.placement import input_device
+    return input_device(model)
 
 
 def main():
@@ -205,6 +376,8 @@ def main():
     ap.add_argument("--window", type=int, default=16)
     ap.add_argument("--gen-prompts", type=int, default=16, help="part generate: prompts in the batch")
     ap.add_argument("--gen-tokens", type=int, default=256, help="part generate: tokens generated per prompt")
+    ap.add_argument("--profile-windows", type=int, default=3, help="part profile: chunked-all windows profiled")
+    ap.add_argument("--profile-steps", type=int, default=4, help="part profile: step-path steps profiled")
     ap.add_argument("--expandable-segments", action="store_true",
                     help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (allocator fragmentation check)")
     args = ap.parse_args()
@@ -225,6 +398,9 @@ def main():
     cut_note = "" if args.layers is None else f", **cut to its first {args.layers} of {full_layers} layers**"
     lines = [f"# KL harness at scale: {args.shape} ({n_params / 1e9:.2f}B parameters{cut_note}, {args.dtype} weights, "
              f"random), {result['gpu']}", ""]
+    tag = (args.shape + ("" if args.layers is None else f"_L{args.layers}")
+           + ("" if parts not in ({"long"}, {"generate"}, {"profile"}) else "_" + next(iter(parts)))
+           + ("_expseg" if args.expandable_segments else ""))
     if parts & {"throughput", "agreement"}:
         tokens = docs_of(args.docs, args.prefill + args.tokens + 1, vocab, seed=0)
         runs = {}
@@ -232,8 +408,10 @@ def main():
             mem = PhaseMemory()
             st = KLSettings(prefill=args.prefill, tokens=args.tokens, window=args.window, seed=1, backend=backend,
                             exec_mode=ex)
+            print(f"throughput {ex} ...", flush=True)
             res, secs, wall = one_batch(model, tokens, variants, st, mem)
             rows = len(variants) * args.docs
+            print(f"throughput {ex}: decode {secs:.1f} s, {rows * args.tokens / secs:.0f} row-tokens/s", flush=True)
             runs[ex] = res
             result[ex] = {"decode_seconds": secs, "wall_seconds": wall, "rows": rows,
                           "row_tokens_per_s": rows * args.tokens / secs, "memory": mem.as_dict()}
@@ -259,11 +437,42 @@ def main():
             result["agreement"] = agree
             lines.append("")
     if "generate" in parts:
-        result["generate"] = generation_speed(model, args.gen_prompts, args.gen_tokens, device)
+        def gen_progress(state, g):
+            print(f"generate {state}: {g['tokens']} tokens in {g['seconds']:.1f} s ({g['tokens_per_s']:.1f} tokens/s; "
+                  f"warm-up {g['warmup_seconds']:.1f} s)", flush=True)
+            result.setdefault("generate", {})[state] = g
+            with open(os.path.join(args.out, f"kl_scale_{tag}.json"), "w") as f:   # incremental
+                json.dump(result, f, indent=1)
+        print(f"generate: {len(GEN_STATES)} states x {args.gen_prompts} prompts x {args.gen_tokens} tokens", flush=True)
+        result["generate"] = generation_speed(model, args.gen_prompts, args.gen_tokens, device, gen_progress)
         lines += ["| state | rows | tokens generated | seconds | tokens/s |", "|---|---|---|---|---|"]
         lines += [f"| {k} | {g['rows']} | {g['tokens']} | {g['seconds']:.1f} | **{g['tokens_per_s']:.0f}** |"
                   for k, g in result["generate"].items()]
-        lines += ["(the lm-eval plugin's generate_until, as `downstream` runs it: greedy, prefill included)", ""]
+        lines += ["(the lm-eval plugin's generate_until, as `downstream` runs it: greedy, prefill and CUDA graph "
+                  "captures included, after a 2-token warm-up per state)", ""]
+    if "profile" in parts:
+        need = args.prefill + args.window * (1 + 2 * max(args.profile_windows, args.profile_steps)) + 1
+        tokens = docs_of(args.docs, need, vocab, seed=2)
+        ptag = args.shape + ("" if args.layers is None else f"_L{args.layers}")
+        head = [f"# Profile: {args.shape} ({n_params / 1e9:.2f}B parameters{cut_note}, {args.dtype} weights), "
+                f"{result['gpu']}, {args.docs} docs x {len(variants)} variants, prefill {args.prefill}, "
+                f"L = {args.window}", ""]
+
+        def write_profile(summary, op_rows, plines):
+            import pandas as pd
+            with open(os.path.join(args.out, f"profile_{ptag}.md"), "w") as f:
+                f.write("\n".join(head + plines) + "\n")
+            pd.DataFrame(op_rows).to_csv(os.path.join(args.out, f"profile_{ptag}.csv"), index=False)
+            result["profile"] = summary
+            with open(os.path.join(args.out, f"kl_scale_{tag}.json"), "w") as f:
+                json.dump(result, f, indent=1)
+        summary, op_rows, plines = profile_paths(model, tokens, variants, args, backend, device, write_profile)
+        for path, sm in summary.items():
+            lines.append(f"profile {path}: {sm['wall_s_per_unit_unprofiled'] * 1e3:.1f} ms per {sm['unit']} "
+                         f"({sm['row_tokens_per_s_unprofiled']:.0f} row-tokens/s unprofiled), "
+                         f"device events {sm['device_events_per_unit']:.0f} per {sm['unit']} "
+                         f"(profile_{ptag}.md)")
+        lines.append("")
     if "long" in parts:
         tokens = docs_of(args.long_docs, args.long_prefill + args.long_tokens + 1, vocab, seed=1)
         mem = PhaseMemory()
@@ -281,9 +490,6 @@ def main():
                      f"{secs:.0f} s; peak allocated / reserved: prefill {_peaks(mem, 'prefill')}, decode "
                      f"{_peaks(mem, 'decode')}")
     lines.append(f"load: {_peaks(memory, 'load')} (allocator conf {result['alloc_conf'] or 'default'})")
-    tag = (args.shape + ("" if args.layers is None else f"_L{args.layers}")
-           + ("" if parts not in ({"long"}, {"generate"}) else "_" + next(iter(parts)))
-           + ("_expseg" if args.expandable_segments else ""))
     with open(os.path.join(args.out, f"kl_scale_{tag}.json"), "w") as f:
         json.dump(result, f, indent=1)
     with open(os.path.join(args.out, f"kl_scale_{tag}.md"), "w") as f:

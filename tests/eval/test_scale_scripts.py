@@ -68,3 +68,32 @@ def test_tiny_runs_make_the_scale_report(tmp_path, monkeypatch, capsys):
     assert err[-1].startswith("scale_report: error: ") and "has no kl_scale_*.json" in err[-1]
     with pytest.raises(ValueError, match="has no kl_scale"):
         build_scale_report(tmp_path)
+
+
+def test_profile_part_on_the_cpu(tmp_path, monkeypatch):
+    """Part profile: per path the wall per unit, the regions (the chunked windows' parts among them), host-sync ops,
+    the op tables in .md and every op in .csv."""
+    import pandas as pd
+
+    out = tmp_path / "prof"
+    monkeypatch.setattr(sys, "argv", ["kl_scale.py", "--out", str(out), "--shape", "tiny-qwen3_5", "--parts", "profile",
+                                      "--docs", "1", "--prefill", "4", "--window", "4", "--profile-windows", "1",
+                                      "--profile-steps", "2"])
+    kl_scale.main()
+    run = json.loads((out / "kl_scale_tiny-qwen3_5_profile.json").read_text())["profile"]
+    assert set(run) == {"chunked-all", "step"}
+    chunk, step = run["chunked-all"], run["step"]
+    assert chunk["tokens_per_unit"] == 4 and step["tokens_per_unit"] == 1 and chunk["rows"] == 10
+    assert chunk["wall_s_per_unit_unprofiled"] > 0 and chunk["units_profiled"] == 1 and step["units_profiled"] == 2
+    # the chunked window's own regions, once per SSM layer (tiny-qwen3_5: 2 GDN layers); the step path has none
+    regions = chunk["split_per_unit"]
+    assert {"forward", "kl_metrics", "ssm_chunk", "window_reads", "fill_ring", "flush"} <= set(regions)
+    assert regions["ssm_chunk"]["calls"] == 2 and regions["window_reads"]["calls"] == 2     # all variants at once
+    assert regions["flush"]["calls"] == 2 * (1 + 4)    # per layer: the replay group's flush, the conventional one's 4
+    assert "window_reads" not in step["split_per_unit"] and step["split_per_unit"]["ssm_step"]["calls"] == 2
+    assert chunk["host_sync_ops_per_unit"].get("aten::item", 0) == 0
+    md = (out / "profile_tiny-qwen3_5.md").read_text()
+    assert "## chunked-all: 10 rows, 4 token(s) per window" in md and "Top 25 ops by self CPU time" in md
+    ops = pd.read_csv(out / "profile_tiny-qwen3_5.csv")
+    assert set(ops["path"]) == {"chunked-all", "step"} and (ops["calls"] > 0).all()
+    assert {"aten::mm", "replayssm::window_reads"} <= set(ops["op"])

@@ -11,7 +11,7 @@ rounding threshold, counted here.
 import pytest
 import torch
 
-from replayssm_quant.kernels.chunked import chunked_forward
+from replayssm_quant.kernels.chunked import chunked_forward, chunked_forward_many
 from replayssm_quant.kernels.reference import cached_corrections
 from replayssm_quant.kernels.state_cache import SSMStateCache
 
@@ -98,3 +98,31 @@ def test_chunked_is_one_step_per_token_with_window_one():
     got = chunked_forward(chunk, slots, q, k, v, g, beta)
     assert torch.equal(got, want)
     assert all(torch.equal(a, b) for a, b in zip(step.hp.tensors(), chunk.hp.tensors()))
+
+
+@pytest.mark.parametrize("family", ["gdn", "kda", "mamba2"])
+def test_many_caches_at_once_equal_one_at_a_time(family):
+    """chunked_forward_many over a layer's caches (two windows, a conventional one, rows cache-major) = each cache
+    alone through chunked_forward: outputs and every stored tensor, across two calls (a partial window between)."""
+    kinds = [("fp32", "replay", 4), ("nvfp4/fp8+sr", "replay", 4), ("fp16+sr", "conventional", 4),
+             ("nvfp4+sr", "replay", 2), ("bf16", "replay", 4)]
+    n_c, T = len(kinds), 8
+
+    def caches():
+        return [SSMStateCache(family, spec, N_SLOTS, HV, K, V, window=L, mode=mode, seed=2, backend="torch")
+                for spec, mode, L in kinds]
+    alone, many = caches(), caches()
+    slots = torch.arange(N_SLOTS)
+    ins = [_inputs(family, T, seed=10 + i) for i in range(n_c)]
+    for c in alone + many:
+        c.load_state(slots, ins[0][5])
+    cat = [None if ins[0][j] is None else torch.cat([x[j] for x in ins]) for j in range(5)]
+    for sl in (slice(0, 4), slice(4, 8)):
+        want = torch.cat([chunked_forward(c, slots, *(None if x is None else x[:, sl] for x in ins[i][:5]))
+                          for i, c in enumerate(alone)])
+        got = chunked_forward_many(many, slots, *(None if x is None else x[:, sl] for x in cat))
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    for a, b in zip(alone, many):
+        for (name, x), y in zip(a.stored_tensors().items(), b.stored_tensors().values()):
+            assert torch.equal(x, y) or (x.is_floating_point() and torch.allclose(x, y, rtol=1e-6, atol=1e-6)), (
+                f"{family} {a.spec.text} {a.mode}: {name} differs")
