@@ -1,10 +1,12 @@
 """``reports/kl/scale/README.md`` from the JSON files of ``scripts/gpu/kl_scale.py`` and ``kl_multi_gpu.py``.
 
-Reads every ``kl_scale_<tag>.json`` (one per shape and part: ``<shape>[_L<layers>][_long][_expseg]``) and
+Reads every ``kl_scale_<tag>.json`` (one per shape and part: ``<shape>[_L<layers>][_long|_generate|_profile]
+[_expseg]``, or renamed with a label, e.g. ``_pos64``: the tag names the run in the tables) and
 ``kl_multi_gpu_<mode>.json`` of a folder and writes one markdown page: the runs, peak memory per phase,
 row-tokens/s of the step and chunked paths against the goal (chunked >= 8x step), the chunked vs step KL
-agreement, the long run's wall time against its goal (<= 8 minutes), generation tokens/s, and the multi-device runs (placement,
-caches and graphs on their layer's device, peak memory per GPU, KL split vs one device)::
+agreement, the long run's wall time against its goal (<= 8 minutes), the profiled units (part ``profile``),
+generation tokens/s, and the multi-device runs (placement, caches and graphs on their layer's device, peak memory
+per GPU, KL split vs one device)::
 
     python -m replayssm_quant.eval.scale_report OUT [--out reports/kl/scale]
 
@@ -92,6 +94,24 @@ def _long_row(tag: str, r: dict) -> dict | None:
             "wall min": round(wall, 2), f"<= {LONG_GOAL_MIN:g} min": "yes" if wall <= LONG_GOAL_MIN else "no"}
 
 
+def _profile_rows(tag: str, r: dict) -> list[dict]:
+    """One row per profiled path (part ``profile``); the kernel time is absent from files written before it was
+    recorded."""
+    out = []
+    for path, p in r.get("profile", {}).items():
+        split = p.get("split_per_unit", {})
+        out.append({"run": tag, "path": path, "rows": p["rows"], "tokens per unit": p["tokens_per_unit"],
+                    "wall ms per unit": round(p["wall_s_per_unit_unprofiled"] * 1e3, 1),
+                    "row-tokens/s": p["row_tokens_per_s_unprofiled"],
+                    "kernel ms per unit": p.get("kernel_ms_per_unit"),
+                    "device events": round(p["device_events_per_unit"]),
+                    "launches": round(sum(p.get("launch_calls_per_unit", {}).values())),
+                    "host syncs": round(sum(p.get("host_sync_ops_per_unit", {}).values()), 1),
+                    "SSM top-level ops": round(sum(split.get(k, {}).get("top_level_ops", 0) for k in
+                                                   ("ssm_chunk", "ssm_step", "window_reads", "fill_ring", "flush")))})
+    return out
+
+
 def _generate_rows(tag: str, r: dict) -> list[dict]:
     return [{"run": tag, "state": k, "rows": g["rows"], "tokens": g["tokens"], "seconds": g["seconds"],
              "tokens/s": g["tokens_per_s"]} for k, g in r.get("generate", {}).items()]
@@ -162,6 +182,11 @@ def build_scale_report(src, out=None) -> Path:
               "## KL agreement, chunked vs step (same tokens, same seed)", "",
               _table([a for t, r in scale.items() for a in _agreement_rows(t, r)]), "",
               f"## Long run (goal: <= {LONG_GOAL_MIN:g} minutes)", "", _table(longs), "",
+              "## Profile per unit (part `profile`: a chunked window or one step, after a warm-up)", "",
+              "Wall: unprofiled units; the other columns: profiled ones (launches: kernel, graph, memcpy and memset "
+              "calls; host syncs: stream / device synchronizations and ops that need one; the regions and op tables "
+              "are in the runs' `profile_<shape>.md`).", "",
+              _table([p for t, r in scale.items() for p in _profile_rows(t, r)]), "",
               "## Generation tokens/s (the lm-eval plugin, as `downstream` decodes)", "",
               _table([g for t, r in scale.items() for g in _generate_rows(t, r)]), ""]
     if multi:

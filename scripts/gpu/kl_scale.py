@@ -12,8 +12,9 @@ For each ``--shape`` (a random-weight ``from_config`` model built on the GPU, no
 * ``profile``: after one prefill, ``torch.profiler`` (CPU activity, and CUDA on a GPU) over ``--profile-windows``
   chunked-all windows and ``--profile-steps`` step-path steps of the same rows (each with the KL harness's own
   per-position metrics, as :func:`~replayssm_quant.eval.kl.kl_batch` computes them), after one warm-up unit and
-  as many unprofiled ones (their wall time): ``OUT/profile_<tag>.md`` (per path: wall per unit, the split
-  forward / KL metrics, kernel launches and host syncs per unit, the top ops by self device and self CPU time)
+  as many unprofiled ones (their wall time): ``OUT/profile_<tag>.md`` (per path: wall per unit, device kernel
+  time, the regions (forward, KL metrics, the SSM calls and a chunked window's parts: host CPU time, linked kernel
+  time, device span), kernel launches and host syncs per unit, the top ops by self device and self CPU time)
   and ``.csv`` (every op: path, calls, self / total CPU and device microseconds);
 * ``long``: ``--long-docs`` documents x the 10 variants, prefill ``--long-prefill``, ``--long-tokens``
   positions, ``--long-exec`` (default chunked-all), with its wall time (the issue's run: 16 x 10, prefill
@@ -299,7 +300,10 @@ def profile_paths(model, tokens, variants, args, backend: str, device: str,
               flush=True)
         ops = _op_rows(prof, path)
         rows += ops
-        by = {r["op"]: r for r in ops}
+        # a region appears twice on a GPU: the host-side range (its CPU time, the device time of the kernels the
+        # profiler links to the ops inside it) and the device-side annotation (first to last kernel: its span)
+        by = {r["op"]: r for r in ops if not r["on_device"]}
+        span = {r["op"]: r for r in ops if r["on_device"] and r["op"].startswith("replayssm::")}
         per = 1.0 / n_units
         dev_kernels = sum(1 for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA"))
         launches = {k: by[k]["calls"] * per for k in LAUNCH_KEYS if k in by}
@@ -307,28 +311,34 @@ def profile_paths(model, tokens, variants, args, backend: str, device: str,
         ops_in = _top_level_ops(prof)
         split = {k.split("::")[1]: {"cpu_ms": by[k]["cpu_total_us"] * per / 1e3,
                                     "device_ms": by[k]["device_total_us"] * per / 1e3,
+                                    "device_span_ms": span[k]["device_total_us"] * per / 1e3 if k in span else None,
                                     "calls": by[k]["calls"] * per, "top_level_ops": ops_in.get(k, 0) * per}
                  for k in REGIONS if k in by}
+        kernels = [r for r in ops if r["on_device"] and not r["op"].startswith("replayssm::")]
         unit_name = "window" if path != "step" else "step"
         summary[path] = {"unit": unit_name, "tokens_per_unit": C, "rows": n_var * D, "units_profiled": n_units,
                          "wall_s_per_unit_unprofiled": wall, "unit_walls_s": walls,
                          "row_tokens_per_s_unprofiled": n_var * D * C / wall,
                          "device_events_per_unit": dev_kernels * per, "launch_calls_per_unit": launches,
                          "host_sync_ops_per_unit": syncs, "split_per_unit": split,
-                         "self_device_ms_per_unit": sum(r["self_device_us"] for r in ops) * per / 1e3,
+                         "kernel_ms_per_unit": sum(r["self_device_us"] for r in kernels) * per / 1e3,
                          "self_cpu_ms_per_unit": sum(r["self_cpu_us"] for r in ops) * per / 1e3}
         sm = summary[path]
         lines += [f"## {path}: {n_var * D} rows, {C} token(s) per {unit_name}", "",
                   f"- wall per {unit_name} (unprofiled, {n_units} of them after a warm-up): **{wall * 1e3:.1f} ms**, "
                   f"{sm['row_tokens_per_s_unprofiled']:.0f} row-tokens/s",
-                  f"- regions per {unit_name} (CPU and device time include nested regions; ops: top-level aten calls "
-                  "directly inside the region, outside nested ones, view-only ops left out: about one launch each on a "
-                  "GPU; inside flush on the CPU they are the torch reference's, on a GPU the Triton step's):", "",
-                  "| region | calls | CPU ms | device ms | top-level ops |", "|---|---|---|---|---|",
-                  *[f"| {k} | {v['calls']:.0f} | {v['cpu_ms']:.1f} | {v['device_ms']:.1f} | {v['top_level_ops']:.0f} |"
-                    for k, v in split.items()], "",
-                  f"- per {unit_name}: self CPU {sm['self_cpu_ms_per_unit']:.1f} ms, self device "
-                  f"{sm['self_device_ms_per_unit']:.1f} ms, device events {sm['device_events_per_unit']:.0f}",
+                  f"- regions per {unit_name} (times include nested regions; CPU ms: host time inside the region, "
+                  "profiled; kernel ms: device time of the kernels the profiler links to ops inside it (Triton "
+                  "launches are not linked); span ms: first to last device event of the region, idle gaps included; "
+                  "ops: top-level aten calls directly inside the region, outside nested ones, view-only ops left out: "
+                  "about one launch each on a GPU; inside flush on the CPU they are the torch reference's, on a GPU "
+                  "the Triton step's):", "",
+                  "| region | calls | CPU ms | kernel ms | span ms | top-level ops |", "|---|---|---|---|---|---|",
+                  *[f"| {k} | {v['calls']:.0f} | {v['cpu_ms']:.1f} | {v['device_ms']:.1f} | "
+                    f"{'n/a' if v['device_span_ms'] is None else format(v['device_span_ms'], '.1f')} | "
+                    f"{v['top_level_ops']:.0f} |" for k, v in split.items()], "",
+                  f"- per {unit_name}: self CPU {sm['self_cpu_ms_per_unit']:.1f} ms (profiled), device kernels "
+                  f"{sm['kernel_ms_per_unit']:.1f} ms, device events {sm['device_events_per_unit']:.0f}",
                   "- launch calls per " + unit_name + ": " + (", ".join(f"{k} {v:.0f}" for k, v in launches.items())
                                                               or "none (CPU)"),
                   "- host-sync ops per " + unit_name + ": " + (", ".join(f"{k} {v:.1f}" for k, v in syncs.items())

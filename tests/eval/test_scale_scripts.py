@@ -97,3 +97,10 @@ def test_profile_part_on_the_cpu(tmp_path, monkeypatch):
     ops = pd.read_csv(out / "profile_tiny-qwen3_5.csv")
     assert set(ops["path"]) == {"chunked-all", "step"} and (ops["calls"] > 0).all()
     assert {"aten::mm", "replayssm::window_reads"} <= set(ops["op"])
+    # on the CPU no device rows: no kernel time, no device spans; the report's profile table has both paths
+    assert chunk["kernel_ms_per_unit"] == 0 and regions["flush"]["device_span_ms"] is None
+    assert regions["ssm_chunk"]["cpu_ms"] > 0
+    prof = build_scale_report(out).read_text().split("## Profile per unit")[1].split("\n## ")[0]
+    row = next(line for line in prof.splitlines() if re.match(r"\| tiny-qwen3_5_profile\s+\| chunked-all ", line))
+    assert re.search(rf"\|\s+{chunk['rows']} \|", row) and f"{chunk['row_tokens_per_s_unprofiled']:.4g}" in row
+    assert re.search(r"\| tiny-qwen3_5_profile\s+\| step ", prof)
