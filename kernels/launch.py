@@ -69,8 +69,8 @@ class LaunchKnobs:
         verify_warps: warps of the speculative verify launch (1..32, a power of two; its V-block is ``block_v``).
         verify_split: programs per (row, head) of the verify launch over its V-blocks (a power of two; 1: one
             program computes the key side once and loops over every block).
-        verify_dot: input precision of the verify's fp32 dots, ``"ieee"`` (the default: CUDA-core FMAs) or
-            ``"tf32x3"`` (tensor cores, three TF32 products).
+        verify_dot: input precision of the verify's fp32 dots, ``"ieee"`` (CUDA-core FMAs; the default in the
+            interpreter) or ``"tf32x3"`` (tensor cores, three TF32 products; the default on the GPU).
     """
 
     block_v: int | None = None

@@ -169,8 +169,8 @@ class SSMStateCache:
 
     # ------------------------------------------------------------------ validation
     def _slots(self, slots, allow_negative: bool) -> torch.Tensor:
-        if not isinstance(slots, torch.Tensor):
-            slots = torch.as_tensor(slots)
+        if not isinstance(slots, torch.Tensor):   # a list / range of ints: on the cache's device
+            slots = torch.as_tensor(slots, device=self.device)
         if slots.dtype not in (torch.int32, torch.int64) or slots.dim() != 1:
             raise ValueError(f"slot indices must be a 1-D int32/int64 tensor, got {slots.dtype} "
                              f"{tuple(slots.shape)}")

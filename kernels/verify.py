@@ -25,7 +25,7 @@ from replayssm_quant.quant import format_codes as fcode
 from replayssm_quant.quant.format_codes import FORMAT_CODE
 
 from .flush_math import _nilpotent_inverse, _seq_step
-from .launch import _num_sms, launch_options
+from .launch import launch_options
 from .reference import block_k, cached_corrections
 from .rounding import nvfp4_amax, nvfp4_encode_scale
 from .spec_reference import value_rows, verify_ring_entries, verify_rows_layout
@@ -198,17 +198,14 @@ def _verify_kernel(
 
 
 def verify_block_v(cache, batch: int) -> int:
-    """Value rows per verify block: the whole head on the CPU (the torch mirror's shapes); on the GPU 64, halved
-    to 32 while the grid has fewer than 2 programs per SM (``block_v`` knob: an override; why: docs/TUNING.md)."""
+    """Value rows per verify block (``batch`` is unused by the rule; kept for the knob-free call sites): the whole
+    head, except 32 rows for per-key decays (kda) on the GPU; the ``block_v`` knob overrides (why: docs/TUNING.md)."""
     full = value_rows(cache.head_v)
     if cache.knobs.block_v:
         return max(16, min(full, cache.knobs.block_v))
-    if cache.device.type != "cuda":
-        return full
-    bv = min(full, 64)
-    if bv > 32 and batch * cache.num_heads * triton.cdiv(cache.head_v, bv) < 2 * _num_sms(cache.device):
-        bv = 32
-    return bv
+    if cache.device.type == "cuda" and cache.per_key:
+        return min(full, 32)
+    return full
 
 
 def verify_split(cache, blocks: int) -> int:
@@ -221,6 +218,13 @@ def verify_split(cache, blocks: int) -> int:
 def verify_warps(cache) -> int:
     """Warps per verify program: 4 (the ``verify_warps`` knob: an override; why: docs/TUNING.md)."""
     return cache.knobs.verify_warps or 4
+
+
+def verify_dot(cache) -> str:
+    """Input precision of the verify's fp32 dots: ``"tf32x3"`` on the GPU (tensor cores, within the oracle bound:
+    docs/TUNING.md), ``"ieee"`` in the interpreter (the torch mirror's numpy matmuls); the ``verify_dot`` knob
+    overrides."""
+    return cache.knobs.verify_dot or ("tf32x3" if cache.device.type == "cuda" else "ieee")
 
 
 def triton_verify(cache, slots, q, k, v, g, beta, counts, write_draft: bool, out, zero_h: bool = False):
@@ -250,7 +254,7 @@ def triton_verify(cache, slots, q, k, v, g, beta, counts, write_draft: bool, out
         ru_ptr=cache.ring_u, cnt_ptr=cache.ring_count, **draft, HV=HV, T=T, TH=TH, TR=TR,
         TRLOG=TR.bit_length() - 1, K=cache.head_k, V=V, C=C, RP=verify_ring_entries(C), TM=cache.max_draft, BK=bk,
         BV=BV, NVB=triton.cdiv(blocks, split), GK=cache.head_k if cache.per_key else 1, DELTA=cache.delta,
-        FMT_LP=FORMAT_CODE[cache.spec.read.name], CACHED=cached, ZERO_H=zero_h, DOTP=cache.knobs.verify_dot or "ieee",
+        FMT_LP=FORMAT_CODE[cache.spec.read.name], CACHED=cached, ZERO_H=zero_h, DOTP=verify_dot(cache),
         **launch_options(v.device, warps))
     return out
 

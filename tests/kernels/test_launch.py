@@ -22,7 +22,8 @@ def pick(plan, *names):
 
 def _standin(spec, window=16, V=128, K=128, HV=32, family="gdn", device="cuda", **knobs):
     return SimpleNamespace(head_v=V, head_k=K, num_heads=HV, window=window, spec=parse_state_spec(spec),
-                           device=torch.device(device), family=family, knobs=LaunchKnobs(**knobs))
+                           device=torch.device(device), family=family, per_key=family == "kda",
+                           knobs=LaunchKnobs(**knobs))
 
 
 def test_step_plan_heuristic(monkeypatch):
@@ -205,19 +206,23 @@ def test_flush_stream_knob():
         SSMStateCache("gdn", "fp32", 1, 1, 16, 16, backend="torch", knobs=dict(block_v=16))
 
 
-def test_verify_launch_rule(monkeypatch):
-    """The speculative verify's tiles (kernels.verify): the whole head on a CPU; on the GPU 64 value rows x 4 warps
-    (the H200 sweep's fastest, reports/bench/spec), 32 rows while the grid has < 2 programs per SM; the knobs
-    override and are checked."""
+def test_verify_launch_rule():
+    """The speculative verify's launch (kernels.verify): the whole head per program on a CPU and on the GPU, except
+    32-row blocks for kda on the GPU; one program per (row, head); 4 warps; tf32x3 dots on the GPU, IEEE in the
+    interpreter (the H200 sweep, reports/bench/spec); the knobs override and are checked."""
     from replayssm_quant.kernels import verify
 
-    monkeypatch.setattr(verify, "_num_sms", lambda device: 132)
     c = _standin("fp32", V=128, HV=32)
-    assert verify.verify_block_v(c, 256) == 64 and verify.verify_warps(c) == 4
-    assert verify.verify_block_v(c, 1) == 32                           # 32 x 2 programs < 2 x 132
-    assert verify.verify_block_v(_standin("fp32", V=128, device="cpu"), 256) == 128
-    k = _standin("fp32", V=128, block_v=16, verify_warps=8)
-    assert verify.verify_block_v(k, 256) == 16 and verify.verify_warps(k) == 8
+    assert verify.verify_block_v(c, 256) == 128 and verify.verify_warps(c) == 4 and verify.verify_split(c, 1) == 1
+    assert verify.verify_dot(c) == "tf32x3" and verify.verify_dot(_standin("fp32", device="cpu")) == "ieee"
+    assert verify.verify_block_v(_standin("fp32", V=128, family="kda"), 256) == 32
+    assert verify.verify_block_v(_standin("fp32", V=128, family="kda", device="cpu"), 256) == 128
+    assert verify.verify_block_v(_standin("fp32", V=64, family="mamba2"), 1) == 64
+    k = _standin("fp32", V=128, block_v=16, verify_warps=8, verify_split=2, verify_dot="ieee")
+    assert verify.verify_block_v(k, 256) == 16 and verify.verify_warps(k) == 8 and verify.verify_dot(k) == "ieee"
+    assert verify.verify_split(k, 8) == 2 and verify.verify_split(k, 1) == 1
+    with pytest.raises(ValueError, match="verify_split=3: a power of two"):
+        LaunchKnobs(verify_split=3)
     with pytest.raises(ValueError, match="verify_warps=3: a power of two from 1 to 32"):
         LaunchKnobs(verify_warps=3)
     with pytest.raises(ValueError, match="verify_dot='tf32': allowed 'ieee', 'tf32x3'"):
