@@ -74,6 +74,19 @@ def _stored(c):
     return d
 
 
+def _check_against_oracle(family, rows, out, acc, S, st, T, r):
+    """A verify round's outputs ``out [B, T, HV, V]``: padded rows zero, the others within 1e-5 of the float64 oracle
+    continued from each slot's committed state ``S[s]``; then ``S`` and the streams advance by ``acc`` tokens."""
+    for i, s in enumerate(rows):
+        if s < 0:
+            assert torch.all(out[i] == 0)
+            continue
+        o, Sn = oracle_sequence(family, S[s][None], *st.tokens(s, st.pos[s], st.pos[s] + T))
+        assert _rel(out[i], o[:, 0]) < 1e-5, (r, s)
+        a = int(acc[i])
+        S[s], st.pos[s] = Sn[a - 1, 0], st.pos[s] + a
+
+
 @pytest.mark.parametrize("family", ["mamba2", "gdn", "kda"])
 def test_rounds_equal_oracle_and_triton_equals_torch(family):
     """fp32, 42 verify/commit rounds with a random T per round and random accepted counts per row (a padded row in
@@ -104,14 +117,7 @@ def test_rounds_equal_oracle_and_triton_equals_torch(family):
         outs = [c.verify(idx, *x) for c in cs]
         _same_out(outs[0], outs[1])
         acc = torch.randint(1, T + 1, (len(rows),), generator=gen)
-        for i, s in enumerate(rows):
-            if s < 0:
-                assert torch.all(outs[1][i] == 0)
-                continue
-            o, Sn = oracle_sequence(family, S[s][None], *st.tokens(s, st.pos[s], st.pos[s] + T))
-            assert _rel(outs[1][i], o[:, 0]) < 1e-5, (r, s)
-            a = int(acc[i])
-            S[s], st.pos[s] = Sn[a - 1, 0], st.pos[s] + a
+        _check_against_oracle(family, rows, outs[1], acc, S, st, T, r)
         for c in cs:
             c.commit(idx, acc.to(DEV))
         ref, tri = _stored(cs[0]), _stored(cs[1])
@@ -147,14 +153,7 @@ def test_long_drafts_and_value_blocks(family):
         for o in outs[2:]:
             assert torch.equal(o, outs[1]) if DEV == "cpu" else _rel(o, outs[1]) <= 1e-3
         acc = torch.randint(1, T + 1, (len(rows),), generator=gen)
-        for i, s in enumerate(rows):
-            if s < 0:
-                assert torch.all(outs[1][i] == 0)
-                continue
-            o, Sn = oracle_sequence(family, S[s][None], *st.tokens(s, st.pos[s], st.pos[s] + T))
-            assert _rel(outs[1][i], o[:, 0]) < 1e-5, (r, s)
-            a = int(acc[i])
-            S[s], st.pos[s] = Sn[a - 1, 0], st.pos[s] + a
+        _check_against_oracle(family, rows, outs[1], acc, S, st, T, r)
         for c in cs:
             c.commit(idx, acc.to(DEV))
         ref, tri = _stored(cs[0]), _stored(cs[1])
