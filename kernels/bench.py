@@ -314,6 +314,33 @@ def bench_fla(batch, shape, window, timer, device, family="gdn"):
                 flush_block_v=None, finite=True)
 
 
+MAMBA_SSM_MODE = "mamba_ssm selective_state_update"   # the mode column of the Mamba-2 anchor's rows
+
+
+def bench_mamba_ssm(batch, shape, window, timer, device, fn):
+    """mamba_ssm's ``selective_state_update`` (``fn``, :mod:`.mamba_ssm_anchor`): the conventional Mamba-2 decode
+    of one token, fp32 state ``[B, HV, V, K]`` updated in place, bf16 inputs and output."""
+    from .mamba_ssm_anchor import anchor_args
+
+    HV, K, V = shape["num_heads"], shape["head_k"], shape["head_v"]
+    state_bytes = HV * K * V * 4
+    R = rotation(state_bytes, batch)
+    x = bench_inputs("mamba2", batch, shape, 1, device)
+    args = [anchor_args(torch.randn(batch, HV, V, K, device=device) * 0.1, x["q"][0], x["k"][0], x["v"][0],
+                        x["g"][0]) for _ in range(R)]
+
+    def steps():
+        for _ in range(window):
+            for a in args:
+                fn(**a)
+
+    t_us = timer(steps) * 1e3 / (window * R)
+    min_bytes = 8.0 * batch * HV * K * V
+    return dict(family="mamba2", spec="mamba_ssm fp32", mode=MAMBA_SSM_MODE, batch=batch, time_us=t_us,
+                staggered_us=t_us, nonflush_us=float("nan"), flush_us=float("nan"), min_bytes=min_bytes,
+                GBps=min_bytes / (t_us * 1e-6) / 1e9, rotation=R, block_v=None, flush_block_v=None, finite=True)
+
+
 # ------------------------------------------------------------------------------- driver
 def tile_sweep(families, specs, batch, block_vs, shapes, window, timer, device, maxnregs=(None, 0),
                splits=(False, True)):
@@ -399,6 +426,30 @@ def _fla_rows(todo, shapes, window, timer, device, copy_bw, notes) -> list[dict]
     return rows
 
 
+def _mamba_ssm_rows(todo, shapes, window, timer, device, copy_bw, src, notes) -> list[dict]:
+    """Mamba-2 anchor rows (:func:`bench_mamba_ssm`) for the batches of ``todo`` when mamba_ssm's kernel loads
+    (``src``: :func:`.mamba_ssm_anchor.load_selective_state_update`) and its check against the float64 oracle runs;
+    otherwise a note says why there are none."""
+    from .mamba_ssm_anchor import check_anchor, load_selective_state_update
+
+    if not todo:
+        return []
+    if device.type != "cuda":
+        notes.append("mamba_ssm anchor not run (CPU smoke mode)")
+        return []
+    try:
+        fn = load_selective_state_update(src)
+        x = bench_inputs("mamba2", 8, shapes["mamba2"], 1, device)
+        err = check_anchor(fn, x["q"][0], x["k"][0], x["v"][0], x["g"][0])
+        notes.append(f"mamba_ssm anchor (mamba2 rows, mode '{MAMBA_SSM_MODE}'): one step from a random fp32 state, "
+                     f"bf16 output, max rel. error {err:.2e} against the float64 oracle")
+        return [dict(bench_mamba_ssm(b, shapes["mamba2"], window, timer, device, fn), copy_GBps=copy_bw)
+                for b in todo]
+    except Exception as e:  # pragma: no cover - depends on the machine
+        notes.append(f"mamba_ssm anchor not run ({type(e).__name__}: {e})")
+        return []
+
+
 def _resumed_rows(partial: str, resume: bool, notes) -> list[dict]:
     """The measurements of a run cut short (``results.partial.csv``) when resuming; else the file is removed."""
     import pandas as pd
@@ -432,7 +483,7 @@ def _write_sweep(out, sw) -> None:
 def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=40, cpu_smoke=False,
               command=None, block_v=None, flush_block_v=None, maxnreg=None, sweep_block_v=None,
               sweep_maxnreg=(128, 0), sweep_specs=("fp32", "nvfp4/fp16"), sweep_families=("gdn",),
-              split_flush=None, resume=False, ring_dtype="float32"):
+              split_flush=None, resume=False, ring_dtype="float32", mamba_ssm_src=None):
     """Run the whole benchmark and write the report; returns the results DataFrame.
     The device checks go to ``out/correctness.csv`` before any timing; the fla anchors are timed first, then every
     configuration. Measurements are appended to ``out/results.partial.csv`` as they finish; ``resume`` keeps the
@@ -444,6 +495,9 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
     ``sweep_specs`` x ``sweep_maxnreg`` register caps (0 = none) x split off/on at the largest batch; written
     to ``sweep.csv``, appended to report.md and printed. ``ring_dtype`` (:data:`RING_DTYPES`): the dtype in which
     the timed caches' rings keep k and v (bfloat16: exact for the bf16 activations, half the ring bytes).
+    ``mamba_ssm_src``: where mamba_ssm's Triton decode kernel is, for the mamba2 anchor rows
+    (:func:`.mamba_ssm_anchor.load_selective_state_update`; default ``$REPLAYSSM_MAMBA_SSM_SRC``, else an installed
+    mamba_ssm; neither: no anchor rows, and a note says so).
     ``cpu_smoke``: tiny shapes in the Triton interpreter, by default :data:`CPU_SMOKE_SPECS` x
     :data:`CPU_SMOKE_BATCHES` at window :data:`CPU_SMOKE_WINDOW` (GPU defaults: :data:`SPECS`, :data:`BATCHES`,
     16), with progress bars on stderr."""
@@ -479,6 +533,8 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
     # the fla anchors first (a run cut short keeps them with its other measurements, --resume)
     fla_todo = [(f, b) for f in fla_fams for b in batches if (f, "fla fp32", "fla fused_recurrent", b) not in done]
     rows += _fla_rows(fla_todo, shapes, window, timer, device, bw["best"], notes)
+    mamba_todo = [b for b in batches if "mamba2" in families and ("mamba2", "mamba_ssm fp32", MAMBA_SSM_MODE, b) not in done]
+    rows += _mamba_ssm_rows(mamba_todo, shapes, window, timer, device, bw["best"], mamba_ssm_src, notes)
     if rows:
         pd.DataFrame(rows).to_csv(partial, index=False)
     todo = [(f, b, s, m) for f in families for b in batches for (s, m) in configs(specs)

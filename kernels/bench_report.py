@@ -96,11 +96,13 @@ def _targets(df):
                              f"{conv / t('fp32', 'replay', b, col):.2f}x (target >= 1.7x); "
                              f"nvfp4/fp16 = {conv / t('nvfp4/fp16', 'replay', b, col):.2f}x (target >= 6x)"
                              + (f"; replay fp32 over fla = {t('fla fp32', 'fla fused_recurrent', b) / t('fp32', 'replay', b, col):.2f}x "
-                                "(target >= 1.6x)" if fam in ("gdn", "kda") else ""))
+                                "(target >= 1.6x)" if fam in ("gdn", "kda") else "")
+                             + (f"; nvfp4/fp16 over mamba_ssm = {t('mamba_ssm fp32', 'mamba_ssm selective_state_update', b) / t('nvfp4/fp16', 'replay', b, col):.2f}x "
+                                "(issue 28: >= 4x)" if fam == "mamba2" else ""))
         if 1 in set(d.batch):
             lines.append(f"- {fam} B=1: replay fp32 / conventional fp32 time = "
                          f"{t('fp32', 'replay', 1) / t('fp32', 'conventional', 1):.2f} (target <= 1.1)")
-    big = df[(df.batch >= 256) & (df["mode"] != "fla fused_recurrent")]
+    big = df[(df.batch >= 256) & ~df["mode"].isin(["fla fused_recurrent", "mamba_ssm selective_state_update"])]
     for _, r in big.iterrows():
         need = 0.90 if r.spec == "fp32" else 0.75
         for name, _, col in phases if r["mode"] == "replay" else phases[:1]:
@@ -126,7 +128,8 @@ def markdown_table(frame, floatfmt: str = ".3g") -> str:
 
 def add_ratios(df) -> None:
     """Add to a results frame (in place): ``frac_copy_bw`` (min_bytes per ``time_us``, over copy_GBps),
-    ``speedup_vs_conv_fp32`` and ``speedup_vs_fla`` (gdn, kda: fla's kernel of the family) from ``time_us``, and the same from ``staggered_us``
+    ``speedup_vs_conv_fp32``, ``speedup_vs_fla`` (gdn, kda: fla's kernel of the family) and
+    ``speedup_vs_mamba_ssm`` (mamba2: mamba_ssm's ``selective_state_update``) from ``time_us``, and the same from ``staggered_us``
     (rings at spread positions, :func:`stagger_slots`): ``staggered_frac_copy_bw``,
     ``staggered_speedup_vs_conv_fp32``, ``staggered_speedup_vs_fla``. The references (conventional fp32, fla)
     have no ring phase: their own time."""
@@ -134,12 +137,15 @@ def add_ratios(df) -> None:
         df["staggered_us"] = float("nan")
     conv = df[(df.spec == "fp32") & (df["mode"] == "conventional")].set_index(["family", "batch"]).time_us
     flat = df[df["mode"] == "fla fused_recurrent"].set_index(["family", "batch"]).time_us
+    mssm = df[df["mode"] == "mamba_ssm selective_state_update"].set_index(["family", "batch"]).time_us
     for pre, col in (("", "time_us"), ("staggered_", "staggered_us")):
         df[f"{pre}frac_copy_bw"] = df.min_bytes / (df[col] * 1e-6) / 1e9 / df.copy_GBps
         df[f"{pre}speedup_vs_conv_fp32"] = [conv.get((f, b), float("nan")) / t for f, b, t in
                                             zip(df.family, df.batch, df[col])]
         df[f"{pre}speedup_vs_fla"] = [flat.get((f, b), float("nan")) / t
                                       for f, b, t in zip(df.family, df.batch, df[col])]
+        df[f"{pre}speedup_vs_mamba_ssm"] = [mssm.get((f, b), float("nan")) / t
+                                            for f, b, t in zip(df.family, df.batch, df[col])]
 
 
 def _plot(path, df, fams, meta) -> None:
@@ -234,7 +240,7 @@ def write_report(out, df, mem, corr, meta, notes):
               md(df[["family", "spec", "mode", "batch", "time_us", "staggered_us", "nonflush_us", "flush_us",
                      "min_bytes", "GBps", "frac_copy_bw", "staggered_frac_copy_bw",
                      "speedup_vs_conv_fp32", "staggered_speedup_vs_conv_fp32", "speedup_vs_fla",
-                     "staggered_speedup_vs_fla", "rotation", "block_v", "flush_block_v", "num_warps",
+                     "staggered_speedup_vs_fla", "speedup_vs_mamba_ssm", "rotation", "block_v", "flush_block_v", "num_warps",
                      "maxnreg", "split_flush", "prefetch"]]), "",
               "## Memory per sequence slot per layer (checkpoints + ring, L = "
               f"{meta['window']}; the ring's k and v in {meta['ring_dtype']})", "", md(mdf, ".4g"), "",

@@ -42,6 +42,10 @@ def configure(parser):
     parser.add_argument("--ring-dtype", choices=("float32", "bfloat16"), default="float32",
                         help="dtype in which the replay rings keep k and v (SSMStateCache ring_dtype; bfloat16 holds "
                              "the benchmark's bf16 activations exactly in half the ring bytes; default float32)")
+    parser.add_argument("--mamba-ssm-src", default=None,
+                        help="folder holding mamba_ssm/ (an unpacked mamba_ssm sdist) whose Triton "
+                             "selective_state_update times the mamba2 anchor rows (default $REPLAYSSM_MAMBA_SSM_SRC, "
+                             "else an installed mamba_ssm; neither: no anchor rows)")
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="tiny shapes in the Triton CPU interpreter, to check the pipeline (times are meaningless); "
                              "default specs fp32,nvfp4/fp16, batches 1,2, window 4 (a few minutes)")
@@ -84,6 +88,7 @@ def run(args):
                    sweep_maxnreg=sweep_mr,
                    split_flush={"auto": None, "on": True, "off": False}[getattr(args, "split_flush", "auto")],
                    resume=getattr(args, "resume", False), ring_dtype=getattr(args, "ring_dtype", "float32"),
+                   mamba_ssm_src=getattr(args, "mamba_ssm_src", None),
                    command="replayssm-quant bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"]
                    else " ".join(sys.argv))
     print(f"wrote {args.out}/results.csv, report.md, bench.png ({len(df)} measurements)")
