@@ -90,7 +90,7 @@ def _fill_ring(cache, slots, k, v, G, beta, u) -> None:
             cache.ring_beta[slots, :, :m] = beta
     if cache.delta:
         cache.ring_u[slots, :, :m] = u
-    cache.ring_count[slots] = m
+    cache.ring_count.index_fill_(0, slots, m)    # a fill (``ring_count[slots] = m`` copies m from the host)
 
 
 def chunked_forward(cache, slots: torch.Tensor, q, k, v, g, beta=None) -> torch.Tensor:
