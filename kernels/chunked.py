@@ -75,7 +75,7 @@ def _window_reads(S, per_key: bool, delta: bool, q, k, v, G, beta):
         acc = read_k[:, :, t]
         if t:
             acc = acc + torch.einsum("nhi,nhiv->nhv", kk[:, :, t, :t], u[:, :, :t])
-        u[:, :, t] = beta[:, :, t, None] * (v[:, :, t] - acc)
+        torch.mul(beta[:, :, t, None], v[:, :, t] - acc, out=u[:, :, t])
     return read_q + torch.einsum("nhti,nhiv->nhtv", qk, u), u
 
 
