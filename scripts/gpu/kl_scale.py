@@ -308,6 +308,9 @@ def profile_paths(model, tokens, variants, args, backend: str, device: str,
         dev_kernels = sum(1 for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA"))
         launches = {k: by[k]["calls"] * per for k in LAUNCH_KEYS if k in by}
         syncs = {k: by[k]["calls"] * per for k in SYNC_KEYS if k in by}
+        htod = sum(1 for e in prof.events() if e.name.startswith("Memcpy HtoD") and "Pageable" in e.name) * per
+        if htod:
+            syncs["Memcpy HtoD (Pageable -> Device)"] = htod
         ops_in = _top_level_ops(prof)
         split = {k.split("::")[1]: {"cpu_ms": by[k]["cpu_total_us"] * per / 1e3,
                                     "device_ms": by[k]["device_total_us"] * per / 1e3,
@@ -449,7 +452,8 @@ def long_part(model, vocab: int, variants, args, backend: str, tag: str) -> dict
     for meta, _ in records:
         mean_kl.setdefault(meta["variant"], []).append(meta["mean_kl"])
     total = len(variants) * D * args.long_tokens
-    return {"docs": D, "doc_groups": G, "prefill": args.long_prefill, "tokens": args.long_tokens,
+    whole = before == 0 and len(batches) == G          # the whole run in this call: its wall is the run's
+    return {"docs": D, "doc_groups": G, "wall_seconds": wall if whole else None, "prefill": args.long_prefill, "tokens": args.long_tokens,
             "exec": args.long_exec, "batches_done": len(batches), "batches_done_before": before,
             "batches_this_call": summary["batches"], "wall_seconds_this_call": wall,
             "decode_seconds_done_batches": secs, "row_tokens_done": row_tokens,
