@@ -166,12 +166,15 @@ def kl_batch(model, tokens: torch.Tensor, variants: list[Variant], st: KLSetting
 
 
 def run_kl(model, docs: list[Document], variants: list[Variant], st: KLSettings, store: ResultsStore,
-           progress: bool = True, stop_after_batches: int | None = None, memory: PhaseMemory | None = None) -> dict:
+           progress: bool = True, stop_after_batches: int | None = None, memory: PhaseMemory | None = None,
+           bar=None) -> dict:
     """Run every missing (document, variant) record into ``store``.
 
     Documents go in fixed batches ``[b * batch_docs, (b + 1) * batch_docs)``; a batch reruns the
     reference plus the variants it still lacks. ``stop_after_batches`` stops early (for tests of
-    interruption). Returns a summary dict (batches run, records written, tokens/s, peak memory per phase).
+    interruption). ``bar``: a progress object in place of the tqdm bar (``update(n)`` per decoded position,
+    ``set_postfix_str(s)`` at each batch, ``close()``; e.g. one that writes the progress to a file).
+    Returns a summary dict (batches run, records written, tokens/s, peak memory per phase).
     """
     memory = memory or PhaseMemory()
     from tqdm.auto import tqdm
@@ -186,7 +189,8 @@ def run_kl(model, docs: list[Document], variants: list[Variant], st: KLSettings,
         if todo:
             plan.append((b, idx, [variants[0]] + [v for v in todo if v.label != variants[0].label]))
     total_steps = sum(len(exec_groups(vs, st.exec_mode)) for _, _, vs in plan) * st.tokens
-    bar = tqdm(total=total_steps, desc="KL decode steps", unit="step", disable=not progress or not plan)
+    if bar is None:
+        bar = tqdm(total=total_steps, desc="KL decode steps", unit="step", disable=not progress or not plan)
     written, tok_total, secs_total = 0, 0, 0.0
     for k, (b, idx, vs) in enumerate(plan):
         if stop_after_batches is not None and k >= stop_after_batches:

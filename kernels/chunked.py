@@ -75,8 +75,32 @@ def _window_reads(S, per_key: bool, delta: bool, q, k, v, G, beta):
         acc = read_k[:, :, t]
         if t:
             acc = acc + torch.einsum("nhi,nhiv->nhv", kk[:, :, t, :t], u[:, :, :t])
-        u[:, :, t] = beta[:, :, t, None] * (v[:, :, t] - acc)
+        torch.mul(beta[:, :, t, None], v[:, :, t] - acc, out=u[:, :, t])
     return read_q + torch.einsum("nhti,nhiv->nhtv", qk, u), u
+
+
+def _read_copies(caches, slots: torch.Tensor) -> torch.Tensor:
+    """float32 ``[len(caches) * n, HV, V, K]``: the decoded read copies of ``slots`` (int64 ``[n]``) of each cache,
+    cache-major; the caches whose read copies share a storage format are decoded in one call (decoding is
+    elementwise per stored row, so the values are those of one call per cache)."""
+    from .storage import decode_state
+
+    by_fmt: dict[str, list[int]] = {}
+    for i, c in enumerate(caches):
+        by_fmt.setdefault(c.lp.fmt.name, []).append(i)
+    n = slots.numel()
+    parts: list = [None] * len(caches)
+    for members in by_fmt.values():
+        lps = [caches[i].lp for i in members]
+        if len(lps) == 1:
+            dec = lps[0].decode(slots)
+        else:
+            cat = (lambda get: None if get(lps[0]) is None else torch.cat([get(lp)[slots] for lp in lps]))
+            dec = decode_state(lps[0].fmt, cat(lambda lp: lp.data), cat(lambda lp: lp.scales),
+                               cat(lambda lp: lp.s_enc))
+        for j, i in enumerate(members):
+            parts[i] = dec[j * n:(j + 1) * n]
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def _fill_ring(cache, slots, k, v, G, beta, u) -> None:
@@ -90,7 +114,7 @@ def _fill_ring(cache, slots, k, v, G, beta, u) -> None:
             cache.ring_beta[slots, :, :m] = beta
     if cache.delta:
         cache.ring_u[slots, :, :m] = u
-    cache.ring_count[slots] = m
+    cache.ring_count.index_fill_(0, slots, m)    # a fill (``ring_count[slots] = m`` copies m from the host)
 
 
 def chunked_forward(cache, slots: torch.Tensor, q, k, v, g, beta=None) -> torch.Tensor:
@@ -162,12 +186,12 @@ def chunked_forward_many(caches, slots: torch.Tensor, q, k, v, g, beta=None) -> 
                     bg = None if beta is None else beta[:, rows].permute(1, 2, 0)
                 sl = slice(w0, w0 + m)
                 with record_function("replayssm::window_reads"):
-                    G = torch.empty_like(gg[:, :, sl])
-                    G_prev = torch.zeros_like(gg[:, :, 0])
+                    Gs = [torch.zeros_like(gg[:, :, 0])]
                     for j in range(m):                     # the ring's fp32 order: G_j = G_{j-1} + g_j
-                        G_prev = G[:, :, j] = cumulative_log_decay(G_prev, gg[:, :, w0 + j])
+                        Gs.append(cumulative_log_decay(Gs[-1], gg[:, :, w0 + j]))
+                    G = torch.stack(Gs[1:], 2)                                                  # [rows, HV, m, GK]
                     b = None if bg is None else bg[:, :, sl]
-                    S = torch.cat([c.lp.decode(slots) for c, _, _ in local])                   # [rows, HV, V, K]
+                    S = _read_copies([c for c, _, _ in local], slots)                           # [rows, HV, V, K]
                     o, u = _window_reads(S, first.per_key, first.delta, qg[:, :, sl], kg[:, :, sl], vg[:, :, sl],
                                          G, b)
                     out[sl, rows] = o.permute(2, 0, 1, 3)

@@ -100,6 +100,18 @@ def _split_step(cache, plan: StepPlan, args: dict, consts: dict, batch: int, dev
         main.wait_stream(side)
 
 
+def step_plan_consts(cache, batch: int) -> tuple[StepPlan, dict]:
+    """:func:`.launch.plan_step` and :func:`step_consts` of ``batch`` rows, computed once per cache and batch size
+    and knobs (a cache's family, spec, window, sizes and device do not change; plans are frozen dataclasses)."""
+    memo = cache.__dict__.setdefault("_step_plans", {})
+    key = (batch, cache.knobs)
+    pc = memo.get(key)
+    if pc is None:
+        plan = plan_step(cache, batch)
+        pc = memo[key] = (plan, step_consts(cache, plan))
+    return pc
+
+
 def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     """Launch one decode step on the cache's tensors (inputs already validated).
 
@@ -116,9 +128,8 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
         out = torch.empty(B, HV, V, dtype=torch.float32, device=v.device)
     if B == 0:
         return out
-    plan = plan_step(cache, B)
+    plan, consts = step_plan_consts(cache, B)
     args = step_args(cache, slot_idx, q, k, v, g, beta, out)
-    consts = step_consts(cache, plan)
     if plan.split:
         _split_step(cache, plan, args, consts, B, v.device)
     else:

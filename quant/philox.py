@@ -42,7 +42,7 @@ def _as_u32(c, shape, device) -> torch.Tensor:
             raise ValueError(f"philox counters must be integer tensors, got {c.dtype}")
         t = c.to(device=device, dtype=torch.int64) & _M32   # bitcast of int32 negatives, like Triton
     else:
-        t = torch.tensor(int(c) & _M32, dtype=torch.int64, device=device)
+        t = torch.full((), int(c) & _M32, dtype=torch.int64, device=device)   # a fill: no host-to-device copy
     return t.expand(shape)
 
 

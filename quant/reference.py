@@ -261,7 +261,7 @@ def nvfp4_amax(x: torch.Tensor) -> torch.Tensor:
 
 def nvfp4_encode_scale(amax: torch.Tensor) -> torch.Tensor:
     """s_enc = fp32(2688 / amax), capped at FLT_MAX; 1 where amax == 0. float32 -> float32."""
-    s = torch.tensor(448.0 * 6.0, dtype=torch.float32, device=amax.device) / amax
+    s = torch.full_like(amax, 448.0 * 6.0) / amax       # tensor / tensor (a Python scalar numerator: reciprocal * x)
     s = torch.clamp(s, max=FLT_MAX)
     return torch.where(amax == 0, torch.ones_like(s), s)
 
@@ -335,7 +335,7 @@ def canonical_nan(v: torch.Tensor) -> torch.Tensor:
     canonical on the bits wherever a kernel must match this reference bit for bit.
     """
     b = v.contiguous().view(torch.int32)
-    b = torch.where((b & 0x7FFFFFFF) > 0x7F800000, torch.tensor(0x7FC00000, dtype=torch.int32, device=v.device), b)
+    b = torch.where((b & 0x7FFFFFFF) > 0x7F800000, 0x7FC00000, b)   # a Python scalar: no host-to-device copy
     return b.view(torch.float32)
 
 
@@ -366,7 +366,7 @@ def rowscaled_amax(x: torch.Tensor) -> torch.Tensor:
 def rowscaled_scales(amax: torch.Tensor, fmt) -> tuple[torch.Tensor, torch.Tensor]:
     """(decode scale d, encode factor r) of rows with the given amax (float32, any shape); see the module docstring."""
     name = _rowscaled_name(fmt)
-    m = torch.tensor(ROW_MAX[name], dtype=torch.float32, device=amax.device)
+    m = torch.full_like(amax, ROW_MAX[name])       # tensor / tensor divisions (a GPU divides by a scalar as a product)
     zero = amax == 0
     safe = torch.where(zero, torch.ones_like(amax), amax)
     d = torch.clamp(safe / m, max=ROW_D_MAX[name])

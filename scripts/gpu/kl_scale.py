@@ -308,6 +308,9 @@ def profile_paths(model, tokens, variants, args, backend: str, device: str,
         dev_kernels = sum(1 for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA"))
         launches = {k: by[k]["calls"] * per for k in LAUNCH_KEYS if k in by}
         syncs = {k: by[k]["calls"] * per for k in SYNC_KEYS if k in by}
+        htod = sum(1 for e in prof.events() if e.name.startswith("Memcpy HtoD") and "Pageable" in e.name) * per
+        if htod:
+            syncs["Memcpy HtoD (Pageable -> Device)"] = htod
         ops_in = _top_level_ops(prof)
         split = {k.split("::")[1]: {"cpu_ms": by[k]["cpu_total_us"] * per / 1e3,
                                     "device_ms": by[k]["device_total_us"] * per / 1e3,
@@ -358,6 +361,119 @@ def profile_paths(model, tokens, variants, args, backend: str, device: str,
     return summary, rows, lines
 
 
+class LongProgress:
+    """The long part's progress in place of :func:`~replayssm_quant.eval.kl.run_kl`'s tqdm bar: ``path`` (JSON)
+    rewritten at each batch start and at most every ``every`` seconds of decoded positions, so a run cut off
+    says how far it got: the batch, positions decoded in it, seconds since its start (prefill included) and since
+    its first decoded unit, and the row-tokens/s of its positions after the first unit."""
+
+    def __init__(self, path: str, every: float = 5.0):
+        self.path, self.every = path, every
+        self.t_part = time.perf_counter()
+        self.state: dict = {"batches_started": 0}
+        self.t_first, self.first_n = None, 0
+        self._last = 0.0
+
+    def _write(self) -> None:
+        now = time.perf_counter()
+        st = self.state
+        st["elapsed_s_part"] = now - self.t_part
+        if "t_batch" in self.__dict__:
+            st["elapsed_s_batch"] = now - self.t_batch
+        if st.get("positions", 0) and self.t_first is not None and now > self.t_first:
+            after = st["positions"] - self.first_n
+            st["decode_s_after_first_unit"] = now - self.t_first
+            st["row_tokens_per_s_so_far"] = st["rows"] * after / (now - self.t_first) if st.get("rows") else None
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(st, f, indent=1)
+        os.replace(tmp, self.path)
+        self._last = now
+
+    def set_postfix_str(self, text: str) -> None:
+        import re
+        m = re.search(r"batch (\d+)/(\d+), (\d+) variants x (\d+) docs", text)
+        self.t_batch, self.t_first, self.first_n = time.perf_counter(), None, 0
+        self.state.update(batch=text, positions=0, batches_started=self.state["batches_started"] + 1,
+                          rows=int(m.group(3)) * int(m.group(4)) if m else None)
+        self._write()
+        print(f"long: {text}", flush=True)
+
+    def update(self, n: int) -> None:
+        self.state["positions"] = self.state.get("positions", 0) + n
+        if self.t_first is None:
+            self.t_first, self.first_n = time.perf_counter(), self.state["positions"]
+        if time.perf_counter() - self._last >= self.every:
+            self._write()
+            print(f"long: {self.state['positions']} positions, {self.state.get('row_tokens_per_s_so_far') or 0:.0f} "
+                  f"row-tokens/s so far", flush=True)
+
+    def close(self) -> None:
+        self.state["closed"] = True
+        self._write()
+
+
+def long_part(model, vocab: int, variants, args, backend: str, tag: str) -> dict:
+    """Part ``long`` through the KL harness's resumable store (:class:`~replayssm_quant.eval.results.ResultsStore`
+    and :func:`~replayssm_quant.eval.kl.run_kl`): ``--long-docs`` documents in ``--long-doc-groups`` batches, each
+    batch's records written when it is done (``OUT/long_<tag>/records``, timing in ``batches/``); with ``--resume``
+    a rerun into the same folder skips the finished batches. ``OUT/long_progress_<tag>.json`` says how far the
+    batch in flight got (:class:`LongProgress`)."""
+    from replayssm_quant.eval.kl import run_kl
+    from replayssm_quant.eval.results import ResultsStore
+
+    D, G = args.long_docs, args.long_doc_groups
+    if G < 1 or D % G:
+        raise SystemExit(f"--long-doc-groups {G} must divide --long-docs {D}")
+    tokens = docs_of(D, args.long_prefill + args.long_tokens + 1, vocab, seed=1)
+    docs = [Document(f"random-seed1#{i}", tokens[i]) for i in range(D)]
+    root = os.path.join(args.out, f"long_{tag}")
+    if os.path.isdir(os.path.join(root, "records")) and not args.resume:
+        raise SystemExit(f"{root} holds records of an earlier long run: pass --resume to continue it, or another --out")
+    st = KLSettings(prefill=args.long_prefill, tokens=args.long_tokens, window=args.window, seed=1, backend=backend,
+                    exec_mode=args.long_exec, batch_docs=D // G)
+    config = {"model": f"random:{args.shape}" + ("" if args.layers is None else f":L{args.layers}"),
+              "model_hash": f"torch.manual_seed(0) from_config {args.shape} {args.dtype}", "weights_dtype": args.dtype,
+              "data": f"random tokens (seed 1, vocab {vocab})", "text_field": None, "prefill": args.long_prefill,
+              "tokens": args.long_tokens, "window": args.window, "seed": 1, "batch_docs": D // G,
+              "variants": [v.label for v in variants], "docs": D, "exec": args.long_exec}
+    mem = PhaseMemory()
+    t0 = time.perf_counter()
+    with ResultsStore(root) as store:
+        store.open(config, docs)
+        before = len(store.batches())
+        summary = run_kl(model, docs, variants, st, store, memory=mem,
+                         bar=LongProgress(os.path.join(args.out, f"long_progress_{tag}.json")))
+        batches, records = store.batches(), store.records()
+    wall = time.perf_counter() - t0
+    secs = sum(b["decode_seconds"] for b in batches)
+    row_tokens = sum(b["rows"] * b["decode_steps"] for b in batches)
+    mean_kl: dict[str, list[float]] = {}
+    for meta, _ in records:
+        mean_kl.setdefault(meta["variant"], []).append(meta["mean_kl"])
+    total = len(variants) * D * args.long_tokens
+    whole = before == 0 and len(batches) == G          # the whole run in this call: its wall is the run's
+    return {"docs": D, "doc_groups": G, "wall_seconds": wall if whole else None, "prefill": args.long_prefill, "tokens": args.long_tokens,
+            "exec": args.long_exec, "batches_done": len(batches), "batches_done_before": before,
+            "batches_this_call": summary["batches"], "wall_seconds_this_call": wall,
+            "decode_seconds_done_batches": secs, "row_tokens_done": row_tokens,
+            "row_tokens_per_s": row_tokens / secs if secs > 0 else None,
+            "decode_seconds_all_estimate": total * secs / row_tokens if row_tokens else None,
+            "batch_walls": batches, "memory": mem.as_dict(),
+            "mean_kl": {k: float(np.mean(v)) for k, v in mean_kl.items()},
+            "docs_per_variant": {k: len(v) for k, v in mean_kl.items()}}
+
+
+def long_lines(lg: dict, n_var: int) -> list[str]:
+    est = lg["decode_seconds_all_estimate"]
+    return [f"long: {lg['docs']} docs x {n_var} variants, prefill {lg['prefill']}, {lg['tokens']} positions, "
+            f"{lg['exec']}, {lg['doc_groups']} document batches: {lg['batches_done']} done "
+            f"({lg['batches_this_call']} in this call, wall {lg['wall_seconds_this_call']:.0f} s); decode "
+            f"{lg['decode_seconds_done_batches']:.0f} s for {lg['row_tokens_done']} row-tokens"
+            + (f" = {lg['row_tokens_per_s']:.0f} row-tokens/s; all {lg['doc_groups']} batches at that rate: "
+               f"**{est / 60:.1f} min** of decode (goal <= 8 min wall)" if est else ""), ""]
+
+
 def _sync_dev(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
@@ -383,6 +499,9 @@ def main():
     ap.add_argument("--long-prefill", type=int, default=1024)
     ap.add_argument("--long-tokens", type=int, default=16384)
     ap.add_argument("--long-exec", default="chunked-all", choices=["chunked", "chunked-all", "step"])
+    ap.add_argument("--long-doc-groups", type=int, default=1,
+                    help="part long: the documents in this many batches, each written when done")
+    ap.add_argument("--resume", action="store_true", help="part long: continue the run in OUT/long_<tag>/")
     ap.add_argument("--window", type=int, default=16)
     ap.add_argument("--gen-prompts", type=int, default=16, help="part generate: prompts in the batch")
     ap.add_argument("--gen-tokens", type=int, default=256, help="part generate: tokens generated per prompt")
@@ -484,21 +603,8 @@ def main():
                          f"(profile_{ptag}.md)")
         lines.append("")
     if "long" in parts:
-        tokens = docs_of(args.long_docs, args.long_prefill + args.long_tokens + 1, vocab, seed=1)
-        mem = PhaseMemory()
-        st = KLSettings(prefill=args.long_prefill, tokens=args.long_tokens, window=args.window, seed=1,
-                        backend=backend, exec_mode=args.long_exec)
-        res, secs, wall = one_batch(model, tokens, variants, st, mem)
-        rows = len(variants) * args.long_docs
-        result["long"] = {"docs": args.long_docs, "prefill": args.long_prefill, "tokens": args.long_tokens,
-                          "exec": args.long_exec,
-                          "decode_seconds": secs, "wall_seconds": wall, "row_tokens_per_s": rows * args.long_tokens / secs,
-                          "memory": mem.as_dict(), "mean_kl": {v.label: float(res["kl"][i].mean())
-                                                               for i, v in enumerate(variants)}}
-        lines.append(f"long: {args.long_docs} docs x {len(variants)} variants, prefill {args.long_prefill}, "
-                     f"{args.long_tokens} positions, {args.long_exec}: **wall {wall / 60:.1f} min** (goal <= 8), decode "
-                     f"{secs:.0f} s; peak allocated / reserved: prefill {_peaks(mem, 'prefill')}, decode "
-                     f"{_peaks(mem, 'decode')}")
+        result["long"] = long_part(model, vocab, variants, args, backend, tag)
+        lines += long_lines(result["long"], len(variants))
     lines.append(f"load: {_peaks(memory, 'load')} (allocator conf {result['alloc_conf'] or 'default'})")
     with open(os.path.join(args.out, f"kl_scale_{tag}.json"), "w") as f:
         json.dump(result, f, indent=1)

@@ -104,3 +104,49 @@ def test_profile_part_on_the_cpu(tmp_path, monkeypatch):
     row = next(line for line in prof.splitlines() if re.match(r"\| tiny-qwen3_5_profile\s+\| chunked-all ", line))
     assert re.search(rf"\|\s+{chunk['rows']} \|", row) and f"{chunk['row_tokens_per_s_unprofiled']:.4g}" in row
     assert re.search(r"\| tiny-qwen3_5_profile\s+\| step ", prof)
+
+
+def test_long_part_in_document_batches_resumes(tmp_path, monkeypatch):
+    """Part long: batches written when done, a progress file, a rerun refused without --resume, with it only the
+    missing batch run (same records as the first run: same batch seeds)."""
+    import shutil
+
+    out = tmp_path / "out"
+    argv = ["kl_scale.py", "--out", str(out), "--shape", "tiny-qwen3_5", "--parts", "long", "--long-docs", "2",
+            "--long-doc-groups", "2", "--long-prefill", "4", "--long-tokens", "8", "--window", "4", "--dtype", "float32"]
+    monkeypatch.setattr(sys, "argv", argv)
+    kl_scale.main()
+    first = json.loads((out / "kl_scale_tiny-qwen3_5_long.json").read_text())["long"]
+    assert first["batches_done"] == first["batches_this_call"] == 2 and first["wall_seconds"] > 0
+    assert len(first["mean_kl"]) == 10 and set(first["docs_per_variant"].values()) == {2}
+    prog = json.loads((out / "long_progress_tiny-qwen3_5_long.json").read_text())
+    assert prog["closed"] and prog["batches_started"] == 2 and prog["positions"] == 8 and prog["rows"] == 10
+    with pytest.raises(SystemExit, match="--resume"):
+        kl_scale.main()
+    root = out / "long_tiny-qwen3_5_long"
+    shutil.rmtree(root / "records" / "d0001")
+    (root / "batches" / "b0001.json").unlink()
+    monkeypatch.setattr(sys, "argv", argv + ["--resume"])
+    kl_scale.main()
+    again = json.loads((out / "kl_scale_tiny-qwen3_5_long.json").read_text())["long"]
+    assert again["batches_done_before"] == 1 and again["batches_this_call"] == 1 and again["batches_done"] == 2
+    assert again["wall_seconds"] is None and again["mean_kl"] == first["mean_kl"]
+    md = build_scale_report(out).read_text()
+    assert re.search(r"\| 2 of 2\s+\|", md)
+
+
+def test_sync_check_on_the_cpu(tmp_path):
+    """scripts/gpu/sync_check.py: one chunked-all window and one step; on the CPU only the CPU-only exp32 (numpy)
+    makes host tensors (the Triton backend under the interpreter; the torch backend's reference flush has its own)."""
+    import os
+
+    import sync_check
+
+    res = sync_check.main(["--out", str(tmp_path), "--shape", "tiny-qwen3_5", "--docs", "1", "--prefill", "4",
+                           "--window", "4", "--dtype", "float32"])
+    assert set(res["paths"]) == {"chunked-all", "step"}
+    assert json.loads((tmp_path / "sync_check.json").read_text())["paths"]["step"]["tokens_per_unit"] == 1
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        assert res["backend"] == "triton"
+        for path in res["paths"].values():
+            assert all("exp32" in k for k in path["sync_ops"]), path["sync_ops"]
