@@ -3,6 +3,8 @@
 # (re-packed without *.ncu-rep when over 15 MB) and the whole log is copied to $OUT/NAME_log.txt, so a call cut
 # short still returns what finished. `part PART CAP_S CMD...` runs CMD under timeout min(CAP_S, time left - 8 s),
 # logs to $R/PART.log, prints its tail and records rc / wall in $R/parts.tsv; a part with < 10 s left is skipped.
+# PACK_EXCLUDE (a tar glob, e.g. '*.npz') leaves bulky files out of NAME.tgz; `pack_split GLOB` then sends those
+# in $OUT/NAME_GLOBLESS.tgz.NN pieces of 15 MB (the device returns files of at most 16 MiB).
 CALL_NAME=$1
 OUT=${OUT:-/tmp/${CALL_NAME}_out}
 R=${R:-/tmp/${CALL_NAME}_res}
@@ -14,11 +16,16 @@ exec > >(tee -a "$LOG") 2>&1
 [ -f "$R/parts.tsv" ] || printf 'part\trc\twall_s\tcap_s\n' > "$R/parts.tsv"
 
 pack() {
-  tar czf "$OUT/$CALL_NAME.tgz.tmp" -C "$R" . || return 0
+  tar czf "$OUT/$CALL_NAME.tgz.tmp" ${PACK_EXCLUDE:+--exclude="$PACK_EXCLUDE"} -C "$R" . || return 0
   if [ "$(stat -c %s "$OUT/$CALL_NAME.tgz.tmp")" -gt 15000000 ]; then
     tar czf "$OUT/$CALL_NAME.tgz.tmp" --exclude='*.ncu-rep' -C "$R" .
   fi
   mv "$OUT/$CALL_NAME.tgz.tmp" "$OUT/$CALL_NAME.tgz"; cp "$LOG" "$OUT/${CALL_NAME}_log.txt"
+}
+
+pack_split() {
+  rm -f "$OUT/${CALL_NAME}_bulk.tgz."*
+  (cd "$R" && find . -name "$1" -print0 | tar czf - --null -T -) | split -b 15M -d - "$OUT/${CALL_NAME}_bulk.tgz."
 }
 
 part() {
