@@ -214,7 +214,7 @@ def run_kl(model, docs: list[Document], variants: list[Variant], st: KLSettings,
                               "decode_steps": st.tokens, "decode_seconds": secs,
                               "row_tokens_per_s": rows * st.tokens / secs if secs > 0 else None,
                               "exec": st.exec_mode, "sessions": [g for g, _ in exec_groups(vs, st.exec_mode)],
-                              "device": str(input_device(model))})
+                              "device": str(input_device(model)), "memory": memory.as_dict()})
         tok_total += rows * st.tokens
         secs_total += secs
     bar.close()

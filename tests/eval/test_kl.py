@@ -72,6 +72,8 @@ def test_resume_equals_uninterrupted(model, tmp_path):
     part.open(cfg)
     s1 = run_kl(model, docs, variants, st, part, progress=False, stop_after_batches=1)  # "interrupted"
     assert s1["records_written"] == 2 * 3
+    # a batch's file carries the peak memory of the phases so far (a run cut later keeps it)
+    assert {"prefill", "decode"} <= set(part.batches()[0]["memory"])
     # a half-written record (npz but no json) counts as not done
     (tmp_path / "part" / "records" / "d0002").mkdir(parents=True)
     (tmp_path / "part" / "records" / "d0002" / "fp8+sr.npz").write_bytes(b"garbage")
