@@ -169,7 +169,7 @@ def test_shipped_long_model_recalls_through_its_state(model_dir):
     The test asks for issue 26's target, at least half exact with the state kept, and none with it zeroed: the
     shipped models' measured recall in these distance quartiles is far above half, and 0 after a reset
     (reports/models), so a miss here is a regression, not chance; the first long models fail it. mamba2-long is
-    asked on the first 8 instances only: its transformers torch path is slow on a CPU and runs every instance
+    asked on the first 4 instances only: its transformers torch path is slow on a CPU and runs every instance
     twice (kept and zeroed)."""
     arch, folder, shipped = model_dir
     if not arch.endswith("-long"):
@@ -180,7 +180,7 @@ def test_shipped_long_model_recalls_through_its_state(model_dir):
     from replayssm_quant.eval.synthetic_tasks import generate_recall_tasks
 
     model, _ = _load(folder)
-    tasks = generate_recall_tasks(16, seed=123, min_dist=1000, max_dist=1500)[:8 if arch == "mamba2-long" else 16]
+    tasks = generate_recall_tasks(16, seed=123, min_dist=1000, max_dist=1500)[:4 if arch == "mamba2-long" else 16]
     kept = recall_with_reset(model, tasks, reset=False)
     zeroed = recall_with_reset(model, tasks, reset=True)
     assert kept["correct"].sum() >= len(tasks) / 2, kept
