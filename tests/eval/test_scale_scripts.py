@@ -48,6 +48,7 @@ def test_tiny_runs_make_the_scale_report(tmp_path, monkeypatch, capsys):
     md = (out / "README.md").read_text()
     # speeds and their ratio against the 8x goal, from the run's own numbers
     ratio = run["chunked_over_step"]
+    assert all(run[ex]["warmup_seconds"] > 0 for ex in ("step", "chunked", "chunked-all"))   # untimed warm-ups ran
     speed = md.split("## Row-tokens/s")[1].split("\n## ")[0]
     row = next(line for line in speed.splitlines() if line.startswith("| tiny-kimi_linear "))
     assert f"{ratio:.4g}" in row and ("| yes " in row) == (ratio >= 8)
