@@ -1,23 +1,27 @@
-#!/usr/bin/env bash
-# Session 2026-12-02, device call 1 (issue 27): GPU tests of the speculative kernels, verify sweep, spec bench.
-set -uo pipefail
+#!/bin/bash
+# Session 2026-12-02b, device call B (issue 27): the GPU rerun of the fast-decay verify test (fixed slot lists),
+# the spec bench in one folder (B = 256 with all acceptance rates, then B = 1, 64, 512 at rate 1; --resume keeps
+# the B = 256 rows), Nsight Compute on the gdn verify kernels (fp32, nvfp4/fp16; the limit behind the 1.2x goal).
+set -u
 source scripts/gpu/setup.sh
-mkdir -p "$OUT/r"
-git log -1 --format='%H %s' > "$OUT/r/commit.txt" 2>/dev/null || true
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >> "$OUT/r/commit.txt" || true
-python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" >> "$OUT/r/commit.txt"
-date -u +%FT%TZ > "$OUT/r/t0.txt"
-( time timeout 120 python3 -m pytest -n 8 -q --tb=line -rf tests/kernels/test_spec_decode.py tests/kernels/test_verify_fast_decay.py ) \
-  > "$OUT/r/gpu_tests_spec.txt" 2>&1
-tail -5 "$OUT/r/gpu_tests_spec.txt"
-date -u +%FT%TZ >> "$OUT/r/t0.txt"
-( time timeout 200 python3 scripts/gpu/spec_bench.py --out "$OUT/r/sw" --sweep-verify --families mamba2,gdn,kda \
-  --sweep-block-v 32,64,128 --sweep-split 1,2 --sweep-warps 4 --sweep-dots ieee,tf32x3 ) > "$OUT/r/sweep.log" 2>&1
-tail -45 "$OUT/r/sweep.log"
-date -u +%FT%TZ >> "$OUT/r/t0.txt"
-( time timeout 230 python3 scripts/gpu/spec_bench.py --out "$OUT/r/sb" --batches 256,1,64,512 --budget-s 165 \
-  --verify-config "$OUT/r/sw/verify_sweep.csv" ) > "$OUT/r/bench.log" 2>&1
-grep -A30 "## Targets" "$OUT/r/sb/report.md" | head -40
-date -u +%FT%TZ >> "$OUT/r/t0.txt"
-tar czf "$OUT/call1.tgz" -C "$OUT" r
-ls -la "$OUT"
+R=${R:-$PWD/.gpu/res_s6b}
+source scripts/gpu/parts.sh s6b "${BUDGET_S:-540}"
+part gpu_tests 70 python3 -m pytest -n 8 -q --tb=short -rf tests/kernels/test_verify_fast_decay.py
+part spec_b256 175 python3 scripts/gpu/spec_bench.py --out "$R/sb" --resume --batches 256 --rep-ms 20 --budget-s 150
+part spec_rest 200 python3 scripts/gpu/spec_bench.py --out "$R/sb" --resume --batches 256,1,64,512 --rates 1 \
+  --rep-ms 20 --budget-s 200
+part bench_kda512 60 python3 scripts/gpu/bench.py --rep-ms 10 --out "$R/bench_kda512" --families kda --specs int8+sr \
+  --batches 512
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+if [ -n "$NCU" ]; then
+  part ncu_verify 60 "$NCU" --clock-control none -k "regex:verify_kernel" -c 6 --section SpeedOfLight \
+    --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section ComputeWorkloadAnalysis --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
+    -f -o "$R/ncu_verify" python3 scripts/gpu/spec_bench.py --out /tmp/s6b_sw --sweep-verify --families gdn \
+    --specs fp32,nvfp4/fp16 --sweep-block-v 128 --sweep-split 1 --sweep-warps 4 --sweep-dots tf32x3 --rep-ms 5
+  [ -f "$R/ncu_verify.ncu-rep" ] && timeout 40 "$NCU" -i "$R/ncu_verify.ncu-rep" --page details \
+    > "$R/ncu_verify_details.txt" 2>&1
+  grep -E '^  [_a-z]|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Registers Per|Achieved Occupancy|Theoretical Occ|No Eligible|Stall|Warp Cycles Per Issued|Executed Ipc|dram__bytes' \
+    "$R/ncu_verify_details.txt" 2>/dev/null | head -n 90
+fi
+echo "total wall $(( $(date +%s) - T0 ))s"; cat "$R/parts.tsv"; pack; ls -la "$OUT"
