@@ -75,6 +75,8 @@ def _speed_row(tag: str, r: dict) -> dict | None:
         ratio = r.get(f"{ex}_over_step")
         row[f"{ex} / step"] = ratio
         row[f"{ex} >= {SPEED_GOAL:g}x"] = None if ratio is None else ("yes" if ratio >= SPEED_GOAL else "no")
+    # runs before the throughput part's warm-up timed first-use costs (Triton compiles, graph captures) too
+    row["warm-up"] = "yes" if "warmup_seconds" in r["step"] else "no: first-use costs timed"
     return row
 
 
