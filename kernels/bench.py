@@ -40,7 +40,8 @@ import time
 import torch
 
 from .bench_checks import correctness
-from .bench_report import L2_BYTES, _versions, add_ratios, configs, markdown_table, memory_table, write_report
+from .bench_report import (FLA_MODE, L2_BYTES, MAMBA_SSM_MODE, _versions, add_ratios, configs, markdown_table,
+                           memory_table, write_report)
 from .inputs import random_decode_inputs
 from .launch import LaunchKnobs, plan_step
 from .state_cache import SSMStateCache
@@ -308,15 +309,14 @@ def bench_fla(batch, shape, window, timer, device, family="gdn"):
     ms = timer(steps)
     t_us = ms * 1e3 / (window * R)
     min_bytes = 8.0 * batch * HV * K * V
-    return dict(family=family, spec="fla fp32", mode="fla fused_recurrent", batch=batch, time_us=t_us,
+    return dict(family=family, spec="fla fp32", mode=FLA_MODE, batch=batch, time_us=t_us,
                 staggered_us=t_us, nonflush_us=float("nan"), flush_us=float("nan"), min_bytes=min_bytes,
                 GBps=min_bytes / (t_us * 1e-6) / 1e9, rotation=R, block_v=None,
                 flush_block_v=None, finite=True)
 
 
-MAMBA_SSM_MODE = "mamba_ssm selective_state_update"   # the mode column of the Mamba-2 anchor's rows
 #: the anchor's check (:func:`.mamba_ssm_anchor.check_anchor`) passes within this relative error: its output is bf16
-#: (rounding 2^-9 relative), so a correct mapping lands near 4e-3 and a wrong one (a sign, a transposed state) at O(1)
+#: (2^-9 relative rounding per element), far below it, while a wrong mapping (a sign, a transposed state) is O(1)
 ANCHOR_REL_TOL = 1e-2
 
 
@@ -539,7 +539,7 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
     rows = _resumed_rows(partial, resume, notes)
     done = {(r["family"], r["spec"], r["mode"], int(r["batch"])) for r in rows}
     # the fla anchors first (a run cut short keeps them with its other measurements, --resume)
-    fla_todo = [(f, b) for f in fla_fams for b in batches if (f, "fla fp32", "fla fused_recurrent", b) not in done]
+    fla_todo = [(f, b) for f in fla_fams for b in batches if (f, "fla fp32", FLA_MODE, b) not in done]
     rows += _fla_rows(fla_todo, shapes, window, timer, device, bw["best"], notes)
     mamba_todo = [b for b in batches if "mamba2" in families and ("mamba2", "mamba_ssm fp32", MAMBA_SSM_MODE, b) not in done]
     rows += _mamba_ssm_rows(mamba_todo, shapes, window, timer, device, bw["best"], mamba_ssm_src, notes)

@@ -12,6 +12,11 @@ import torch
 
 from .state_cache import SSMStateCache
 
+#: the mode column of the anchors' rows (written by :mod:`.bench`): fla's fused recurrent kernel (gdn, kda) and
+#: mamba_ssm's ``selective_state_update`` (mamba2)
+FLA_MODE = "fla fused_recurrent"
+MAMBA_SSM_MODE = "mamba_ssm selective_state_update"
+
 L2_BYTES = 60 * 2 ** 20   # the H200's L2 (the timed slot groups exceed 4x it)
 
 
@@ -95,14 +100,14 @@ def _targets(df):
                 lines.append(f"- {fam} B={b}, {name}: replay fp32 speedup over conventional fp32 = "
                              f"{conv / t('fp32', 'replay', b, col):.2f}x (target >= 1.7x); "
                              f"nvfp4/fp16 = {conv / t('nvfp4/fp16', 'replay', b, col):.2f}x (target >= 6x)"
-                             + (f"; replay fp32 over fla = {t('fla fp32', 'fla fused_recurrent', b) / t('fp32', 'replay', b, col):.2f}x "
+                             + (f"; replay fp32 over fla = {t('fla fp32', FLA_MODE, b) / t('fp32', 'replay', b, col):.2f}x "
                                 "(target >= 1.6x)" if fam in ("gdn", "kda") else "")
-                             + (f"; nvfp4/fp16 over mamba_ssm = {t('mamba_ssm fp32', 'mamba_ssm selective_state_update', b) / t('nvfp4/fp16', 'replay', b, col):.2f}x "
+                             + (f"; nvfp4/fp16 over mamba_ssm = {t('mamba_ssm fp32', MAMBA_SSM_MODE, b) / t('nvfp4/fp16', 'replay', b, col):.2f}x "
                                 "(issue 28: >= 4x)" if fam == "mamba2" else ""))
         if 1 in set(d.batch):
             lines.append(f"- {fam} B=1: replay fp32 / conventional fp32 time = "
                          f"{t('fp32', 'replay', 1) / t('fp32', 'conventional', 1):.2f} (target <= 1.1)")
-    big = df[(df.batch >= 256) & ~df["mode"].isin(["fla fused_recurrent", "mamba_ssm selective_state_update"])]
+    big = df[(df.batch >= 256) & ~df["mode"].isin([FLA_MODE, MAMBA_SSM_MODE])]
     for _, r in big.iterrows():
         need = 0.90 if r.spec == "fp32" else 0.75
         for name, _, col in phases if r["mode"] == "replay" else phases[:1]:
@@ -136,8 +141,8 @@ def add_ratios(df) -> None:
     if "staggered_us" not in df:       # (a resumed partial file of an older bench)
         df["staggered_us"] = float("nan")
     conv = df[(df.spec == "fp32") & (df["mode"] == "conventional")].set_index(["family", "batch"]).time_us
-    flat = df[df["mode"] == "fla fused_recurrent"].set_index(["family", "batch"]).time_us
-    mssm = df[df["mode"] == "mamba_ssm selective_state_update"].set_index(["family", "batch"]).time_us
+    flat = df[df["mode"] == FLA_MODE].set_index(["family", "batch"]).time_us
+    mssm = df[df["mode"] == MAMBA_SSM_MODE].set_index(["family", "batch"]).time_us
     for pre, col in (("", "time_us"), ("staggered_", "staggered_us")):
         df[f"{pre}frac_copy_bw"] = df.min_bytes / (df[col] * 1e-6) / 1e9 / df.copy_GBps
         df[f"{pre}speedup_vs_conv_fp32"] = [conv.get((f, b), float("nan")) / t for f, b, t in
