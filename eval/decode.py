@@ -222,9 +222,10 @@ class DecodeSession:
         backend: ``"triton"``, ``"torch"`` or ``None`` (triton on CUDA, torch on CPU).
         default_mode: the mode of variants written without a ``MODE:`` prefix.
         cuda_graphs: on CUDA with the triton backend, record each SSM layer's step (all
-            variants: 2 launches per cache plus glue) once per prefill as a CUDA graph and replay
-            it on later steps (same kernels, same results; removes the per-cache Python and launch
-            overhead that otherwise dominates a decode step). Ignored on CPU.
+            variants: 2 launches per cache plus glue), and in chunked execution each layer's chunked
+            windows of a feed (window reads, ring fills, flushes), once per prefill as a CUDA graph and
+            replay it on later calls (same kernels, same results; removes the per-cache Python and launch
+            overhead that otherwise dominates a decode step or window). Ignored on CPU.
         exec_mode: ``"step"`` (default), ``"chunked"``: :meth:`feed` then runs ``T`` tokens per model
             forward through the chunked windows (every variant must be a replay variant), or ``"chunked-all"``:
             the same, conventional variants allowed (their state stepped token by token inside each layer).
@@ -268,7 +269,7 @@ class DecodeSession:
                                      f"the replay window L={w} of {v.label}: use T <= L (or a longer window)")
         # REPLAYSSM_CUDA_GRAPHS=0 turns the graphs off everywhere (lm-eval plugin, KL harness)
         self.cuda_graphs = bool(cuda_graphs) and os.environ.get("REPLAYSSM_CUDA_GRAPHS", "1") != "0"
-        self._graphs: dict[int, LayerGraph] = {}
+        self._graphs: dict[tuple[int, str], LayerGraph] = {}   # (SSM layer, "step" | "chunk") -> its graph
         self._graph_pools: dict = {}
         self._graphable: set[int] = set()     # SSM layers whose step is recorded as a CUDA graph
         self.layers = ssm_layers(model)
@@ -350,7 +351,7 @@ class DecodeSession:
                                                    for x in (q, k, v, g, beta)))[:, 0]
                 if not self._use_graphs(idx, q):
                     return self._step_all(idx, q, k, v, g, beta)
-                return self._graphed_step(idx, q, k, v, g, beta)
+                return self._graphed(idx, "step", lambda *a: self._step_all(idx, *a), (q, k, v, g, beta))
         return run
 
     def _make_chunk_run(self, idx: int):
@@ -362,42 +363,50 @@ class DecodeSession:
                 if self._verifying:
                     return self._verify_all(idx, q, k, v, g, beta)
                 # every variant's rows at once: variants of one window share the window reads
-                return chunked_forward_many(self._caches[idx], self._slots[idx], q, k, v, g, beta)
+                def windows(*a):
+                    return chunked_forward_many(self._caches[idx], self._slots[idx], *a)
+                if not self._use_graphs(idx, q):
+                    return windows(q, k, v, g, beta)
+                return self._graphed(idx, "chunk", windows, (q, k, v, g, beta))
         return run
 
-    # ---- CUDA graphs of the per-layer SSM step ---------------------------------------------
+    # ---- CUDA graphs of the per-layer SSM call (a step, or the chunked windows of a feed) ----------
     def _use_graphs(self, idx: int, q: torch.Tensor) -> bool:
         return idx in self._graphable and q.device.type == "cuda" and not torch.cuda.is_current_stream_capturing()
 
-    def _graphed_step(self, idx: int, q, k, v, g, beta) -> torch.Tensor:
-        """The step of every variant of layer ``idx`` as one CUDA graph replay.
+    def _graphed(self, idx: int, kind: str, fn, inputs: tuple) -> torch.Tensor:
+        """``fn(*inputs)`` -- the SSM call ``kind`` of every variant of layer ``idx``: ``"step"`` (one token) or
+        ``"chunk"`` (the chunked windows of a :meth:`feed`) -- as one CUDA graph replay.
 
-        The first call of a layer (after each prefill) runs eagerly -- it compiles the Triton
-        kernels -- and then records the same launches into a graph on static input buffers; later
-        calls copy the inputs in and replay. The recorded launches read and write only device
-        tensors of the caches (states, ring, counters; no host-side step state), so a replay is
-        the eager step, bit for bit (``scripts/gpu/decode_graph_check.py`` checks this on the GPU).
+        The first call of a layer and kind with given input shapes (after each prefill) runs eagerly -- it
+        compiles the Triton kernels -- and then records the same launches into a graph on static input buffers;
+        later calls with those shapes copy the inputs in and replay. The recorded launches read and write only
+        device tensors of the caches (states, ring, counters; no host-side step state, no host syncs: the chunked
+        windows were made sync-free for this), so a replay is the eager call, bit for bit
+        (``scripts/gpu/decode_graph_check.py`` checks both kinds on the GPU). A chunked window graph holds a
+        few hundred torch ops and one flush per cache: what otherwise makes a window host-bound.
         """
-        inputs = (q, k, v, g, beta)
-        key = tuple(None if x is None else (tuple(x.shape), x.dtype) for x in inputs)
-        entry = self._graphs.get(idx)
+        key = (kind, *(None if x is None else (tuple(x.shape), x.dtype) for x in inputs))
+        entry = self._graphs.get((idx, kind))
         if entry is not None and entry.key == key:
             for dst, src in zip(entry.static_in, inputs):
                 if dst is not None:
                     dst.copy_(src)
             entry.graph.replay()
             return entry.static_out.clone()
-        out = self._step_all(idx, q, k, v, g, beta)          # the real step (and Triton warm-up)
+        out = fn(*inputs)                                    # the real call (and Triton warm-up)
         static_in = tuple(None if x is None else x.detach().clone() for x in inputs)
         graph = torch.cuda.CUDAGraph()
         torch.cuda.current_stream().synchronize()
-        if q.device.index not in self._graph_pools:   # one memory pool per GPU, shared by its layers' graphs
-            self._graph_pools[q.device.index] = torch.cuda.graph_pool_handle()
-        pool = self._graph_pools[q.device.index]
+        if entry is not None:                                # new shapes (a shorter last chunk): drop the old graph
+            del self._graphs[(idx, kind)], entry
+        if inputs[0].device.index not in self._graph_pools:  # one memory pool per GPU, shared by its layers' graphs
+            self._graph_pools[inputs[0].device.index] = torch.cuda.graph_pool_handle()
+        pool = self._graph_pools[inputs[0].device.index]
         with torch.cuda.graph(graph, pool=pool):   # records only: nothing runs here
-            static_out = self._step_all(idx, *static_in)
-        self._graphs[idx] = LayerGraph(key, graph, static_in, static_out,
-                                       torch.device("cuda", torch.cuda.current_device()))
+            static_out = fn(*static_in)
+        self._graphs[(idx, kind)] = LayerGraph(key, graph, static_in, static_out,
+                                               torch.device("cuda", torch.cuda.current_device()))
         return out
 
     def _new_caches(self, num_docs: int, devices: dict[int, torch.device]) -> None:
@@ -647,7 +656,7 @@ class DecodeSession:
                 devs |= {str(t.device) for t in vars(c).values() if isinstance(t, torch.Tensor)}
                 for stored in {id(c.hp): c.hp, id(c.lp): c.lp}.values():
                     devs |= {str(t.device) for t in vars(stored).values() if isinstance(t, torch.Tensor)}
-            g = self._graphs.get(idx)
+            g = self._graphs.get((idx, "step")) or self._graphs.get((idx, "chunk"))
             bufs = None if g is None else sorted({str(t.device) for t in (*g.static_in, g.static_out) if t is not None})
             out[idx] = {"cache_devices": sorted(devs), "graph_device": None if g is None else str(g.device),
                         "graph_buffers": bufs}

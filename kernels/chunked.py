@@ -92,12 +92,13 @@ def _read_copies(caches, slots: torch.Tensor) -> torch.Tensor:
     parts: list = [None] * len(caches)
     for members in by_fmt.values():
         lps = [caches[i].lp for i in members]
+        backend = caches[members[0]].backend
         if len(lps) == 1:
-            dec = lps[0].decode(slots)
+            dec = lps[0].decode(slots, backend)
         else:
             cat = (lambda get: None if get(lps[0]) is None else torch.cat([get(lp)[slots] for lp in lps]))
             dec = decode_state(lps[0].fmt, cat(lambda lp: lp.data), cat(lambda lp: lp.scales),
-                               cat(lambda lp: lp.s_enc))
+                               cat(lambda lp: lp.s_enc), backend=backend)
         for j, i in enumerate(members):
             parts[i] = dec[j * n:(j + 1) * n]
     return parts[0] if len(parts) == 1 else torch.cat(parts)
@@ -133,11 +134,12 @@ def chunked_forward(cache, slots: torch.Tensor, q, k, v, g, beta=None) -> torch.
     return chunked_forward_many([cache], slots, q, k, v, g, beta)
 
 
-def _rows(members: list[int], n: int):
-    """Rows of the caches ``members`` (cache ``i``: rows ``i * n .. (i + 1) * n``): a slice when contiguous."""
+def _rows(members: list[int], n: int, device):
+    """Rows of the caches ``members`` (cache ``i``: rows ``i * n .. (i + 1) * n``): a slice when contiguous, else an
+    int64 index tensor made on ``device`` (no host-to-device copy: the window may be recorded in a CUDA graph)."""
     if members == list(range(members[0], members[0] + len(members))):
         return slice(members[0] * n, (members[-1] + 1) * n)
-    return torch.cat([torch.arange(i * n, (i + 1) * n) for i in members])
+    return torch.cat([torch.arange(i * n, (i + 1) * n, device=device) for i in members])
 
 
 def chunked_forward_many(caches, slots: torch.Tensor, q, k, v, g, beta=None) -> torch.Tensor:
@@ -177,9 +179,7 @@ def chunked_forward_many(caches, slots: torch.Tensor, q, k, v, g, beta=None) -> 
             m = min(L - 1, T - w0)                     # non-flush entries of this window
             if m > 0:
                 if rows is None:                       # the group's inputs for the window reads: [rows, HV, T, *]
-                    rows = _rows(members, n)
-                    if isinstance(rows, torch.Tensor):
-                        rows = rows.to(q.device)
+                    rows = _rows(members, n, q.device)
                     qg, kg, vg = (x[:, rows].permute(1, 2, 0, 3) for x in (q, k, v))
                     gg = (g[:, rows].permute(1, 2, 0, 3) if first.per_key
                           else g[:, rows].permute(1, 2, 0).unsqueeze(-1))                # [rows, HV, T, GK]

@@ -105,11 +105,11 @@ class StoredState:
             n += self.s_enc[0].numel() * 4
         return n
 
-    def decode(self, slots: torch.Tensor) -> torch.Tensor:
-        """float32 ``[n, HV, V, K]`` of the given slots (int64 ``[n]``)."""
+    def decode(self, slots: torch.Tensor, backend: str = "torch") -> torch.Tensor:
+        """float32 ``[n, HV, V, K]`` of the given slots (int64 ``[n]``); ``backend`` as :func:`decode_state`."""
         return decode_state(self.fmt, self.data[slots],
                             None if self.scales is None else self.scales[slots],
-                            None if self.s_enc is None else self.s_enc[slots])
+                            None if self.s_enc is None else self.s_enc[slots], backend=backend)
 
     def encode(self, slots: torch.Tensor, x: torch.Tensor, rbits: torch.Tensor | None = None) -> None:
         """Round float32 ``x [n, HV, V, K]`` into the slots; RNE, or SR with ``rbits``."""
@@ -155,12 +155,27 @@ def nvfp4_parts(codes: torch.Tensor, scale_bits: torch.Tensor):
     return ref.nvfp4_parts(codes, scale_bits)
 
 
-def decode_state(fmt: FormatInfo, data, scales=None, s_enc=None) -> torch.Tensor:
-    """Inverse of :func:`encode_state`: float32 ``[..., V, K]``."""
+def decode_state(fmt: FormatInfo, data, scales=None, s_enc=None, backend: str = "torch") -> torch.Tensor:
+    """Inverse of :func:`encode_state`: float32 ``[..., V, K]``.
+
+    ``backend="triton"``: the Triton dequantizers of :mod:`.quantize` (one launch, bit-identical to the torch
+    reference: tests/kernels/test_storage_decode.py); ``"torch"``: the reference's integer ops (on a GPU a few
+    dozen int64 elementwise kernels per call, which dominated the chunked window reads).
+    """
     from replayssm_quant.quant import reference as ref
 
+    if backend not in ("torch", "triton"):
+        raise ValueError(f"decode_state backend must be 'torch' or 'triton', got {backend!r}")
     if fmt.name == "fp32":
         return data.to(torch.float32).clone()
+    if backend == "triton":
+        from . import quantize as kq
+
+        if fmt.name == "nvfp4":
+            return kq.nvfp4_dequantize(data, scales, s_enc)
+        if fmt.row_scaled:
+            return kq.rowscaled_dequantize(data, scales, fmt.name)
+        return kq.dequantize_elem(data, fmt.name)
     if fmt.name == "nvfp4":
         return ref.nvfp4_dequantize(data, scales, s_enc)
     if fmt.row_scaled:

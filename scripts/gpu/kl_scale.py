@@ -490,6 +490,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--shape", default="qwen3_5_4b")
     ap.add_argument("--parts", default="throughput,agreement")
+    ap.add_argument("--paths", default="step,chunked,chunked-all",
+                    help="part throughput: the execution paths timed (agreement needs all three)")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--layers", type=int, default=None,
                     help="keep only the first N layers (a shape that does not fit one GPU; the report says so)")
@@ -512,6 +514,10 @@ def main():
                     help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (allocator fragmentation check)")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
+    paths = args.paths.split(",")
+    if not set(paths) <= {"step", "chunked", "chunked-all"} or ("agreement" in parts and len(set(paths)) < 3):
+        raise SystemExit(f"--paths takes step, chunked, chunked-all (all three for part agreement), got {args.paths!r}")
+    graphs = os.environ.get("REPLAYSSM_CUDA_GRAPHS", "1") != "0"
     device = "cuda" if torch.cuda.is_available() else "cpu"
     backend = "triton" if device == "cuda" else "torch"
     os.makedirs(args.out, exist_ok=True)
@@ -522,7 +528,7 @@ def main():
     variants = with_reference([parse_variant(v) for v in KL_VARIANTS])
     result = {"shape": args.shape, "params": n_params, "dtype": args.dtype, "device": device,
               "layers": args.layers, "shape_layers": full_layers,
-              "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+              "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "cuda_graphs": graphs,
               "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu", "variants": [v.label for v in variants],
               "load_memory": memory.as_dict()}
     cut_note = "" if args.layers is None else f", **cut to its first {args.layers} of {full_layers} layers**"
@@ -530,11 +536,11 @@ def main():
              f"random), {result['gpu']}", ""]
     tag = (args.shape + ("" if args.layers is None else f"_L{args.layers}")
            + ("" if parts not in ({"long"}, {"generate"}, {"profile"}) else "_" + next(iter(parts)))
-           + ("_expseg" if args.expandable_segments else ""))
+           + ("_expseg" if args.expandable_segments else "") + ("" if graphs else "_nographs"))
     if parts & {"throughput", "agreement"}:
         tokens = docs_of(args.docs, args.prefill + args.tokens + 1, vocab, seed=0)
         runs = {}
-        for ex in ("step", "chunked", "chunked-all"):
+        for ex in paths:
             mem = PhaseMemory()
             st = KLSettings(prefill=args.prefill, tokens=args.tokens, window=args.window, seed=1, backend=backend,
                             exec_mode=ex)
@@ -555,7 +561,7 @@ def main():
             lines.append(f"{ex}: {rows} rows x {args.tokens} positions after prefill {args.prefill}: decode "
                          f"{secs:.1f} s, **{rows * args.tokens / secs:.0f} row-tokens/s**, wall {wall:.1f} s; peak "
                          f"allocated / reserved: prefill {_peaks(mem, 'prefill')}, decode {_peaks(mem, 'decode')}")
-        for ex in ("chunked", "chunked-all"):
+        for ex in [p for p in ("chunked", "chunked-all") if p in result and "step" in result]:
             result[f"{ex}_over_step"] = result[ex]["row_tokens_per_s"] / result["step"]["row_tokens_per_s"]
             lines.append(f"{ex} / step row-tokens/s: **{result[f'{ex}_over_step']:.2f}x** (goal >= 8x)")
         lines.append("")

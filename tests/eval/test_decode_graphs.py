@@ -51,3 +51,33 @@ def test_graphed_step_equals_eager_bit_for_bit(arch):
     graphed, n_graphs = _decode(model, ids, 8, True, "cuda")
     assert n_graphs == len(ssm_layers(model))   # one graph per SSM layer
     assert torch.equal(eager, graphed)
+
+
+def _feed(model, ids, P, C, graphs):
+    """chunked-all feeds of ``C`` tokens (the last one shorter) after a prefill: logits [rows, N, vocab] and the
+    graph kinds recorded per SSM layer."""
+    with DecodeSession(model, VARIANTS, window=4, seed=5, cuda_graphs=graphs, exec_mode="chunked-all") as s:
+        s.prefill(ids[:, :P])
+        out = [s.feed(ids[:, c0:min(c0 + C, ids.shape[1])]) for c0 in range(P, ids.shape[1], C)]
+        return torch.cat(out, 1), sorted(kind for _, kind in s._graphs)
+
+
+def test_cpu_chunked_session_records_no_graph():
+    model = tiny_model(TINY_ARCHS[0])
+    ids = torch.randint(0, model.config.vocab_size, (2, 6 + 8), generator=torch.Generator().manual_seed(0))
+    _, kinds = _feed(model, ids, 6, 4, True)
+    assert kinds == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("arch", TINY_ARCHS)
+def test_graphed_chunked_windows_equal_eager_bit_for_bit(arch):
+    """Three feeds of two windows each (eager + capture, then two replays), then a shorter feed (new shapes:
+    eager + capture again): the logits of every position equal the eager windows' bit for bit."""
+    model = tiny_model(arch).cuda()
+    ids = torch.randint(0, model.config.vocab_size, (3, 8 + 3 * 8 + 4),
+                        generator=torch.Generator().manual_seed(1)).cuda()
+    eager, _ = _feed(model, ids, 8, 8, False)
+    graphed, kinds = _feed(model, ids, 8, 8, True)
+    assert kinds == ["chunk"] * len(ssm_layers(model))   # one chunk graph per SSM layer (the last shape's)
+    assert torch.equal(eager, graphed)

@@ -126,3 +126,30 @@ def test_many_caches_at_once_equal_one_at_a_time(family):
         for (name, x), y in zip(a.stored_tensors().items(), b.stored_tensors().values()):
             assert torch.equal(x, y) or (x.is_floating_point() and torch.allclose(x, y, rtol=1e-6, atol=1e-6)), (
                 f"{family} {a.spec.text} {a.mode}: {name} differs")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="bit-exact in the interpreter, where the torch reference "
+                    "reduces in the kernels' order; on a GPU tests/eval/test_decode_graphs.py and the scale agreement run")
+@pytest.mark.parametrize("family", ["gdn", "kda", "mamba2"])
+def test_triton_backend_windows_equal_torch_backend(family):
+    """The windows of triton-backend caches (read copies decoded by the Triton dequantizers, flushes by the Triton
+    step: what a GPU runs) = those of torch-backend caches, bit for bit: outputs and every stored tensor."""
+    kinds = [("nvfp4/fp8+sr", "replay"), ("fp8/fp16", "replay"), ("int8+sr", "conventional")]
+    T = 6
+
+    def caches(backend):
+        return [SSMStateCache(family, spec, N_SLOTS, HV, K, V, window=4, mode=mode, seed=2, backend=backend)
+                for spec, mode in kinds]
+    ref, tri = caches("torch"), caches("triton")
+    slots = torch.arange(N_SLOTS)
+    q, k, v, g, beta, S0 = _inputs(family, T, seed=31)
+    for c in ref + tri:
+        c.load_state(slots, S0)
+    ins = [x if x is None else torch.cat([x] * len(kinds)) for x in (q, k, v, g, beta)]
+    for sl in (slice(0, 4), slice(4, 6)):                  # a whole window (3 reads + flush), then a partial one
+        want = chunked_forward_many(ref, slots, *(None if x is None else x[:, sl] for x in ins))
+        got = chunked_forward_many(tri, slots, *(None if x is None else x[:, sl] for x in ins))
+        assert torch.equal(got, want), f"{family}: outputs differ by up to {(got - want).abs().max().item():.3g}"
+    for a, b in zip(ref, tri):
+        for (name, x), y in zip(a.stored_tensors().items(), b.stored_tensors().values()):
+            assert torch.equal(x, y), f"{family} {a.spec.text}: {name} differs"
