@@ -73,6 +73,7 @@ from replayssm_quant.quant.spec import DECODE_MODES, DEFAULT_WINDOW, StateSpec, 
 
 from .adapters import SUPPORTED_MODELS, ssm_layers
 from .adapters.hooks import attach
+from .attention import grouped_attention
 from .placement import device_context, input_device
 from .drafting import DraftSpec, parse_draft
 from .speculative import cut_rows, speculative_generate
@@ -234,7 +235,10 @@ class DecodeSession:
             (:func:`.speculative.speculative_generate`) and :meth:`verify` / :meth:`accept` are available;
             takes ``exec_mode="step"``.
 
-    The session hooks the model when created; :meth:`close` (or ``with``) unhooks it.
+    The session hooks the model when created; :meth:`close` (or ``with``) unhooks it. Its model calls run
+    attention implemented as ``sdpa`` through :func:`.attention.grouped_sdpa_attention` (the same attention
+    without ``repeat_kv`` copies of the KV cache when a mask is present, as in every chunked window); the
+    model's own setting is restored after each call.
     Several sessions may be attached to one model; only the one inside :meth:`step`
     routes the SSM layers (one at a time).
     """
@@ -457,7 +461,8 @@ class DecodeSession:
             attention_mask = attention_mask.to(dev)
             kw["attention_mask"] = attention_mask
         self._decoding = False
-        out = self.model(input_ids=input_ids, **kw)
+        with grouped_attention(self.model):
+            out = self.model(input_ids=input_ids, **kw)
         cache = getattr(out, self._cache_kw)
         self.num_docs = D
         # each layer's caches where its state came out of the prefill: the device that layer computes on
@@ -508,7 +513,8 @@ class DecodeSession:
             kw["attention_mask"] = self.attention_mask
         self._decoding = True
         try:
-            out = self.model(input_ids=tokens[:, None], **kw)
+            with grouped_attention(self.model):
+                out = self.model(input_ids=tokens[:, None], **kw)
         finally:
             self._decoding = False
         self.hf_cache = getattr(out, self._cache_kw)
@@ -555,7 +561,8 @@ class DecodeSession:
             kw["attention_mask"] = self.attention_mask
         self._decoding = self._feeding = True
         try:
-            out = self.model(input_ids=tokens, **kw)
+            with grouped_attention(self.model):
+                out = self.model(input_ids=tokens, **kw)
         finally:
             self._decoding = self._feeding = False
         self.hf_cache = getattr(out, self._cache_kw)
@@ -592,7 +599,8 @@ class DecodeSession:
             self.hf_cache.layers[idx].activate_past_recording()
         self._decoding = self._feeding = self._verifying = True
         try:
-            out = self.model(input_ids=tokens, **kw)
+            with grouped_attention(self.model):
+                out = self.model(input_ids=tokens, **kw)
         finally:
             self._decoding = self._feeding = self._verifying = False
         self.hf_cache = getattr(out, self._cache_kw)
