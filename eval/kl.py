@@ -17,15 +17,17 @@ They accumulate on the device (no host sync inside the loop); each batch ends
 with one copy to the host and one record per (document, variant) in the
 :class:`ResultsStore`.
 
-Execution (``KLSettings.exec_mode``): ``chunked`` (default) feeds the replay
-variants L tokens per model forward (DESIGN.md sec. 3, the same roundings and
-Philox counters as step-by-step decoding); conventional variants, rounded every
-step, then run in a second session on the step path, beside their own copy of
-the reference. ``step`` runs everything one token per forward (what measures
-the decode kernels themselves). ``chunked-all`` runs every variant L tokens per
-forward in one session: conventional variants step their state token by token
-inside each SSM layer (the step path's own ``cache.step`` calls; only the
-model's other layers see L tokens per forward).
+Execution (``KLSettings.exec_mode``): ``chunked-all`` (default) runs every variant
+L tokens per model forward in one session: replay variants through the chunked
+windows (DESIGN.md sec. 3, the same roundings and Philox counters as
+step-by-step decoding), conventional variants stepping their state token by
+token inside each SSM layer (the step path's own ``cache.step`` calls; only the
+model's other layers see L tokens per forward). ``chunked`` feeds only the
+replay variants that way; conventional variants then run in a second session
+on the step path, beside their own copy of the reference (on the H200 that
+session bounds the run: 0.9-1.0x the step path against 11-12x for chunked-all,
+reports/kl/scale). ``step`` runs everything one token per forward (what
+measures the decode kernels themselves).
 """
 
 from __future__ import annotations
@@ -55,8 +57,8 @@ class KLSettings:
     batch_docs: int = 8
     backend: str | None = None
     cuda_graphs: bool = True   # per-layer CUDA graphs of the SSM step (GPU, triton backend)
-    exec_mode: str = "chunked"  # "chunked": replay variants L tokens per forward; "step": one token per forward;
-    #                             "chunked-all": every variant L tokens per forward (eval.decode.EXEC_MODES)
+    exec_mode: str = "chunked-all"  # "chunked-all": every variant L tokens per forward; "chunked": replay
+    #                                 variants only; "step": one token per forward (eval.decode.EXEC_MODES)
 
     def __post_init__(self):
         check_exec_mode(self.exec_mode)

@@ -44,11 +44,12 @@ def configure(parser):
     parser.add_argument("--dtype", default="auto", metavar="auto|bfloat16|float16|float32",
                         help="dtype of the model weights (default auto: the checkpoint's, bf16 for released models); "
                              "the SSM states, the fp32 reference's included, stay float32")
-    parser.add_argument("--exec", dest="exec_mode", default="chunked", metavar="chunked|step|chunked-all",
-                        help="chunked (default): replay variants L tokens per model forward (exact, DESIGN.md sec. 3), "
-                             "conventional ones on the step path; step: every variant one token per forward (what "
-                             "the decode kernels do); chunked-all: every variant L tokens per forward, conventional "
-                             "states stepped token by token inside each SSM layer")
+    parser.add_argument("--exec", dest="exec_mode", default="chunked-all", metavar="chunked-all|chunked|step",
+                        help="chunked-all (default): every variant L tokens per model forward, replay variants "
+                             "through the chunked windows (exact, DESIGN.md sec. 3), conventional states stepped "
+                             "token by token inside each SSM layer; chunked: only the replay variants so, the "
+                             "conventional ones on the step path (a second session); step: every variant one token "
+                             "per forward (what the decode kernels do)")
     parser.add_argument("--backend", default=None, choices=["triton", "torch"],
                         help="state-cache backend (default: triton on CUDA, torch on CPU)")
     parser.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false",

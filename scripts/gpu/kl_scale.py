@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -437,7 +438,9 @@ def long_part(model, vocab: int, variants, args, backend: str, tag: str) -> dict
               "model_hash": f"torch.manual_seed(0) from_config {args.shape} {args.dtype}", "weights_dtype": args.dtype,
               "data": f"random tokens (seed 1, vocab {vocab})", "text_field": None, "prefill": args.long_prefill,
               "tokens": args.long_tokens, "window": args.window, "seed": 1, "batch_docs": D // G,
-              "variants": [v.label for v in variants], "docs": D, "exec": args.long_exec}
+              "variants": [v.label for v in variants], "docs": D, "exec": args.long_exec, "dtype": args.dtype,
+              "command": "python3 scripts/gpu/kl_scale.py " + shlex.join(sys.argv[1:]),
+              "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
     mem = PhaseMemory()
     t0 = time.perf_counter()
     with ResultsStore(root) as store:
@@ -445,6 +448,7 @@ def long_part(model, vocab: int, variants, args, backend: str, tag: str) -> dict
         before = len(store.batches())
         summary = run_kl(model, docs, variants, st, store, memory=mem,
                          bar=LongProgress(os.path.join(args.out, f"long_progress_{tag}.json")))
+        store.update_config(memory=mem.as_dict())     # the report's "Peak memory" line (this call's phases)
         batches, records = store.batches(), store.records()
     wall = time.perf_counter() - t0
     secs = sum(b["decode_seconds"] for b in batches)

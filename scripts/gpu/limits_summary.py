@@ -37,7 +37,8 @@ METRICS = {
 STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 #: bytes / time units of the raw page -> the summary's MB and microseconds
 SCALE = {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3, "nsecond": 1e-3, "usecond": 1.0,
-         "msecond": 1e3, "second": 1e6}
+         "msecond": 1e3, "second": 1e6,
+         "ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}   # (ncu 2025's raw page writes "ns" with --print-units base)
 
 
 def read_raw(path: str) -> pd.DataFrame:

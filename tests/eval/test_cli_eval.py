@@ -51,11 +51,11 @@ def test_dtype_is_applied_and_recorded(dtype, weights, text_file, tmp_path):
                  "--docs", "1", "--window", "4", "--no-progress", "--state", "nvfp4+sr", "--state",
                  "conventional:fp16", "--dtype", dtype, "--out", str(out)]) == 0
     cfg = json.loads((out / "run.json").read_text())
-    assert cfg["dtype"] == dtype and cfg["weights_dtype"] == weights and cfg["exec"] == "chunked"
+    assert cfg["dtype"] == dtype and cfg["weights_dtype"] == weights and cfg["exec"] == "chunked-all"   # the default
     assert set(cfg["memory"]) == {"note", "load", "prefill", "decode"}
     assert cfg["memory"]["decode"]["peak_allocated_bytes"] is None and cfg["memory"]["decode"]["peak_rss_bytes"] > 0
     md = (out / "report.md").read_text()
-    assert f"weights {weights} (--dtype {dtype})" in md and "Execution: chunked" in md and "Peak memory: load" in md
+    assert f"weights {weights} (--dtype {dtype})" in md and "Execution: chunked-all" in md and "Peak memory: load" in md
     assert "## Statistics at positions 4-5" in md and "same top-1 %" in md
     import pandas as pd
     stats = pd.read_csv(out / "stats.csv", dtype={"positions": str})

@@ -54,7 +54,8 @@ def test_profile_step_stagger_and_ncu_window(tmp_path):
     assert not (tmp_path / "n" / "profile.csv").exists()   # (no table: the steps are for an outside profiler)
 
 
-def test_limits_summary_reads_an_ncu_raw_export(tmp_path):
+@pytest.mark.parametrize("time_unit", ["nsecond", "ns"])     # ncu 2025 (the H200's) writes "ns"
+def test_limits_summary_reads_an_ncu_raw_export(tmp_path, time_unit):
     """A raw export as ``ncu -i R --page raw --csv --print-units base`` writes it (a message line, the header, the
     units row, one row per launch) -> the summary's MB, microseconds, GB/s and stall order."""
     (tmp_path / "x_raw.csv").write_text(
@@ -62,7 +63,7 @@ def test_limits_summary_reads_an_ncu_raw_export(tmp_path):
         '"ID","Kernel Name","Grid Size","gpu__time_duration.sum","dram__bytes_read.sum","dram__bytes_write.sum",'
         '"launch__registers_per_thread","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",'
         '"smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"\n'
-        '"","","","nsecond","byte","byte","register/thread","ratio","ratio"\n'
+        f'"","","","{time_unit}","byte","byte","register/thread","ratio","ratio"\n'
         '"0","_nonflush_kernel","(1, 32, 256)","85,000","300000000","40000000","128","7.5","1.25"\n')
     (tmp_path / "failed_raw.csv").write_text("==ERROR== no counters\n")
     r = _run("limits_summary.py", [str(tmp_path)])
