@@ -163,8 +163,9 @@ def generation_speed(model, prompts: int, tokens: int, device: str, on_state=Non
     """Generation tokens/s of the lm-eval plugin (``downstream``'s decoder) per state of :data:`GEN_STATES`:
     ``prompts`` byte-tokenised prompts in one batch, ``tokens`` greedy tokens each (no stop string fires).
 
-    Each state first generates 2 tokens for one prompt (a warm-up: Triton compiles its kernels there), then the
-    timed batch (its prefill and CUDA graph captures included, as in ``downstream``). ``on_state(state, result)``
+    Each state first generates 2 tokens for the same number of prompts (a warm-up: Triton compiles its kernels for
+    the batch's launch shapes there; a one-prompt warm-up left the compiles of the batch's shapes in the timing),
+    then the timed batch (its prefill and CUDA graph captures included, as in ``downstream``). ``on_state(state, result)``
     is called after each state (progress, incremental results)."""
     from types import SimpleNamespace
 
@@ -180,7 +181,7 @@ def generation_speed(model, prompts: int, tokens: int, device: str, on_state=Non
         lm = ReplaySSMLM(model=model, tokenizer=build_byte_tokenizer(), state=state, device=device,
                          batch_size=prompts, max_batch_tokens=0)
         try:
-            lm.generate_until(reqs(1, 2), disable_tqdm=True)
+            lm.generate_until(reqs(prompts, 2), disable_tqdm=True)
             warm = time.perf_counter() - t0
             lm.generation_stats.update(tokens=0, seconds=0.0)
             lm.generate_until(reqs(prompts, tokens), disable_tqdm=True)
