@@ -56,7 +56,7 @@ class KLSettings:
     seed: int = 0
     batch_docs: int = 8
     backend: str | None = None
-    cuda_graphs: bool = True   # per-layer CUDA graphs of the SSM step (GPU, triton backend)
+    cuda_graphs: bool = True   # per-layer CUDA graphs of the SSM step and chunked windows (GPU, triton backend)
     exec_mode: str = "chunked-all"  # "chunked-all": every variant L tokens per forward; "chunked": replay
     #                                 variants only; "step": one token per forward (eval.decode.EXEC_MODES)
 

@@ -53,8 +53,8 @@ def configure(parser):
     parser.add_argument("--backend", default=None, choices=["triton", "torch"],
                         help="state-cache backend (default: triton on CUDA, torch on CPU)")
     parser.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false",
-                        help="run each SSM layer's decode step eagerly (default on the GPU: one CUDA graph per "
-                             "layer for all specs' steps)")
+                        help="run each SSM layer's decode step and chunked windows eagerly (default on the GPU: "
+                             "one CUDA graph per layer for all specs' steps, one for its chunked windows)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--no-report", action="store_true", help="skip writing the report at the end")
 

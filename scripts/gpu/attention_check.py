@@ -4,7 +4,7 @@ One attention layer of the Qwen3.5-4B shape (16 query / 4 KV heads of 256, bf16)
 ``T`` new queries over ``S`` keys with a causal mask. For each (rows, S): transformers' ``sdpa`` attention
 (``repeat_kv`` of keys and values, then SDPA with the mask) against :func:`grouped_sdpa_attention` (no copy):
 max abs difference of the outputs (both bf16) and the ``triton.testing.do_bench`` median of each. Prints a table
-and writes ``OUT/attention_check.md`` / ``.csv``.
+and writes ``OUT/attention_check.md`` / ``.csv`` (with :func:`~replayssm_quant.kernels.bench_report.run_header`).
 
     source scripts/gpu/setup.sh && python3 scripts/gpu/attention_check.py --out "$OUT"
 """
@@ -12,16 +12,15 @@ and writes ``OUT/attention_check.md`` / ``.csv``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 
 import pandas as pd
 import torch
-import transformers
 import triton
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from replayssm_quant.eval.attention import grouped_sdpa_attention
+from replayssm_quant.kernels.bench_report import write_table
 
 
 class _Attn(torch.nn.Module):
@@ -62,21 +61,11 @@ def main():
             print(rows[-1], flush=True)
             del q, k, v, mask
             torch.cuda.empty_cache()
-    df = pd.DataFrame(rows)
-    df.to_csv(os.path.join(args.out, "attention_check.csv"), index=False)
-    md = (f"# Grouped-query SDPA of a chunked window vs transformers' sdpa (repeat_kv)\n\n"
-          f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}\n"
-          f"- GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}, triton {triton.__version__}, "
-          f"transformers {transformers.__version__}\n"
-          f"- command: `python3 scripts/gpu/attention_check.py --out $OUT --rows {args.rows} --keys {args.keys} "
-          f"--tokens {args.tokens}`\n"
-          f"- one attention layer of the Qwen3.5-4B shape: {H} query / {Hkv} KV heads of {D}, bf16, {T} queries over "
-          f"S keys, causal bool mask [rows, 1, T, S]; times: do_bench medians; kv_gb: the layer's KV cache bytes\n\n"
-          + df.to_markdown(index=False, floatfmt=".4g") + "\n")
-    with open(os.path.join(args.out, "attention_check.md"), "w") as f:
-        f.write(md)
-    print(md, flush=True)
-
+    title = (f"Grouped-query SDPA of a chunked window vs transformers' sdpa (repeat_kv): one attention layer of the "
+             f"Qwen3.5-4B shape ({H} query / {Hkv} KV heads of {D}, bf16), {T} queries over S keys, causal bool mask "
+             "[rows, 1, T, S]; times: do_bench medians; kv_gb: the layer's KV cache bytes")
+    print(write_table(args.out, "attention_check", title, pd.DataFrame(rows), torch.device("cuda"), floatfmt=".4g"),
+          flush=True)
 
 if __name__ == "__main__":
     main()
