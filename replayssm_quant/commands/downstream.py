@@ -90,6 +90,9 @@ def run(args):
 
     out = Path(args.out)
     if not args.report_only:
+        from replayssm_quant.eval.allocator import use_expandable_segments
+
+        use_expandable_segments()                 # before the first CUDA tensor (eval/allocator.py)
         from replayssm_quant.eval.adapters.dtypes import parse_weight_dtype
 
         parse_weight_dtype(args.dtype)            # a bad value: one line, exit 2

@@ -142,6 +142,9 @@ def run(args):
     from replayssm_quant.eval.memory import model_card
     from replayssm_quant.eval.results import EARLY_KEYS, ResultsStore
 
+    from replayssm_quant.eval.allocator import use_expandable_segments
+
+    alloc_conf = use_expandable_segments()                     # before the first CUDA tensor (eval/allocator.py)
     model_name, _ = check_model_name(args.model)
     config = {"model": model_name, "data": data_name(args.data), "text_field": args.text_field,
               "prefill": args.prefill, "tokens": args.tokens, "window": args.window, "seed": args.seed,
@@ -168,7 +171,8 @@ def run(args):
                         model_card=model_card(lm.model, lm.source),
                         dtype=args.dtype, weights_dtype=weights_dtype(lm.model), exec=args.exec_mode,
                         docs=len(docs), variants=[v.label for v in with_reference(variants)],
-                        command="replayssm-quant " + shlex.join(sys.argv[1:]), env=_env()), docs)
+                        command="replayssm-quant " + shlex.join(sys.argv[1:]), env=_env(), alloc_conf=alloc_conf),
+                   docs)
         summary = run_kl(lm.model, docs, variants, st, store, progress=not args.no_progress, memory=memory)
         if summary["batches"]:
             from replayssm_quant.eval.placement import block_placement

@@ -52,6 +52,7 @@ def test_dtype_is_applied_and_recorded(dtype, weights, text_file, tmp_path):
                  "conventional:fp16", "--dtype", dtype, "--out", str(out)]) == 0
     cfg = json.loads((out / "run.json").read_text())
     assert cfg["dtype"] == dtype and cfg["weights_dtype"] == weights and cfg["exec"] == "chunked-all"   # the default
+    assert cfg["alloc_conf"]              # the allocator setting in effect (eval/allocator.py)
     assert set(cfg["memory"]) == {"note", "load", "prefill", "decode"}
     assert cfg["memory"]["decode"]["peak_allocated_bytes"] is None and cfg["memory"]["decode"]["peak_rss_bytes"] > 0
     md = (out / "report.md").read_text()
