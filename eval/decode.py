@@ -168,8 +168,8 @@ def _forward_kwargs(model):
 
 @dataclass
 class LayerGraph:
-    """The CUDA graph of one SSM layer's step (all variants) with its static buffers and the GPU it was captured
-    on (the layer's: the graph replays there)."""
+    """The CUDA graph of one SSM layer's call (a step or a feed's chunked windows, all variants) with its static
+    buffers and the GPU it was captured on (the layer's: the graph replays there)."""
 
     key: tuple
     graph: object
@@ -387,7 +387,7 @@ class DecodeSession:
         later calls with those shapes copy the inputs in and replay. The recorded launches read and write only
         device tensors of the caches (states, ring, counters; no host-side step state, no host syncs: the chunked
         windows were made sync-free for this), so a replay is the eager call, bit for bit
-        (``scripts/gpu/decode_graph_check.py`` checks both kinds on the GPU). A chunked window graph holds a
+        (``tests/eval/test_decode_graphs.py`` checks both kinds on a GPU). A chunked window graph holds a
         few hundred torch ops and one flush per cache: what otherwise makes a window host-bound.
         """
         key = (kind, *(None if x is None else (tuple(x.shape), x.dtype) for x in inputs))
