@@ -1,10 +1,9 @@
 """The CUDA caching allocator's setting for the toolkit's own long runs (``replayssm-quant eval`` / ``downstream``).
 
 The KV cache of a transformers model grows by one ``torch.cat`` per attention layer and forward, which fragments
-the default caching allocator's reserve: on the H200 a 4B-shaped step run reserved 60.9 GiB for 14.6 GiB allocated
-(80 rows, 256 positions), what nvidia-smi showed as the issue's 127 GB. With expandable segments the 16 x 10 x
-16384-position run reserved 70.7 GiB for 59.0 allocated (reports/kl/scale). So the commands ask for them, unless
-the user set the allocator themselves.
+the default caching allocator's reserve into several times the memory in use; expandable segments keep the reserve
+near it (the readings: reports/kl/scale/README.md, "The memory target"). So the commands ask for them, unless the
+user set the allocator themselves.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 transformers' ``sdpa`` attention can hand grouped-query attention (GQA) to SDPA itself
 (``enable_gqa``) only without an attention mask. A chunked teacher-forced window (``T`` new tokens over the
 whole KV cache) and any padded batch carry a mask, so it first copies every key and value head
-``num_key_value_groups`` times (``repeat_kv``): for the Qwen3.5-4B shape (16 query / 4 KV heads of 256) at
-160 rows and 8192 tokens of context that is a 21.5 GB transient per attention layer and 4x the KV bytes read
-per window, the part of a window's time that grows with the context (reports/kl/scale).
+``num_key_value_groups`` times (``repeat_kv``): a transient of ``G`` times the layer's KV cache per attention
+layer and ``G`` times the KV bytes read per window, the part of a window's time and memory that grows with the
+context (the readings: reports/kl/scale/README.md, ``attention_check.md``).
 
 :func:`grouped_sdpa_attention` computes the same attention without the copy: the ``G`` query heads that
 share a KV head become ``G * T`` query rows of that KV head (``[B, H, T, D] -> [B, Hkv, G*T, D]``, heads

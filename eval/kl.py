@@ -24,10 +24,9 @@ step-by-step decoding), conventional variants stepping their state token by
 token inside each SSM layer (the step path's own ``cache.step`` calls; only the
 model's other layers see L tokens per forward). ``chunked`` feeds only the
 replay variants that way; conventional variants then run in a second session
-on the step path, beside their own copy of the reference (on the H200 that
-session bounds the run: 0.9-1.0x the step path against 11-12x for chunked-all,
-reports/kl/scale). ``step`` runs everything one token per forward (what
-measures the decode kernels themselves).
+on the step path, beside their own copy of the reference (on a GPU that step
+session bounds the run's time: reports/kl/scale). ``step`` runs everything one
+token per forward (what measures the decode kernels themselves).
 """
 
 from __future__ import annotations
