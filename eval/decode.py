@@ -275,7 +275,7 @@ class DecodeSession:
         self.cuda_graphs = bool(cuda_graphs) and os.environ.get("REPLAYSSM_CUDA_GRAPHS", "1") != "0"
         self._graphs: dict[tuple[int, str], LayerGraph] = {}   # (SSM layer, "step" | "chunk") -> its graph
         self._graph_pools: dict = {}
-        self._graphable: set[int] = set()     # SSM layers whose step is recorded as a CUDA graph
+        self._graphable: set[int] = set()     # SSM layers whose step and chunked windows are recorded as CUDA graphs
         self.layers = ssm_layers(model)
         if not self.layers:
             raise ValueError(f"{type(model).__name__} has no SSM layer this toolkit supports; supported: {SUPPORTED_MODELS}")
