@@ -388,9 +388,9 @@ class DecodeSession:
         device tensors of the caches (states, ring, counters; no host-side step state, no host syncs: the chunked
         windows were made sync-free for this), so a replay is the eager call, bit for bit
         (``tests/eval/test_decode_graphs.py`` checks both kinds on a GPU). A chunked window graph holds a
-        few hundred torch ops and one flush per cache: what otherwise makes a window host-bound.
+        few hundred torch ops and one flush per cache, launched as one.
         """
-        key = (kind, *(None if x is None else (tuple(x.shape), x.dtype) for x in inputs))
+        key = tuple(None if x is None else (tuple(x.shape), x.dtype) for x in inputs)
         entry = self._graphs.get((idx, kind))
         if entry is not None and entry.key == key:
             for dst, src in zip(entry.static_in, inputs):

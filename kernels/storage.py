@@ -159,8 +159,8 @@ def decode_state(fmt: FormatInfo, data, scales=None, s_enc=None, backend: str = 
     """Inverse of :func:`encode_state`: float32 ``[..., V, K]``.
 
     ``backend="triton"``: the Triton dequantizers of :mod:`.quantize` (one launch, bit-identical to the torch
-    reference: tests/kernels/test_storage_decode.py); ``"torch"``: the reference's integer ops (on a GPU a few
-    dozen int64 elementwise kernels per call, which dominated the chunked window reads).
+    reference: tests/kernels/test_storage_decode.py); ``"torch"``: the reference's integer ops (on a GPU one
+    elementwise kernel per op over int64 copies of the codes).
     """
     from replayssm_quant.quant import reference as ref
 
