@@ -32,12 +32,14 @@ def correctness(family, shape, window, device, steps=None, rows=3):
 
     def vs_oracle(c, all_outputs, stagger=False):
         """T steps of cache ``c`` from S0: the largest relative errors against the oracle of the outputs (every
-        step, or the flush steps) and of the recurrence checkpoint after each flush. ``stagger``: row i joins at
-        step i mod L (its own steps 0 .. T-1 then), so on most steps one or two rows flush, not all of them."""
+        step, or the flush steps) and of the recurrence checkpoint after each flush, and whether the ring and flush
+        counters were right after every step (ring count (tau + 1) mod L, flush count 1 + (tau + 1) div L after a
+        row's own step tau; the fused step advances them in its own launch). ``stagger``: row i joins at step i mod L
+        (its own steps 0 .. T-1 then), so on most steps one or two rows flush, not all of them."""
         idx = torch.arange(rows, device=device)
         c.load_state(idx, S0)
         start = idx % c.window if stagger else torch.zeros_like(idx)
-        out_err, ckpt_err = 0.0, 0.0
+        out_err, ckpt_err, counters_ok = 0.0, 0.0, True
         for t in range(T + int(start.max())):
             tau = t - start                          # each row's own step
             act = ((tau >= 0) & (tau < T)).nonzero().squeeze(1)
@@ -50,20 +52,22 @@ def correctness(family, shape, window, device, steps=None, rows=3):
                 out_err = max(out_err, _rel(o[flush], o_ref[ta[flush], ia[flush]]))
             if flush.any():
                 ckpt_err = max(ckpt_err, _rel(c.checkpoint(ia[flush]).double(), s_ref[ta[flush], ia[flush]]))
-        return out_err, ckpt_err
+            counters_ok &= bool(torch.equal(c.ring_count[ia], ((ta + 1) % c.window).int())
+                                and torch.equal(c.flush_count[ia], (1 + (ta + 1) // c.window).int()))
+        return out_err, ckpt_err, counters_ok
 
     res = []
     for spec, mode, stagger in (("fp32", "replay", False), ("fp32", "replay", True), ("fp32", "conventional", False),
                                 ("nvfp4/fp32", "replay", False), ("nvfp4/fp32", "replay", True)):
         c = SSMStateCache(family, spec, rows, HV, K, V, window=window, mode=mode, device=device,
                           backend="triton")
-        out_err, ckpt_err = vs_oracle(c, spec == "fp32", stagger)
+        out_err, ckpt_err, counters_ok = vs_oracle(c, spec == "fp32", stagger)
         what = ("all outputs" if spec == "fp32" else "flush-step outputs") + (
             "; rows staggered (split flush launch with one or two flush rows: sub-block items"
             + (", nvfp4: nvfp4_items._nvfp4_part_kernel)" if "nvfp4" in spec else ")") if stagger else "")
         res.append(dict(family=family, spec=spec, mode=mode, steps=T, checked=what,
-                        max_rel_out_err=out_err, max_rel_ckpt_err=ckpt_err,
-                        ok=bool(out_err < 1e-5 and ckpt_err < 1e-5)))
+                        max_rel_out_err=out_err, max_rel_ckpt_err=ckpt_err, counters_ok=counters_ok,
+                        ok=bool(out_err < 1e-5 and ckpt_err < 1e-5 and counters_ok)))
     res += [_split_vs_fused(family, spec, shape, window, device, x, S0) for spec in ("nvfp4+sr", "nvfp4/fp8+sr")]
     # the split flush's 3xTF32 dots (the default of a dual nvfp4 spec, flush_dot_precision) against IEEE ones: the
     # fp16 recurrence checkpoint's error against the float64 oracle after each flush (fp16 rounding dominates both)

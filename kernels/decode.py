@@ -10,8 +10,10 @@ One step of ``B`` rows runs, as :func:`.launch.plan_step` decides, either
   the start of the step and joins it at the end. The two touch disjoint slots (the rows of one step have
   distinct slots, and a row is either flushing, ``h + 1 >= L``, or not).
 
-Then :func:`triton_advance` moves the ring and flush counters (a second small launch): no host sync, CUDA-graph
-capturable. The arithmetic (device functions of :mod:`.tiles`, :mod:`.ring`, :mod:`.flush_math`) follows the
+With ``advance``, the step then moves the ring and flush counters: in the fused grid the last program of each row
+does it (:func:`.fused._advance_row`, no second launch), after a split step :func:`triton_advance` (a second small
+launch: the split step's flush launch lists its rows from the counts while the non-flush launch runs). No host sync,
+CUDA-graph capturable. The arithmetic (device functions of :mod:`.tiles`, :mod:`.ring`, :mod:`.flush_math`) follows the
 torch reference :mod:`.reference` operation for operation; the format codes are
 :mod:`replayssm_quant.quant.format_codes`.
 """
@@ -31,6 +33,7 @@ from .fused import launch_fused
 from .launch import StepPlan, plan_step
 from .nonflush import launch_nonflush
 from .reference import block_k, cached_corrections, flush_entries
+from .ring import _next_counts
 
 
 def step_args(cache, slot_idx, q, k, v, g, beta, out) -> dict:
@@ -112,8 +115,9 @@ def step_plan_consts(cache, batch: int) -> tuple[StepPlan, dict]:
     return pc
 
 
-def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
-    """Launch one decode step on the cache's tensors (inputs already validated).
+def triton_step(cache, slot_idx, q, k, v, g, beta, out=None, advance: bool = False):
+    """Launch one decode step on the cache's tensors (inputs already validated); with ``advance`` also move the
+    rows' ring and flush counters (``SSMStateCache.step``; the speculative commit sets them itself).
 
     Args:
         slot_idx: int32/int64 ``[B]``; q, k: ``[B, HV, K]``; v: ``[B, HV, V]`` (fp32/bf16/fp16, contiguous);
@@ -132,8 +136,10 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None):
     args = step_args(cache, slot_idx, q, k, v, g, beta, out)
     if plan.split:
         _split_step(cache, plan, args, consts, B, v.device)
+        if advance:
+            triton_advance(cache, slot_idx)
     else:
-        launch_fused(plan, args, consts, B, v.device)
+        launch_fused(plan, args, consts, B, v.device, arr_ptr=cache.step_arrivals if advance else None)
     return out
 
 
@@ -144,11 +150,9 @@ def _advance_kernel(idx_ptr, cnt_ptr, fcnt_ptr, B, L: tl.constexpr, BLOCK: tl.co
     m = offs < B
     slot = tl.load(idx_ptr + offs, mask=m, other=-1).to(tl.int64)
     ok = m & (slot >= 0)
-    h = tl.load(cnt_ptr + slot, mask=ok, other=0)
-    flush = (h + 1) >= L
-    tl.store(cnt_ptr + slot, tl.where(flush, 0, h + 1), mask=ok)
-    fc = tl.load(fcnt_ptr + slot, mask=ok, other=0)
-    tl.store(fcnt_ptr + slot, fc + flush.to(tl.int32), mask=ok)
+    h, fc = _next_counts(tl.load(cnt_ptr + slot, mask=ok, other=0), tl.load(fcnt_ptr + slot, mask=ok, other=0), L)
+    tl.store(cnt_ptr + slot, h, mask=ok)
+    tl.store(fcnt_ptr + slot, fc, mask=ok)
 
 
 def triton_advance(cache, slot_idx) -> None:

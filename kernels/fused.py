@@ -14,7 +14,7 @@ import triton.language as tl
 from replayssm_quant.quant import format_codes as fcode
 
 from .flush_math import _commit_flush_rows, _flush_prep, _flush_S
-from .ring import (_append_keys, _append_rows, _current_log_decay, _load_ring_keys, _nonflush_rows,
+from .ring import (_append_keys, _append_rows, _current_log_decay, _load_ring_keys, _next_counts, _nonflush_rows,
                    _ring_coeffs)
 from .rounding import nvfp4_amax, nvfp4_encode_scale
 from .tiles import _load_read, _load_step_inputs, _store_head_scale, _vec4
@@ -170,6 +170,23 @@ def _step_program(
 
 
 @triton.jit
+def _advance_row(idx_ptr, cnt_ptr, fcnt_ptr, arr_ptr, b, nprog, L: tl.constexpr):
+    """Count this program of row ``b`` in (``arr_ptr``: int32 per slot, zero between steps); the last of the row's
+    ``nprog`` programs advances the row's counters (:func:`.ring._next_counts`) and resets the count. Every program
+    of the row has read the counters before it counts in (the barrier: all its threads' reads are done, and the
+    acquire-release atomic orders them before the last program's writes), so none reads an advanced count."""
+    slot = tl.load(idx_ptr + b).to(tl.int64)
+    if slot >= 0:
+        tl.debug_barrier()
+        arrived = tl.atomic_add(arr_ptr + slot, 1, sem="acq_rel")
+        if arrived == nprog - 1:
+            h, fc = _next_counts(tl.load(cnt_ptr + slot), tl.load(fcnt_ptr + slot), L)
+            tl.store(cnt_ptr + slot, h)
+            tl.store(fcnt_ptr + slot, fc)
+            tl.store(arr_ptr + slot, 0)
+
+
+@triton.jit
 def _decode_step_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
     hp0, hp1, hp2, lp0, lp1, lp2,
@@ -178,24 +195,29 @@ def _decode_step_kernel(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, DOTP: tl.constexpr,
+    CACHED: tl.constexpr, DOTP: tl.constexpr, arr_ptr=None,
 ):
     """The fused step (every row, flush or not) and conventional decoding: grid ``(cdiv(V, BV), HV, B)``, one
     program per (V-block, head, row) (:func:`_step_program`). The V-block programs of one (row, head) are
-    adjacent in launch order, so the ring tiles they share are read from DRAM once (L2 hits for the others)."""
+    adjacent in launch order, so the ring tiles they share are read from DRAM once (L2 hits for the others).
+    ``arr_ptr`` (int32 ``[S + 1]``, ``SSMStateCache.step_arrivals``; None: the counters stay): the step also
+    advances the rows' counters (:func:`_advance_row`), saving the second launch."""
     _step_program(tl.program_id(0), tl.program_id(1), tl.program_id(2), q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2,
                   rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P, LP,
                   LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, False,
                   None, DOTP)
+    if arr_ptr is not None:
+        _advance_row(idx_ptr, cnt_ptr, fcnt_ptr, arr_ptr, tl.program_id(2), tl.num_programs(0) * HV, L)
 
 
-def launch_fused(plan, args: dict, consts: dict, batch: int, device) -> None:
+def launch_fused(plan, args: dict, consts: dict, batch: int, device, arr_ptr=None) -> None:
     """Launch the fused step for ``batch`` rows: ``args`` the tensors and scalars of :func:`_decode_step_kernel`
     (:func:`.decode.step_args`), ``consts`` the shapes and formats (:func:`.decode.step_consts`), ``plan`` the
-    :class:`.launch.StepPlan` (grid ``(cdiv(V, BV), HV, B)``)."""
+    :class:`.launch.StepPlan` (grid ``(cdiv(V, BV), HV, B)``); ``arr_ptr``: the cache's ``step_arrivals`` to also
+    advance the rows' counters (None: they stay)."""
     from .launch import launch_options
 
     grid = (triton.cdiv(consts["V"], plan.block_v), args["HV"], batch)
     _decode_step_kernel[grid](**args, **consts, BV=plan.block_v, BVF=plan.flush_block_v,
-                              NVF=triton.cdiv(consts["V"], plan.flush_block_v), DOTP=plan.dot,
+                              NVF=triton.cdiv(consts["V"], plan.flush_block_v), DOTP=plan.dot, arr_ptr=arr_ptr,
                               **launch_options(device, plan.num_warps, plan.maxnreg, plan.stages))

@@ -151,3 +151,11 @@ def _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, lead, K: 
         tl.store(rg_ptr + eh * GK + offs_k, Gt, mask=mk & lead)
     if DELTA and not CACHED:
         tl.store(rb_ptr + eh + offs_k, beta + tl.zeros(offs_k.shape, dtype=tl.float32), mask=(offs_k == 0) & lead)
+
+
+@triton.jit
+def _next_counts(h, fc, L: tl.constexpr):
+    """The counters after a step: ring count ``h`` -> h + 1, or 0 and flush count ``fc`` + 1 when h + 1 == L
+    (the reference's ``SSMStateCache._advance``)."""
+    flush = (h + 1) >= L
+    return tl.where(flush, 0, h + 1), fc + flush.to(tl.int32)

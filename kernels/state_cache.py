@@ -16,7 +16,9 @@ Holds, for ``num_slots`` slots and ``num_heads`` (= HV) heads of ``[V, K]`` stat
   recomputes the corrections from ``S_hp`` and the raw v, beta (Algorithm 3));
 * ``ring_count int32 [S + 1]`` entries in the ring, ``flush_count int32 [S + 1]``
   (Philox c2); entry ``S`` is a scratch slot that padded rows write to, so counter
-  updates need no host synchronisation.
+  updates need no host synchronisation; ``step_arrivals int32 [S + 1]``, zero between
+  steps: the fused step's programs of a row count themselves in, and the last one
+  advances the row's counters (:func:`.fused._advance_row`).
 
 Speculative decoding (``max_draft`` T_max > 0, :mod:`.spec_decode`): the ring's capacity is ``L - 1 + T_max``
 (room for the verify window past the committed entries); ``draft_g float32 [S, HV, T_max, GK]`` the raw log
@@ -46,6 +48,8 @@ from .reference import cached_corrections, replay_ring, torch_step
 from .storage import StoredState, TAG_CONVENTIONAL, TAG_FLUSH, sr_rbits
 
 _ACT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+#: bytes of the per-slot int32 counters every mode keeps: ring_count, flush_count, step_arrivals
+COUNTER_BYTES = 12
 BACKENDS = ("torch", "triton")
 
 
@@ -135,6 +139,7 @@ class SSMStateCache:
         self.ring_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
         self.flush_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
         self.draft_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
+        self.step_arrivals = torch.zeros(S + 1, dtype=torch.int32, device=dev)
         Tm = max_draft
         if mode == "replay":
             self.draft_g = torch.zeros(S, HV, Tm, GK, **f32)
@@ -150,13 +155,13 @@ class SSMStateCache:
         ts = [self.ring_g, self.ring_k, self.ring_v] + ([self.ring_beta, self.ring_u] if self.delta else [])
         if self.max_draft:
             ts += [self.draft_g, self.draft_v, self.draft_beta]
-        return sum(t[0].numel() * t.element_size() for t in ts) + 8 + (4 if self.max_draft else 0)  # + counters
+        return sum(t[0].numel() * t.element_size() for t in ts) + COUNTER_BYTES + (4 if self.max_draft else 0)
 
     def bytes_per_slot(self) -> int:
         """Checkpoint(s) + ring + counters per slot, in bytes."""
         n = self.hp.bytes_per_slot() + (0 if self.spec.shared else self.lp.bytes_per_slot())
         if self.mode == "conventional":   # + the snapshots of the draft tokens and the counters
-            return n + self.max_draft * self.hp.bytes_per_slot() + 8 + (4 if self.max_draft else 0)
+            return n + self.max_draft * self.hp.bytes_per_slot() + COUNTER_BYTES + (4 if self.max_draft else 0)
         return n + self.ring_bytes_per_slot()
 
     def __repr__(self):
@@ -233,7 +238,7 @@ class SSMStateCache:
         shared spec), ``ring_g ring_k ring_v ring_beta ring_u``, ``ring_count flush_count`` (scratch slot
         included); with ``max_draft`` > 0 also ``draft_count`` and ``draft_g draft_v draft_beta`` (replay) or
         ``snap0 snap1 snap2`` (conventional: the snapshots' :meth:`StoredState.tensors`). For dumping, restoring and
-        comparing whole caches (scripts/gpu)."""
+        comparing whole caches (scripts/gpu). ``step_arrivals`` is not state (zero between steps) and not listed."""
         hp, lp = self.hp.tensors(), self.lp.tensors()
         d = dict(hp0=hp[0], hp1=hp[1], hp2=hp[2], lp0=lp[0], lp1=lp[1], lp2=lp[2], ring_g=self.ring_g,
                  ring_k=self.ring_k, ring_v=self.ring_v, ring_beta=self.ring_beta, ring_u=self.ring_u,
@@ -313,10 +318,8 @@ class SSMStateCache:
                                 or tuple(out.shape) != (B, HV, V) or not out.is_contiguous()):
             raise ValueError(f"out must be a contiguous float32 tensor of shape {(B, HV, V)}")
         if self.backend == "triton":
-            from .decode import triton_advance, triton_step
-            res = triton_step(self, slot_idx, q, k, v, g, beta, out)
-            triton_advance(self, slot_idx)
-            return res
+            from .decode import triton_step
+            return triton_step(self, slot_idx, q, k, v, g, beta, out, advance=True)
         g = g.float()
         if not self.per_key:
             g = g.unsqueeze(-1)

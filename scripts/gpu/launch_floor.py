@@ -6,7 +6,7 @@ gdn row's fp32 state, 32 heads x 128 x 128 = 2 MiB each, so the R states exceed 
 groups do) and timed with ``kernels.bench.Timer`` (do_bench median of graph replays) / (L R):
 
 * ``empty``: a kernel that does nothing, on 1 program or on the fused batch-1 grid (4 V-blocks x 32 heads);
-* ``+ advance``: a second launch per step (1 program), as the ring-counter advance (``_advance_kernel``) is;
+* ``+ advance``: a second launch per step (1 program), as the ring-counter advance (``_advance_kernel``) was before the fused step took it over (a split step still has it);
 * ``read``: each program loads the slot index, then the slot's ring count, then (after both, as a decode step)
   its ``[BV, K]`` fp32 tile of the slot's state and stores ``S q`` (2 MiB read per step);
 * ``read+write``: the same and the tile written back (a conventional step's 4 MiB), on BV = 32 and 16 rows.

@@ -18,7 +18,8 @@ Under Nsight Compute (``--rounds 0``: warm-up steps only; the 16th ``_flush_kern
 L - 2) and the flush step of every replay spec between ``cudaProfilerStart`` / ``Stop``, so that
 ``ncu --profile-from-start off`` profiles exactly those two steps' launches of each spec and batch (launch order
 per split step: ``_nonflush_kernel``, ``_flush_rows_kernel`` (nvfp4 sub-block items: ``_nvfp4_part_kernel``),
-``_flush_kernel``, ``_advance_kernel``; a fused step: ``_decode_step_kernel``, ``_advance_kernel``); with
+``_flush_kernel``, ``_advance_kernel``; a fused step: ``_decode_step_kernel`` alone, which advances the counters
+itself); with
 ``--stagger`` the same two steps with staggered slots. The call that runs it: ``.gpu/calls/call_h28.sh`` (issue 28).
 """
 

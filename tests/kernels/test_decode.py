@@ -372,12 +372,12 @@ def test_stochastic_rounding_reproducible_from_seed():
 def test_bytes_per_slot():
     c = _cache("gdn", "nvfp4/fp16", 4, 128, 128, "torch", L=16, slots=1)
     ckpt = 4 * 128 * (64 + 8) + 4 * 4 + 4 * 128 * 128 * 2
-    ring = 4 * 15 * (1 + 128 + 128 + 1 + 128) * 4 + 8
+    ring = 4 * 15 * (1 + 128 + 128 + 1 + 128) * 4 + 12
     assert c.bytes_per_slot() == ckpt + ring
     conv = _cache("mamba2", "fp32", 4, 128, 64, "torch", mode="conventional", slots=1)
-    assert conv.bytes_per_slot() == 4 * 64 * 128 * 4 + 8
+    assert conv.bytes_per_slot() == 4 * 64 * 128 * 4 + 12
     half = SSMStateCache("gdn", "nvfp4/fp16", 1, 4, 128, 128, window=16, backend="torch", ring_dtype=torch.bfloat16)
-    assert half.bytes_per_slot() == ckpt + 4 * 15 * ((1 + 1 + 128) * 4 + (128 + 128) * 2) + 8
+    assert half.bytes_per_slot() == ckpt + 4 * 15 * ((1 + 1 + 128) * 4 + (128 + 128) * 2) + 12
 
 
 @pytest.mark.parametrize("backend,split", [("torch", None), ("triton", False), ("triton", True)],
@@ -661,6 +661,42 @@ def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
     assert cs[1].flush_count[:-1].max() >= 2
 
 
+@pytest.mark.parametrize("family,spec,mode,split", [
+    ("gdn", "fp32", "replay", False), ("kda", "nvfp4/e4m3+sr", "replay", False), ("mamba2", "e4m3+sr", "replay", False),
+    ("gdn", "fp32", "conventional", False), ("gdn", "fp32", "replay", True)])
+def test_step_advances_counters_fused_in_the_step_launch(family, spec, mode, split, monkeypatch):
+    """The fused step advances the ring and flush counters itself (the last program of each row; no
+    ``_advance_kernel`` launch); the split step launches ``_advance_kernel`` once. Counters equal the torch
+    reference's after every step (padded rows, permuted slots, flushing and non-flushing rows mixed, several
+    V-block programs per row), and the arrival counts are back to zero."""
+    from replayssm_quant.kernels import decode
+
+    launches = []
+
+    class Counted:
+        def __getitem__(self, grid):
+            launches.append(grid)
+            return real[grid]
+
+    real = decode._advance_kernel
+    monkeypatch.setattr(decode, "_advance_kernel", Counted())
+    HV, K, V, L = 2, 32, 13, 3
+    x = random_decode_inputs(family, 8, 3, HV, K, V, generator=_gen(70), device=DEV)
+    ref = _cache(family, spec, HV, K, V, "torch", mode=mode, L=L, slots=4, seed=3)
+    tri = _cache(family, spec, HV, K, V, "triton", mode=mode, L=L, slots=4, seed=3, block_v=4,
+                 split_flush=split if mode == "replay" else None)
+    schedule = [[0, 2, -1], [2, -1, 0], [1, 0, 2], [3, 1, -1], [0, 3, 2], [-1, -1, -1], [2, 0, 1], [1, 2, 3]]
+    for t, rows in enumerate(schedule):
+        idx = torch.tensor(rows)
+        _step(ref, idx, x, t)
+        _step(tri, idx, x, t)
+        assert torch.equal(tri.ring_count[:-1], ref.ring_count[:-1]), t
+        assert torch.equal(tri.flush_count[:-1], ref.flush_count[:-1]), t
+        assert torch.all(tri.step_arrivals == 0), t
+    assert int(ref.flush_count.sum()) >= 3
+    assert len(launches) == (len(schedule) if split else 0)
+
+
 @pytest.mark.parametrize("phase", [1, 2])
 def test_split_phases_touch_only_their_rows(phase, monkeypatch):
     """One phase of a split step alone: the non-flush launch (_nonflush_kernel) leaves every flushing slot
@@ -759,10 +795,10 @@ def test_bytes_per_slot_shared_ring_has_no_raw_inputs(family):
     """Shared delta-rule spec: the ring holds g, k, u (no raw v, beta); separate: g, k, v, beta, u."""
     GK = 128 if family == "kda" else 1
     shared = _cache(family, "fp32", 4, 128, 128, "torch", L=16, slots=1)
-    assert shared.ring_bytes_per_slot() == 4 * 15 * (GK + 128 + 128) * 4 + 8
+    assert shared.ring_bytes_per_slot() == 4 * 15 * (GK + 128 + 128) * 4 + 12
     assert shared.bytes_per_slot() == 4 * 128 * 128 * 4 + shared.ring_bytes_per_slot()
     sep = _cache(family, "bf16/fp32", 4, 128, 128, "torch", L=16, slots=1)
-    assert sep.ring_bytes_per_slot() == 4 * 15 * (GK + 128 + 128 + 1 + 128) * 4 + 8
+    assert sep.ring_bytes_per_slot() == 4 * 15 * (GK + 128 + 128 + 1 + 128) * 4 + 12
 
 
 def test_flush_rows_list_over_several_blocks():
