@@ -244,7 +244,7 @@ def test_bf16_activations():
     S0 = torch.randn(2, HV, V, K, generator=_gen(9)).to(DEV)
     cs = [_cache("gdn", "fp16", HV, K, V, b, slots=2) for b in ("torch", "triton")]
     for c in cs:
-        c.load_state(torch.tensor([0, 1]), S0)
+        c.load_state(torch.tensor([0, 1], device=DEV), S0)
     for t in range(5):
         o = [_step(c, torch.tensor([1, 0]), x, t) for c in cs]
         assert _rel(o[1], o[0]) <= 1e-5
@@ -288,12 +288,12 @@ def test_shared_low_precision_recurrence_does_drift():
     x = random_decode_inputs("gdn", T, 1, HV, K, V, generator=_gen(12), device=DEV, decay_scale=0.02)
     S0 = torch.randn(1, HV, V, K, generator=_gen(13)).to(DEV)
     c = _cache("gdn", "nvfp4", HV, K, V, "torch", L=L, slots=1)
-    c.load_state(torch.tensor([0]), S0)
+    c.load_state(torch.tensor([0], device=DEV), S0)
     _, s_ref = oracle_sequence("gdn", S0.cpu(), *(None if x[n] is None else x[n].cpu()
                                                   for n in ("q", "k", "v", "g", "beta")))
     for t in range(T):
         _step(c, torch.tensor([0]), x, t)
-    assert _rel(c.checkpoint(torch.tensor([0])).cpu(), s_ref[T - 1]) > 1e-2
+    assert _rel(c.checkpoint(torch.tensor([0], device=DEV)).cpu(), s_ref[T - 1]) > 1e-2
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,7 +305,7 @@ def test_padded_rows_touch_nothing(backend):
     HV, K, V = 2, 32, 10
     x = random_decode_inputs("kda", 6, 3, HV, K, V, generator=_gen(14), device=DEV)
     c = _cache("kda", "nvfp4/e4m3+sr", HV, K, V, backend, L=3, slots=4)
-    c.load_state(torch.tensor([0, 1, 2, 3]), torch.randn(4, HV, V, K, generator=_gen(15)).to(DEV))
+    c.load_state(torch.tensor([0, 1, 2, 3], device=DEV), torch.randn(4, HV, V, K, generator=_gen(15)).to(DEV))
     _step(c, torch.tensor([0, 1, 2]), x, 0)          # slots now mid-ring
     _step(c, torch.tensor([2, 1, 0]), x, 1)          # next step would flush them
     before = _all_tensors(c)
@@ -359,7 +359,7 @@ def test_stochastic_rounding_reproducible_from_seed():
 
     def run(seed):
         c = _cache("gdn", "nvfp4/e4m3+sr", HV, K, V, "triton", L=3, slots=2, seed=seed)
-        c.load_state(torch.tensor([0, 1]), S0)
+        c.load_state(torch.tensor([0, 1], device=DEV), S0)
         for t in range(6):
             _step(c, torch.tensor([0, 1]), x, t)
         return _all_tensors(c)
@@ -636,7 +636,7 @@ def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
             r.fill_(1e30)
     assert [plan_step(c, 4).split for c in cs] == [False, True]
     for c in cs:
-        c.load_state(torch.tensor([4, 0]), S0[:2])
+        c.load_state(torch.tensor([4, 0], device=DEV), S0[:2])
     schedule = [torch.tensor([4, -1, 0, -1]), torch.tensor([0, 4, -1, -1]), "load",
                 torch.tensor([1, 0, -1, 4]), torch.tensor([4, 1, 0, -1]), torch.tensor([-1, 0, 4, 1]),
                 torch.tensor([1, -1, 4, 0]), torch.tensor([0, 1, 4, -1]), torch.tensor([-1, -1, -1, -1])]
@@ -644,7 +644,7 @@ def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
     for item in schedule:
         if isinstance(item, str):
             for c in cs:
-                c.load_state(torch.tensor([1]), S0[2:])
+                c.load_state(torch.tensor([1], device=DEV), S0[2:])
             continue
         h = cs[1].ring_count[item.clamp_min(0)]
         fl = (h + 1 >= 4) & (item >= 0)
@@ -708,7 +708,7 @@ def test_split_phases_touch_only_their_rows(phase, monkeypatch):
     HV, K, V, L = 2, 48, 13, 4
     x = random_decode_inputs("gdn", 4, 4, HV, K, V, generator=_gen(62), device=DEV)
     c = _cache("gdn", "e4m3/fp16+sr", HV, K, V, "triton", L=L, seed=3, block_v=8, split_flush=True)
-    c.load_state(torch.tensor([0, 1, 2]), torch.randn(3, HV, V, K, generator=_gen(63)).to(DEV))
+    c.load_state(torch.tensor([0, 1, 2], device=DEV), torch.randn(3, HV, V, K, generator=_gen(63)).to(DEV))
     for t in range(L - 1):                             # slot 2 is now one step before its flush
         _step(c, torch.tensor([2, -1, -1, -1]), x, t)
     _step(c, torch.tensor([-1, 0, -1, -1]), x, 0)
@@ -764,14 +764,14 @@ def test_flush_corrections_cached_for_shared_recomputed_for_separate(family, spe
 
     def run(poison=None):
         c = _cache(family, spec, HV, K, V, backend, L=L, slots=2, seed=3, block_v=8 if backend == "triton" else None)
-        c.load_state(torch.tensor([0, 1]), S0)
+        c.load_state(torch.tensor([0, 1], device=DEV), S0)
         for t in range(L):
             if t == L - 1 and poison:                 # right before slot 1's flush step
                 for name in poison:
                     getattr(c, name)[1] = float("nan")
             _step(c, idx, x, t)
         assert torch.all(c.ring_count[:2] == 0) and torch.all(c.flush_count[:2] == 2)
-        return c.checkpoint(torch.tensor([0, 1])).cpu()
+        return c.checkpoint(torch.tensor([0, 1], device=DEV)).cpu()
 
     clean = run()
     assert torch.isfinite(clean).all()
