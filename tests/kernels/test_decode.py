@@ -620,7 +620,8 @@ def _split_pair(family, spec, block_v, K=48, V=13, **knobs):
     ("gdn", "fp32", 16, dict(V=40)), ("kda", "e4m3/fp16+sr", 16, dict(V=40)), ("mamba2", "fp16", 16, dict(V=40)),
     ("gdn", "bf16/fp32", 16, dict(V=40, flush_stages=2))])
 def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
-    """The split step (launch 1: non-flush rows, launch 2: flush rows) == the fused kernel bit for bit:
+    """The split step (launch 1: non-flush rows, launch 2: flush rows) == the fused kernel bit for bit in the
+    interpreter (on a GPU: counters exactly, the rest within :func:`_assert_stored_match`'s bounds):
     outputs, checkpoints, ring (cached corrections included), counters, on a schedule where one launch mixes
     flushing and non-flushing rows, padded rows and permuted slots; the output is NaN-poisoned before every
     step and must be fully overwritten (padded rows: zeros) in both modes. Stale ring entries hold 1e30."""
@@ -646,6 +647,7 @@ def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
             for c in cs:
                 c.load_state(torch.tensor([1], device=DEV), S0[2:])
             continue
+        item = item.to(DEV)
         h = cs[1].ring_count[item.clamp_min(0)]
         fl = (h + 1 >= 4) & (item >= 0)
         mixed += bool(fl.any() and (~fl & (item >= 0)).any())
@@ -654,9 +656,12 @@ def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
         for o in outs:
             assert not torch.isnan(o).any()
             assert torch.all(o[item < 0] == 0)
-        assert torch.equal(outs[0], outs[1]), t
+        if DEV == "cpu":
+            assert torch.equal(outs[0], outs[1]), t
+        else:   # two compiled kernels contract different products into fmas (_assert_stored_match)
+            assert _rel(outs[1], outs[0]) <= (1e-5 if cs[0].spec.read.name == "fp32" else 1e-3), t
         for a, b in zip(_all_tensors(cs[0]), _all_tensors(cs[1])):
-            assert torch.equal(a, b), t
+            _assert_stored_match(a, b)
     assert mixed >= 2                                   # launches that flush some rows and not others
     assert cs[1].flush_count[:-1].max() >= 2
 
