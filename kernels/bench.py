@@ -538,6 +538,9 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
     partial = os.path.join(out, "results.partial.csv")
     rows = _resumed_rows(partial, resume, notes)
     done = {(r["family"], r["spec"], r["mode"], int(r["batch"])) for r in rows}
+    # the report covers every family in the folder, resumed ones from another --families included
+    report_fams = list(families) + sorted({r["family"] for r in rows if r["family"] not in families})
+    report_shapes = _device_and_shapes(cpu_smoke, report_fams)[1]
     # the fla anchors first (a run cut short keeps them with its other measurements, --resume)
     fla_todo = [(f, b) for f in fla_fams for b in batches if (f, "fla fp32", FLA_MODE, b) not in done]
     rows += _fla_rows(fla_todo, shapes, window, timer, device, bw["best"], notes)
@@ -566,7 +569,7 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
     meta = dict(command=command or " ".join(sys.argv), date=datetime.datetime.now(datetime.timezone.utc)
                 .strftime("%Y-%m-%d %H:%M UTC"),
                 device=torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (Triton interpreter)",
-                versions=_versions(), window=window, copy_GBps=bw["best"], copy_detail=bw, shapes=shapes,
+                versions=_versions(), window=window, copy_GBps=bw["best"], copy_detail=bw, shapes=report_shapes,
                 ring_dtype=ring_dtype)
     write_report(out, df, memory_table(specs, shapes, window, RING_DTYPES[ring_dtype]), corr, meta, notes)
     os.remove(partial)

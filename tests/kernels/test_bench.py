@@ -143,6 +143,13 @@ def test_bench_resume_keeps_finished_measurements(tmp_path, capsys):
     again = pd.read_csv(out / "results.csv").set_index("mode")
     assert again.loc["conventional", "time_us"] == 12345.0 and again.loc["replay", "time_us"] != 12345.0
     assert "resumed: 1 measurements" in (out / "report.md").read_text()
+    # a resumed row of a family outside --families: kept, and the report (tables, plot) covers both families
+    kept.drop(columns=["frac_copy_bw", "speedup_vs_conv_fp32", "speedup_vs_fla"]).to_csv(
+        out / "results.partial.csv", index=False)
+    other = [a if a != "mamba2" else "gdn" for a in args]
+    assert cli.main(other + ["--resume"]) == 0
+    both = pd.read_csv(out / "results.csv")
+    assert set(both.family) == {"mamba2", "gdn"} and (out / "bench.png").exists()
     kept.drop(columns=["copy_GBps"]).to_csv(out / "results.partial.csv", index=False)
     assert cli.main(args + ["--resume"]) == 2
     assert "no copy_GBps column" in capsys.readouterr().err
