@@ -10,10 +10,10 @@ One step of ``B`` rows runs, as :func:`.launch.plan_step` decides, either
   the start of the step and joins it at the end. The two touch disjoint slots (the rows of one step have
   distinct slots, and a row is either flushing, ``h + 1 >= L``, or not).
 
-With ``advance``, the step then moves the ring and flush counters: in the fused grid the last program of each row
-does it (:func:`.fused._advance_row`, no second launch), after a split step :func:`triton_advance` (a second small
-launch: the split step's flush launch lists its rows from the counts while the non-flush launch runs). No host sync,
-CUDA-graph capturable. The arithmetic (device functions of :mod:`.tiles`, :mod:`.ring`, :mod:`.flush_math`) follows the
+With ``advance``, the step then moves the ring and flush counters: in a small fused grid the last program of each
+row does it (``StepPlan.step_advance``, :func:`.fused._advance_row`, no second launch), else :func:`triton_advance`
+(a second small launch; a split step's flush launch lists its rows from the counts while the non-flush launch runs,
+so neither launch may advance them). No host sync, CUDA-graph capturable. The arithmetic (device functions of :mod:`.tiles`, :mod:`.ring`, :mod:`.flush_math`) follows the
 torch reference :mod:`.reference` operation for operation; the format codes are
 :mod:`replayssm_quant.quant.format_codes`.
 """
@@ -136,10 +136,11 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None, advance: bool = Fal
     args = step_args(cache, slot_idx, q, k, v, g, beta, out)
     if plan.split:
         _split_step(cache, plan, args, consts, B, v.device)
-        if advance:
-            triton_advance(cache, slot_idx)
     else:
-        launch_fused(plan, args, consts, B, v.device, arr_ptr=cache.step_arrivals if advance else None)
+        launch_fused(plan, args, consts, B, v.device,
+                     arr_ptr=cache.step_arrivals if advance and plan.step_advance else None)
+    if advance and not plan.step_advance:   # (never set on a split step)
+        triton_advance(cache, slot_idx)
     return out
 
 

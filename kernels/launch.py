@@ -57,6 +57,8 @@ class LaunchKnobs:
         num_warps: warps of the fused / conventional launch (1..32, a power of two).
         maxnreg: register cap of the fused / conventional launch, or of the flush launch when split (0: none).
         split_flush: run a replay step as separate non-flush and flush launches (True) or fused (False).
+        step_advance: a fused step advances the rows' counters in its own launch (True: the last program of each
+            row, :func:`.fused._advance_row`) or in a second one (False: ``_advance_kernel``).
         nonflush_prefetch: load each next read-copy key chunk before reducing the current one (unstaged loop).
         nonflush_warps: warps of the non-flush launch (1..32, a power of two).
         nonflush_maxnreg: register cap of the non-flush launch (24..255; 0: none).
@@ -78,6 +80,7 @@ class LaunchKnobs:
     num_warps: int | None = None
     maxnreg: int | None = None
     split_flush: bool | None = None
+    step_advance: bool | None = None
     nonflush_prefetch: bool | None = None
     nonflush_warps: int | None = None
     nonflush_maxnreg: int | None = None
@@ -117,7 +120,7 @@ class LaunchKnobs:
         if isinstance(self.flush_stream, bool) or self.flush_stream not in (0, 1):
             raise ValueError(f"flush_stream={self.flush_stream!r}: allowed 0 (off: the caller's stream), "
                              "1 (side stream)")
-        for name in ("split_flush", "nonflush_prefetch", "nonflush_xscratch"):
+        for name in ("split_flush", "step_advance", "nonflush_prefetch", "nonflush_xscratch"):
             _check_flag(name, getattr(self, name))
         _check_flag("flush_nvfp4_items", self.flush_nvfp4_items,
                     "true (sub-block items when few rows flush), false (whole-head items) or none (the default)")
@@ -173,6 +176,7 @@ class StepPlan:
     split: bool
     dot: str              # input precision of the fused grid's flush dots
     stages: int | None    # num_stages of the fused grid (None: Triton's default)
+    step_advance: bool = False   # fused: the step's own programs advance the counters (no second launch)
     nonflush: NonflushPlan | None = None   # when split
     flush: FlushPlan | None = None         # when split
 
@@ -329,11 +333,24 @@ def plan_flush(cache, batch: int, step: StepPlan | None = None) -> FlushPlan:
                      nvfp4_items=bool(items) and scratch, side_stream=bool(knobs.flush_stream) and _on_gpu(cache))
 
 
+def _step_advance(cache, batch: int, BV: int, split: bool) -> bool:
+    """Whether a fused step advances its counters itself: on grids of <= 8 programs per SM (every grid off the
+    GPU), where the second launch is a visible share of the step; on larger grids each program's wait for its
+    arrival atomic costs more than the launch (docs/TUNING.md)."""
+    knob = _knobs(cache).step_advance
+    if split:
+        return False
+    if knob is not None:
+        return knob
+    return not (_on_gpu(cache) and batch * cache.num_heads * _cdiv(cache.head_v, BV) > 8 * _num_sms(cache.device))
+
+
 def _fused_plan(cache, batch: int) -> StepPlan:
     BV, BVF, num_warps, nvfp4 = _fused_tiles(cache, batch)
     maxnreg, split = _fused_maxnreg_and_split(cache, batch, BV, num_warps, nvfp4)
     return StepPlan(block_v=BV, flush_block_v=BVF, num_warps=num_warps, nvfp4=nvfp4, maxnreg=maxnreg, split=split,
-                    dot=flush_dot_precision(cache), stages=_knobs(cache).flush_stages)
+                    dot=flush_dot_precision(cache), stages=_knobs(cache).flush_stages,
+                    step_advance=_step_advance(cache, batch, BV, split))
 
 
 def plan_step(cache, batch: int) -> StepPlan:

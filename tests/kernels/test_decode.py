@@ -666,14 +666,17 @@ def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
     assert cs[1].flush_count[:-1].max() >= 2
 
 
-@pytest.mark.parametrize("family,spec,mode,split", [
-    ("gdn", "fp32", "replay", False), ("kda", "nvfp4/e4m3+sr", "replay", False), ("mamba2", "e4m3+sr", "replay", False),
-    ("gdn", "fp32", "conventional", False), ("gdn", "fp32", "replay", True)])
-def test_step_advances_counters_fused_in_the_step_launch(family, spec, mode, split, monkeypatch):
-    """The fused step advances the ring and flush counters itself (the last program of each row; no
-    ``_advance_kernel`` launch); the split step launches ``_advance_kernel`` once. Counters equal the torch
-    reference's after every step (padded rows, permuted slots, flushing and non-flushing rows mixed, several
-    V-block programs per row), and the arrival counts are back to zero."""
+@pytest.mark.parametrize("family,spec,mode,split,step_advance", [
+    ("gdn", "fp32", "replay", False, None), ("kda", "nvfp4/e4m3+sr", "replay", False, None),
+    ("mamba2", "e4m3+sr", "replay", False, None), ("gdn", "fp32", "conventional", False, None),
+    ("gdn", "fp32", "conventional", False, False), ("kda", "fp32", "replay", False, False),
+    ("gdn", "fp32", "replay", True, None)])
+def test_step_advances_counters_fused_in_the_step_launch(family, spec, mode, split, step_advance, monkeypatch):
+    """A small fused step advances the ring and flush counters itself (the last program of each row; no
+    ``_advance_kernel`` launch; the default off the GPU); with ``step_advance=False`` and on a split step
+    ``_advance_kernel`` runs once per step. Counters equal the torch reference's after every step (padded rows,
+    permuted slots, flushing and non-flushing rows mixed, several V-block programs per row), and the arrival
+    counts are back to zero."""
     from replayssm_quant.kernels import decode
 
     launches = []
@@ -689,7 +692,7 @@ def test_step_advances_counters_fused_in_the_step_launch(family, spec, mode, spl
     x = random_decode_inputs(family, 8, 3, HV, K, V, generator=_gen(70), device=DEV)
     ref = _cache(family, spec, HV, K, V, "torch", mode=mode, L=L, slots=4, seed=3)
     tri = _cache(family, spec, HV, K, V, "triton", mode=mode, L=L, slots=4, seed=3, block_v=4,
-                 split_flush=split if mode == "replay" else None)
+                 split_flush=split if mode == "replay" else None, step_advance=step_advance)
     schedule = [[0, 2, -1], [2, -1, 0], [1, 0, 2], [3, 1, -1], [0, 3, 2], [-1, -1, -1], [2, 0, 1], [1, 2, 3]]
     for t, rows in enumerate(schedule):
         idx = torch.tensor(rows)
@@ -699,7 +702,7 @@ def test_step_advances_counters_fused_in_the_step_launch(family, spec, mode, spl
         assert torch.equal(tri.flush_count[:-1], ref.flush_count[:-1]), t
         assert torch.all(tri.step_arrivals == 0), t
     assert int(ref.flush_count.sum()) >= 3
-    assert len(launches) == (len(schedule) if split else 0)
+    assert len(launches) == (len(schedule) if split or step_advance is False else 0)
 
 
 @pytest.mark.parametrize("phase", [1, 2])

@@ -51,6 +51,15 @@ def test_step_plan_heuristic(monkeypatch):
     assert pick(cfg("fp32", 16, 256, block_v=64), "block_v", "flush_block_v", "num_warps", "nvfp4", "maxnreg", "split") == (64, 32, 8, False, 128, True)
     assert pick(cfg("fp32", 16, 256, block_v=64, maxnreg=0), "block_v", "flush_block_v", "num_warps", "nvfp4", "maxnreg", "split") == (64, 32, 8, False, None, True)
     assert pick(cfg("fp32", 16, 256, maxnreg=96), "block_v", "flush_block_v", "num_warps", "nvfp4", "maxnreg", "split") == (32, 16, 4, False, 96, True)
+    # the fused step advances its counters itself on grids of <= 8 programs per SM; larger grids and split steps
+    # launch _advance_kernel; the step_advance knob forces a fused grid either way
+    assert cfg("fp32", 16, 1).step_advance is True and cfg("fp32", 1, 1).step_advance is True
+    assert cfg("fp32", 1, 64).step_advance is False and cfg("fp32", 1, 256).step_advance is False
+    assert cfg("fp32", 1, 16).step_advance is True and cfg("fp32", 1, 32).step_advance is False   # 1024 / 2048 programs
+    assert cfg("fp32", 16, 256).step_advance is False and cfg("fp32", 16, 1, split_flush=True).step_advance is False
+    assert cfg("fp32", 1, 256, step_advance=True).step_advance is True
+    assert cfg("fp32", 16, 1, step_advance=False).step_advance is False
+    assert launch.plan_step(_standin("fp32", window=16, device="cpu"), 256).step_advance is True   # interpreter
     # the split_flush knob forces it either way; conventional never splits
     assert cfg("fp32", 16, 256, split_flush=False).split is False
     assert cfg("fp32", 16, 1, split_flush=True).split is True
