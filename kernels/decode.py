@@ -13,9 +13,9 @@ One step of ``B`` rows runs, as :func:`.launch.plan_step` decides, either
 With ``advance``, the step then moves the ring and flush counters: in a small fused grid the last program of each
 row does it (``StepPlan.step_advance``, :func:`.fused._advance_row`, no second launch), else :func:`triton_advance`
 (a second small launch; a split step's flush launch lists its rows from the counts while the non-flush launch runs,
-so neither launch may advance them). No host sync, CUDA-graph capturable. The arithmetic (device functions of :mod:`.tiles`, :mod:`.ring`, :mod:`.flush_math`) follows the
-torch reference :mod:`.reference` operation for operation; the format codes are
-:mod:`replayssm_quant.quant.format_codes`.
+so neither launch may advance them). No host sync, CUDA-graph capturable. The arithmetic (device functions of
+:mod:`.tiles`, :mod:`.ring`, :mod:`.flush_math`) follows the torch reference :mod:`.reference` operation for
+operation; the format codes are :mod:`replayssm_quant.quant.format_codes`.
 """
 
 from __future__ import annotations

@@ -71,6 +71,7 @@ def main(argv=None):
         rows.append(dict(variant=name, **r))
         pd.DataFrame(rows).to_csv(os.path.join(a.out, f"{a.stem}.csv"), index=False)
     cols = ["family", "spec", "variant", "time_us", "staggered_us", "nonflush_us", "flush_us", "block_v", "flush_block_v",
+            "step_advance",
             "num_warps", "nonflush_warps", "nonflush_maxnreg", "nonflush_stages", "flush_item_v", "flush_warps",
             "flush_programs", "maxnreg", "prefetch", "flush_scratch", "flush_nvfp4_items", "flush_dot",
             "flush_stream", "flush_stages"]
