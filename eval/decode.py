@@ -223,7 +223,7 @@ class DecodeSession:
         backend: ``"triton"``, ``"torch"`` or ``None`` (triton on CUDA, torch on CPU).
         default_mode: the mode of variants written without a ``MODE:`` prefix.
         cuda_graphs: on CUDA with the triton backend, record each SSM layer's step (all
-            variants: 2 launches per cache plus glue), and in chunked execution each layer's chunked
+            variants: 1-2 launches per cache plus glue), and in chunked execution each layer's chunked
             windows of a feed (window reads, ring fills, flushes), once per prefill as a CUDA graph and
             replay it on later calls (same kernels, same results; removes the per-cache Python and launch
             overhead that otherwise dominates a decode step or window). Ignored on CPU.

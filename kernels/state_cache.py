@@ -45,12 +45,11 @@ from replayssm_quant.quant.spec import check_mode
 from .launch import LaunchKnobs
 from .naive import DELTA_RULE, PER_KEY_DECAY, check_family
 from .reference import cached_corrections, replay_ring, torch_step
-from .storage import StoredState, TAG_CONVENTIONAL, TAG_FLUSH, sr_rbits
+from .storage import BACKENDS, StoredState, TAG_CONVENTIONAL, TAG_FLUSH, sr_rbits
 
 _ACT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 #: bytes of the per-slot int32 counters every mode keeps: ring_count, flush_count, step_arrivals
 COUNTER_BYTES = 12
-BACKENDS = ("torch", "triton")
 
 
 def _pos_int(name, x):

@@ -155,6 +155,10 @@ def nvfp4_parts(codes: torch.Tensor, scale_bits: torch.Tensor):
     return ref.nvfp4_parts(codes, scale_bits)
 
 
+#: the implementations of the state operations: the torch reference or the Triton kernels
+BACKENDS = ("torch", "triton")
+
+
 def decode_state(fmt: FormatInfo, data, scales=None, s_enc=None, backend: str = "torch") -> torch.Tensor:
     """Inverse of :func:`encode_state`: float32 ``[..., V, K]``.
 
@@ -164,7 +168,7 @@ def decode_state(fmt: FormatInfo, data, scales=None, s_enc=None, backend: str = 
     """
     from replayssm_quant.quant import reference as ref
 
-    if backend not in ("torch", "triton"):
+    if backend not in BACKENDS:
         raise ValueError(f"decode_state backend must be 'torch' or 'triton', got {backend!r}")
     if fmt.name == "fp32":
         return data.to(torch.float32).clone()

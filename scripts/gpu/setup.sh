@@ -1,8 +1,9 @@
 # Source this on the GPU machine from the repository root:
 #   source scripts/gpu/setup.sh
 # Makes `replayssm_quant` importable without a build (the GPU image has no
-# internet), installs carried wheels (.whl/) if present, and points the data at
-# the carried copy of the Gutenberg books (.gpu/data/gutenberg).
+# internet), installs carried wheels (.whl/) if present, unpacks a carried
+# mamba_ssm source tarball, and points the data at the carried copy of the
+# Gutenberg books (.gpu/data/gutenberg).
 if [ -n "${RQ_SETUP_DONE:-}" ]; then return 0 2>/dev/null || exit 0; fi
 SITE=/tmp/rq_site
 rm -rf "$SITE" && mkdir -p "$SITE/replayssm_quant"
@@ -14,6 +15,12 @@ if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   export PYTHONPATH="$SITE:/tmp/whl/site-packages${PYTHONPATH:+:$PYTHONPATH}"
 else
   export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+fi
+# a carried mamba_ssm source tarball: its Triton decode kernel is the bench's Mamba-2 anchor (kernels/mamba_ssm_anchor.py)
+MSSM=$(ls .whl/mamba_ssm-*.tar.gz 2>/dev/null | head -n 1)
+if [ -n "$MSSM" ]; then
+  mkdir -p /tmp/mssm && tar xzf "$MSSM" -C /tmp/mssm
+  export REPLAYSSM_MAMBA_SSM_SRC="/tmp/mssm/$(basename "$MSSM" .tar.gz)"
 fi
 [ -d .gpu/data/gutenberg ] && export REPLAYSSM_GUTENBERG_DIR="$PWD/.gpu/data/gutenberg"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1

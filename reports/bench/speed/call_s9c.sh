@@ -6,10 +6,6 @@ set -u
 source scripts/gpu/setup.sh
 R=${R:-$PWD/.gpu/res_s9b}
 source scripts/gpu/parts.sh s9c "${BUDGET_S:-480}"
-if [ -f .whl/mamba_ssm-2.3.2.post1.tar.gz ]; then
-  mkdir -p /tmp/mssm && tar xzf .whl/mamba_ssm-2.3.2.post1.tar.gz -C /tmp/mssm
-  export REPLAYSSM_MAMBA_SSM_SRC=/tmp/mssm/mamba_ssm-2.3.2.post1
-fi
 part bench_rest 330 python3 scripts/gpu/bench.py --rep-ms 10 --out "$R/bench" --resume --families mamba2 \
   --specs fp32,nvfp4/fp16,nvfp4/fp8+sr,fp8+sr,int8+sr --batches 256,1,64,512
 part prof_b1 45 python3 scripts/gpu/profile_step.py --families gdn,kda,mamba2 --rounds 2 --out "$R/prof_b1" \
