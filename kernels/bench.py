@@ -271,6 +271,7 @@ def plan_columns(plan, window: int) -> dict:
                 flush_item_v=fl.item_rows if fl else None, flush_warps=fl.num_warps if fl else None,
                 flush_programs=fl.programs_per_sm if fl else None, flush_scratch=bool(fl and fl.scratch),
                 flush_nvfp4_items=bool(fl and fl.nvfp4_items),
+                flush_nvfp4_item_blocks=fl.nvfp4_item_blocks if fl and fl.nvfp4_items else None,
                 flush_dot=(fl.dot if fl else plan.dot) if window > 1 else None,
                 flush_stream=int(fl.side_stream) if fl else None, flush_stages=fl.stages if fl else plan.stages)
 

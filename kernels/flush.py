@@ -13,7 +13,7 @@ import triton.language as tl
 
 from .flush_math import _flush_row_flags
 from .fused import _step_program
-from .nvfp4_items import _nvfp4_commit_item, _nvfp4_part_items
+from .nvfp4_items import _nvfp4_commit_item, _nvfp4_item_layout
 
 @triton.jit
 def _flush_rows_kernel(idx_ptr, cnt_ptr, rows_ptr, nrows_ptr, B, L: tl.constexpr, BLOCK: tl.constexpr):
@@ -60,7 +60,7 @@ def _flush_kernel(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, NVB: tl.constexpr, DOTP: tl.constexpr, scr_ptr=None, amx_ptr=None,
+    CACHED: tl.constexpr, NVB: tl.constexpr, DOTP: tl.constexpr, scr_ptr=None, amx_ptr=None, NVG: tl.constexpr = 0,
 ):
     """Split step, flush launch (FLUSH_ONLY): a persistent grid of a few programs per SM loops over the work
     items (flush row, head, V-block) of the rows listed by :func:`_flush_rows_kernel`, each handled like the
@@ -80,7 +80,8 @@ def _flush_kernel(
     ``amx_ptr`` (nvfp4 sub-block items, :class:`.launch.FlushPlan` ``nvfp4_items``; else None): with few flush rows
     (the same test) the previous launch, :func:`.nvfp4_items._nvfp4_part_kernel`, has done pass 1 of the flushing
     heads in items of one ``BVF``-row sub-block (S_L into scratch, its amax into ``amx_ptr``); this launch runs pass
-    2, one sub-block per item (:func:`.nvfp4_items._nvfp4_commit_item`)."""
+    2, one sub-block per item (:func:`.nvfp4_items._nvfp4_commit_item`; ``NVG``: the plan's sub-blocks per pass-1
+    item, 0: as many as keep pass 1 within one wave, :func:`.nvfp4_items._nvfp4_item_layout`)."""
     NV4ITEMS: tl.constexpr = amx_ptr is not None
     FBV: tl.constexpr = BVF if BVF >= 32 else 2 * BVF   # rows of a small item (above)
     SMALL: tl.constexpr = (not NV4) and BV > FBV
@@ -89,10 +90,10 @@ def _flush_kernel(
     if NV4ITEMS:
         if small:
             n = 0
-            m = _nvfp4_part_items(tl.load(nrows_ptr), HV, NVF)
+            nh, G, ng = _nvfp4_item_layout(tl.load(nrows_ptr), HV, NVF, NVG)
             w = tl.program_id(0)
-            while w < m:
-                _nvfp4_commit_item(w, rows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr,
+            while w < nh * NVF:
+                _nvfp4_commit_item(w, ng, rows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr,
                                    scr_ptr, amx_ptr, seed, HV, K, V, BK, BVF, NVF, FMT_HP, FMT_LP, SHARED, SR, TAG)
                 w += tl.num_programs(0)
     if SMALL:
@@ -134,10 +135,10 @@ def launch_flush(plan, args: dict, consts: dict, batch: int, nprog: int, scratch
     rows, nrows, scr, amx = scratch["rows"], scratch["nrows"], scratch["scr"], scratch["amx"]
     if plan.nvfp4_items:   # lists the flush rows; few of them: pass 1 of their nvfp4 heads in sub-block items
         _nvfp4_part_kernel[(nprog,)](rows_ptr=rows, nrows_ptr=nrows, B=batch, **args, **consts, scr_ptr=scr,
-                                     amx_ptr=amx, BLOCK=block, **opts)
+                                     amx_ptr=amx, NVG=plan.nvfp4_item_blocks, BLOCK=block, **opts)
     else:
         _flush_rows_kernel[(1,)](idx_ptr=args["idx_ptr"], cnt_ptr=args["cnt_ptr"], rows_ptr=rows, nrows_ptr=nrows,
                                  B=batch, L=consts["L"], BLOCK=block)
     nvb = 1 if consts["NV4"] else triton.cdiv(consts["V"], plan.item_rows)
     _flush_kernel[(nprog,)](rows_ptr=rows, nrows_ptr=nrows, **args, **consts, NVB=nvb, scr_ptr=scr, amx_ptr=amx,
-                            **opts)
+                            NVG=plan.nvfp4_item_blocks, **opts)

@@ -68,6 +68,8 @@ class LaunchKnobs:
         flush_dot: input precision of the flush's fp32 dots, ``"ieee"`` or ``"tf32x3"``.
         flush_stream: a split step's flush launches on a side stream (1, the default) or the caller's (0).
         flush_nvfp4_items: few flush rows of an nvfp4 checkpoint flushed in sub-block items (True / False).
+        flush_nvfp4_item_blocks: sub-blocks per pass-1 nvfp4 item (a power of two; None: decided on the device per
+            step, the fewest that keep the pass-1 items within one wave of the flush grid).
         verify_warps: warps of the speculative verify launch (1..32, a power of two; its V-block is ``block_v``).
         verify_split: programs per (row, head) of the verify launch over its V-blocks (a power of two; 1: one
             program computes the key side once and loops over every block).
@@ -90,13 +92,14 @@ class LaunchKnobs:
     flush_dot: str | None = None
     flush_stream: int = 1
     flush_nvfp4_items: bool | None = None
+    flush_nvfp4_item_blocks: int | None = None
     verify_warps: int | None = None
     verify_split: int | None = None
     verify_dot: str | None = None
 
     def __post_init__(self):
         pow2 = lambda x: x >= 1 and x & (x - 1) == 0   # noqa: E731
-        for name in ("block_v", "flush_block_v", "verify_split"):
+        for name in ("block_v", "flush_block_v", "verify_split", "flush_nvfp4_item_blocks"):
             if getattr(self, name) is not None:
                 _check(name, getattr(self, name), pow2, "a power of two")
         for name in ("num_warps", "nonflush_warps", "verify_warps"):
@@ -161,6 +164,7 @@ class FlushPlan:
     stages: int | None    # num_stages of the sub-block loops (None: Triton's default)
     dot: str              # input precision of the fp32 dots
     nvfp4_items: bool     # few flush rows of an nvfp4 checkpoint: sub-block items (:mod:`.nvfp4_items`)
+    nvfp4_item_blocks: int   # sub-blocks per pass-1 item (0: the fewest that keep pass 1 within one wave, per step)
     side_stream: bool     # the flush launches on a side stream
 
 
@@ -330,7 +334,8 @@ def plan_flush(cache, batch: int, step: StepPlan | None = None) -> FlushPlan:
         items = batch * cache.num_heads <= NVFP4_ITEMS_MAX_PAIRS_PER_SM * _num_sms(cache.device)
     return FlushPlan(item_rows=BVI, sub_block_rows=BVF, num_warps=max(4, min(16, BVF * block_k(cache.head_k) // 1024)),
                      maxnreg=step.maxnreg, scratch=scratch, programs_per_sm=FLUSH_PROGRAMS_PER_SM, stages=stages, dot=dot,
-                     nvfp4_items=bool(items) and scratch, side_stream=bool(knobs.flush_stream) and _on_gpu(cache))
+                     nvfp4_items=bool(items) and scratch, nvfp4_item_blocks=knobs.flush_nvfp4_item_blocks or 0,
+                     side_stream=bool(knobs.flush_stream) and _on_gpu(cache))
 
 
 def _step_advance(cache, batch: int, BV: int, split: bool) -> bool:

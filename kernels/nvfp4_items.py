@@ -1,10 +1,11 @@
 """nvfp4 flush sub-block items: the two-pass nvfp4 flush of few flush rows spread over the persistent grid.
 
 An nvfp4 flush needs the whole head's amax before it encodes any element, so a whole-head work item walks the head's
-sub-blocks twice. When few rows flush (the (row, head) pairs fill at most half of the grid), pass 1 (S_L of one
-sub-block into the (row, head)'s fp32 scratch, and its amax) runs as items of their own in
-:func:`_nvfp4_part_kernel`, which also lists the flush rows, and pass 2 (:func:`_nvfp4_commit_item`: the head's
-scale from the sub-blocks' amaxes, encode) in :func:`.flush._flush_kernel`. Bit-identical to whole-head items.
+sub-blocks twice. When few rows flush (the (row, head) pairs fill at most half of the grid), pass 1 (S_L of a group
+of sub-blocks into the (row, head)'s fp32 scratch, and its amax; as many sub-blocks per item as keep the items
+within one wave of the grid, :func:`_nvfp4_item_layout`) runs as items of their own in :func:`_nvfp4_part_kernel`,
+which also lists the flush rows, and pass 2 (:func:`_nvfp4_commit_item`, one sub-block per item: the head's scale
+from the items' amaxes, encode) in :func:`.flush._flush_kernel`. Bit-identical to whole-head items.
 """
 
 from __future__ import annotations
@@ -17,17 +18,28 @@ from .rounding import nvfp4_amax, nvfp4_encode_scale
 from .tiles import _load_step_inputs, _store_head_scale
 
 @triton.jit
-def _nvfp4_part_items(nrows, HV, NVF: tl.constexpr):
-    """Work items of the nvfp4 sub-block passes (:func:`_nvfp4_part_kernel`, and pass 2 in :func:`.flush._flush_kernel`)
-    for ``nrows`` flush rows: ``NVF`` per (flush row, head) when the (row, head) pairs would fill at most half of the
-    grid (the small-items test of :func:`.flush._flush_kernel`), else 0."""
+def _nvfp4_item_layout(nrows, HV, NVF: tl.constexpr, NVG: tl.constexpr):
+    """The sub-block items of ``nrows`` flush rows (:func:`_nvfp4_part_kernel`, and pass 2 in
+    :func:`.flush._flush_kernel`): ``(nh, G, ng)``. ``nh``: the (flush row, head) pairs, ``nrows * HV`` when they
+    would fill at most half of the grid (the small-items test of :func:`.flush._flush_kernel`), else 0 (whole-head
+    items). ``G``: sub-blocks per pass-1 item, ``NVG`` when > 0, else the fewest (a power of two) that keep the
+    pass-1 items within one wave of the grid: each item rebuilds its pair's flush terms (:func:`.flush_math._flush_prep`,
+    kda's per-key-decay terms above all), so a second wave of items costs more than a longer item. ``ng``:
+    pass-1 items per pair, ``cdiv(NVF, G)`` (pass 2 has ``NVF``)."""
     nh = nrows * HV
-    return tl.where(2 * nh <= tl.num_programs(0), nh * NVF, 0)
+    nh = tl.where(2 * nh <= tl.num_programs(0), nh, 0)
+    if NVG > 0:
+        G = nh * 0 + NVG
+    else:
+        G = nh * 0 + 1
+        while (G < NVF) & (nh * ((NVF + G - 1) // G) > tl.num_programs(0)):
+            G = G * 2
+    return nh, G, (NVF + G - 1) // G
 
 
 @triton.jit
 def _nvfp4_part_item(
-    w, b,
+    w, b, G, ng,
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr,
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
@@ -35,14 +47,15 @@ def _nvfp4_part_item(
     DOTP: tl.constexpr,
 ):
     """Few flush rows, nvfp4 checkpoint: pass 1 of the two-pass flush spread over the grid
-    (:func:`_nvfp4_part_kernel`). Item ``w`` (:func:`_nvfp4_part_items`) is the ``w % NVF``-th ``BVF``-row
-    sub-block of (listed flush row ``b``, head) ``rh = w / NVF``: it builds the per-(row, head) flush terms (the
-    same values in every item of a head), S_L of its rows (as the whole-head pass 1 of :func:`.fused._step_program`), and
-    stores them in the (row, head)'s scratch ``scr_ptr[rh]`` (``[NVF * BVF, BK]`` fp32) and their amax in
-    ``amx_ptr[w]``; :func:`_nvfp4_commit_item` encodes them."""
+    (:func:`_nvfp4_part_kernel`). Item ``w`` (:func:`_nvfp4_item_layout`: ``G`` sub-blocks per item, ``ng`` items
+    per pair) is the ``w % ng``-th group of ``G`` ``BVF``-row sub-blocks (the last group may be shorter) of (listed
+    flush row ``b``, head) ``rh = w / ng``: it builds the per-(row, head) flush terms (the same values in every item
+    of a head), S_L of its rows (as the whole-head pass 1 of :func:`.fused._step_program`), and stores them in the
+    (row, head)'s scratch ``scr_ptr[rh]`` (``[NVF * BVF, BK]`` fp32) and their amax in ``amx_ptr[w]``;
+    :func:`_nvfp4_commit_item` encodes them."""
     offs_k = tl.arange(0, BK)
     mk = offs_k < K
-    rh = w // NVF
+    rh = w // ng
     head = rh % HV
     bh = b.to(tl.int64) * HV + head
     sh = tl.load(idx_ptr + b).to(tl.int64) * HV + head     # (listed rows have a slot)
@@ -50,12 +63,19 @@ def _nvfp4_part_item(
     q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
     Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta,
                                                          offs_k, mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED, DOTP)
-    offs_f = (w % NVF) * BVF + tl.arange(0, BVF)
-    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, tl.exp(gt), kt, beta, Kd, Kdl,
-                 Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
-                 CACHED, 0, DOTP=DOTP)
-    tl.store(scr_ptr + rh.to(tl.int64) * (NVF * BVF * BK) + offs_f[:, None] * BK + offs_k[None, :], S)
-    tl.store(amx_ptr + w, nvfp4_amax(S))
+    scr = scr_ptr + rh.to(tl.int64) * (NVF * BVF * BK)
+    amax = 0.0
+    j = (w % ng) * G
+    end = tl.minimum(j + G, NVF)
+    while j < end:   # (a range() with a runtime bound fails in the Triton 3.6 interpreter)
+        offs_f = j * BVF + tl.arange(0, BVF)
+        S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, tl.exp(gt), kt, beta, Kd, Kdl,
+                     Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
+                     CACHED, 0, DOTP=DOTP)
+        tl.store(scr + offs_f[:, None] * BK + offs_k[None, :], S)
+        amax = tl.maximum(amax, nvfp4_amax(S))
+        j += 1
+    tl.store(amx_ptr + w, amax)
 
 
 @triton.jit
@@ -68,7 +88,7 @@ def _nvfp4_part_kernel(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, scr_ptr, amx_ptr, DOTP: tl.constexpr, BLOCK: tl.constexpr,
+    CACHED: tl.constexpr, scr_ptr, amx_ptr, DOTP: tl.constexpr, NVG: tl.constexpr, BLOCK: tl.constexpr,
 ):
     """Split step, nvfp4 checkpoint, in place of :func:`.flush._flush_rows_kernel`: every program lists the rows that flush
     this step (program 0 stores the list, ``rows[0:n]``, ``nrows[0] = n``, for :func:`.flush._flush_kernel`), and when few
@@ -87,10 +107,10 @@ def _nvfp4_part_kernel(
         start += BLOCK
     if pid == 0:
         tl.store(nrows_ptr, n)
-    m = _nvfp4_part_items(n, HV, NVF)
+    nh, G, ng = _nvfp4_item_layout(n, HV, NVF, NVG)
     w = pid
-    while w < m:
-        i = w // (NVF * HV)   # the item's place in the list -> its row (a scan per item: the list program 0
+    while w < nh * ng:
+        i = w // (ng * HV)   # the item's place in the list -> its row (a scan per item: the list program 0
         # writes is not visible to the other programs of this launch)
         b = 0
         c = 0
@@ -100,7 +120,7 @@ def _nvfp4_part_kernel(
             b += tl.sum(tl.where((fl > 0) & (c + tl.cumsum(fl, 0) == i + 1), offs, 0), 0)
             c += tl.sum(fl, 0)
             start += BLOCK
-        _nvfp4_part_item(w, b, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
+        _nvfp4_part_item(w, b, G, ng, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
                          rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K, V, L, L1, LP, LPLOG, BK, BVF, NVF, GK,
                          DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP)
         w += tl.num_programs(0)
@@ -108,13 +128,13 @@ def _nvfp4_part_kernel(
 
 @triton.jit
 def _nvfp4_commit_item(
-    w, rows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr, scr_ptr, amx_ptr,
+    w, ng, rows_ptr, q_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2, fcnt_ptr, scr_ptr, amx_ptr,
     seed, HV, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
 ):
     """Pass 2 of the few-flush-rows nvfp4 flush (:func:`.flush._flush_kernel` with ``amx_ptr``, after
     :func:`_nvfp4_part_kernel`), item ``w`` = the ``w % NVF``-th ``BVF``-row sub-block of (listed flush row, head)
-    ``w / NVF``: the head's encode scale from the ``NVF`` amaxes of its pass-1 items, then the sub-block's S_L
+    ``w / NVF``: the head's encode scale from the amaxes of its ``ng`` pass-1 items, then the sub-block's S_L
     rows from the scratch -> outputs and both casts (:func:`.flush_math._commit_flush_rows`); sub-block 0 stores the head's
     scale."""
     offs_k = tl.arange(0, BK)
@@ -126,9 +146,11 @@ def _nvfp4_commit_item(
     bh = b.to(tl.int64) * HV + head
     slot = tl.load(idx_ptr + b).to(tl.int64)
     sh = slot * HV + head
-    amax = 0.0   # in sub-block order, as the whole-head pass
-    for i in tl.static_range(NVF):
-        amax = tl.maximum(amax, tl.load(amx_ptr + rh * NVF + i))
+    amax = 0.0   # (a max: the same value in any grouping and order of the sub-blocks)
+    i = 0
+    while i < ng:
+        amax = tl.maximum(amax, tl.load(amx_ptr + rh * ng + i))
+        i += 1
     s_enc = nvfp4_encode_scale(amax)
     offs_f = r * BVF + tl.arange(0, BVF)
     S = tl.load(scr_ptr + rh.to(tl.int64) * (NVF * BVF * BK) + offs_f[:, None] * BK + offs_k[None, :])

@@ -200,6 +200,20 @@ def test_nvfp4_flush_items_rule(monkeypatch):
         items(flush_nvfp4_items=3)
 
 
+def test_nvfp4_item_blocks_knob(monkeypatch):
+    """Sub-blocks per pass-1 nvfp4 item: 0 in the plan by default (decided on the device per step,
+    tests/kernels/test_nvfp4_items.py), the knob's power of two otherwise; anything else refused."""
+    monkeypatch.setattr(launch, "_num_sms", lambda device: 132)
+
+    def blocks(**knobs):
+        return launch.plan_flush(_standin("nvfp4/fp16", V=128, **knobs), 16).nvfp4_item_blocks
+
+    assert blocks() == 0 and blocks(flush_nvfp4_item_blocks=2) == 2
+    for bad in (3, 0, True):
+        with pytest.raises(ValueError, match=f"flush_nvfp4_item_blocks={bad!r}: a power of two"):
+            blocks(flush_nvfp4_item_blocks=bad)
+
+
 def test_flush_stream_knob():
     """A split step's flush launches go to a side stream by default (``flush_stream`` 1; 0: the caller's stream);
     other values are refused with the allowed ones; off the GPU there is no side stream."""
