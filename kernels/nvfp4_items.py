@@ -44,14 +44,14 @@ def _nvfp4_part_item(
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr,
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     GK: tl.constexpr, DELTA: tl.constexpr, FMT_HP: tl.constexpr, CACHED: tl.constexpr, scr_ptr, amx_ptr,
-    DOTP: tl.constexpr,
+    DOTP: tl.constexpr, NVG: tl.constexpr,
 ):
     """Few flush rows, nvfp4 checkpoint: pass 1 of the two-pass flush spread over the grid
     (:func:`_nvfp4_part_kernel`). Item ``w`` (:func:`_nvfp4_item_layout`: ``G`` sub-blocks per item, ``ng`` items
     per pair) is the ``w % ng``-th group of ``G`` ``BVF``-row sub-blocks (the last group may be shorter) of (listed
     flush row ``b``, head) ``rh = w / ng``: it builds the per-(row, head) flush terms (the same values in every item
-    of a head), S_L of its rows (as the whole-head pass 1 of :func:`.fused._step_program`), and stores them in the
-    (row, head)'s scratch ``scr_ptr[rh]`` (``[NVF * BVF, BK]`` fp32) and their amax in ``amx_ptr[w]``;
+    of a head), S_L of its rows (as the whole-head pass 1 of :func:`.fused._step_program`; ``NVG`` > 0: the fixed
+    ``G``, unrolled), and stores them in the (row, head)'s scratch ``scr_ptr[rh]`` (``[NVF * BVF, BK]`` fp32) and their amax in ``amx_ptr[w]``;
     :func:`_nvfp4_commit_item` encodes them."""
     offs_k = tl.arange(0, BK)
     mk = offs_k < K
@@ -64,17 +64,32 @@ def _nvfp4_part_item(
     Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta,
                                                          offs_k, mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED, DOTP)
     scr = scr_ptr + rh.to(tl.int64) * (NVF * BVF * BK)
-    amax = 0.0
+    at = tl.exp(gt)
     j = (w % ng) * G
-    end = tl.minimum(j + G, NVF)
-    while j < end:   # (a range() with a runtime bound fails in the Triton 3.6 interpreter)
-        offs_f = j * BVF + tl.arange(0, BVF)
-        S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, tl.exp(gt), kt, beta, Kd, Kdl,
-                     Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
-                     CACHED, 0, DOTP=DOTP)
-        tl.store(scr + offs_f[:, None] * BK + offs_k[None, :], S)
-        amax = tl.maximum(amax, nvfp4_amax(S))
-        j += 1
+    amax = 0.0
+    if NVG > 0:
+        # fixed G = NVG: unrolled, no branch (the loads of every sub-block can be issued early); sub-blocks past
+        # the head's NVF are all-masked rows (S_L = 0) and not stored
+        for i in tl.static_range(NVG):
+            offs_f = (j + i) * BVF + tl.arange(0, BVF)
+            S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kdl,
+                         Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V, L, LP, DELTA, FMT_HP,
+                         BK, CACHED, 0, DOTP=DOTP)
+            if NVG == 1:
+                tl.store(scr + offs_f[:, None] * BK + offs_k[None, :], S)
+            else:
+                tl.store(scr + offs_f[:, None] * BK + offs_k[None, :], S, mask=(offs_f < NVF * BVF)[:, None])
+            amax = tl.maximum(amax, nvfp4_amax(S))
+    else:
+        end = tl.minimum(j + G, NVF)
+        while j < end:   # (a range() with a runtime bound fails in the Triton 3.6 interpreter)
+            offs_f = j * BVF + tl.arange(0, BVF)
+            S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kdl,
+                         Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V, L, LP, DELTA, FMT_HP,
+                         BK, CACHED, 0, DOTP=DOTP)
+            tl.store(scr + offs_f[:, None] * BK + offs_k[None, :], S)
+            amax = tl.maximum(amax, nvfp4_amax(S))
+            j += 1
     tl.store(amx_ptr + w, amax)
 
 
@@ -122,7 +137,7 @@ def _nvfp4_part_kernel(
             start += BLOCK
         _nvfp4_part_item(w, b, G, ng, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
                          rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K, V, L, L1, LP, LPLOG, BK, BVF, NVF, GK,
-                         DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP)
+                         DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP, NVG)
         w += tl.num_programs(0)
 
 

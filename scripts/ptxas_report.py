@@ -34,7 +34,7 @@ from replayssm_quant.kernels.spec_bench import spec_inputs  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
 PTR = {torch.float32: "*fp32", torch.float16: "*fp16", torch.bfloat16: "*bf16", torch.int32: "*i32",
-       torch.int64: "*i64", torch.uint8: "*u8", torch.int8: "*i8"}
+       torch.int64: "*i64", torch.uint8: "*u8", torch.int8: "*i8", torch.int16: "*i16"}
 PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
 
 
@@ -67,8 +67,9 @@ def verify_launch_kwargs(family: str, spec: str, T: int = 8, window: int = 16) -
     return {k: v for k, v in rec.kwargs.items() if k not in ("num_warps", "num_stages", "maxnreg")}
 
 
-def ptxas_info(fn, kwargs: dict, num_warps: int, num_stages: int = 3) -> dict:
-    """Compile ``fn`` for sm_90 with ``kwargs`` and return registers, spill bytes and shared memory."""
+def ptxas_info(fn, kwargs: dict, num_warps: int, num_stages: int = 3, maxnreg: int | None = None) -> dict:
+    """Compile ``fn`` for sm_90 with ``kwargs`` (and a register cap, as a launch's ``maxnreg``) and return
+    registers, spill bytes and shared memory."""
     sig, consts = {}, {}
     for i, p in enumerate(fn.params):
         v = kwargs.get(p.name, p.default)
@@ -81,7 +82,8 @@ def ptxas_info(fn, kwargs: dict, num_warps: int, num_stages: int = 3) -> dict:
         else:
             raise TypeError(f"argument {p.name}: {type(v).__name__} is not handled")
     k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32),
-                       options=dict(num_warps=num_warps, num_stages=num_stages))
+                       options=dict(num_warps=num_warps, num_stages=num_stages,
+                                    **({"maxnreg": maxnreg} if maxnreg else {})))
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "k.ptx")
         with open(path, "w") as f:

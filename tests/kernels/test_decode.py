@@ -459,12 +459,14 @@ def test_split_nvfp4_flush_sub_block_items_bit_exact(family, spec):
     _staggered_split_flush_bit_exact(family, spec, 32, dict(block_v=16, flush_block_v=16, flush_nvfp4_items=True))
 
 
-@pytest.mark.parametrize("family,spec,blocks", [("gdn", "nvfp4/fp16", 1), ("kda", "nvfp4/e4m3+sr", 4)])
+@pytest.mark.parametrize("family,spec,blocks", [("gdn", "nvfp4/fp16", 1), ("kda", "nvfp4/e4m3+sr", 2),
+                                                ("mamba2", "nvfp4+sr", 4)])
 def test_split_nvfp4_items_any_sub_blocks_per_item_bit_exact(family, spec, blocks):
-    """The pass-1 nvfp4 items with a fixed number of sub-blocks each (``flush_nvfp4_item_blocks``): 1 (three items
-    per head), 4 (more than the head's three: one item per head). The default of the test above decides on the
-    device: one flush row of 2 heads x 3 sub-blocks is 6 items > 4 programs, so 2 sub-blocks per item, the second
-    item of a head holding the last one. Bit for bit the torch reference every way."""
+    """The pass-1 nvfp4 items with a fixed number of sub-blocks each (``flush_nvfp4_item_blocks``, unrolled): 1
+    (three items per head), 2 (sub-blocks 0-1, then 2 and an all-masked 3 that must not be stored), 4 (one item per
+    head, one masked sub-block). The default of the test above decides on the device (a runtime loop): one flush
+    row of 2 heads x 3 sub-blocks is 6 items > 4 programs, so 2 sub-blocks per item, the second item of a head
+    holding the last one. Bit for bit the torch reference every way."""
     _staggered_split_flush_bit_exact(family, spec, 32, dict(block_v=16, flush_block_v=16, flush_nvfp4_items=True,
                                                             flush_nvfp4_item_blocks=blocks))
 
