@@ -135,9 +135,19 @@ def _nvfp4_part_kernel(
             b += tl.sum(tl.where((fl > 0) & (c + tl.cumsum(fl, 0) == i + 1), offs, 0), 0)
             c += tl.sum(fl, 0)
             start += BLOCK
-        _nvfp4_part_item(w, b, G, ng, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
-                         rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K, V, L, L1, LP, LPLOG, BK, BVF, NVF, GK,
-                         DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP, NVG)
+        if NVG == 0:
+            if G == 1:   # one sub-block per item: the unrolled item (a runtime loop of one is slower on the GPU)
+                _nvfp4_part_item(w, b, G, ng, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1,
+                                 hp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K, V, L, L1, LP, LPLOG, BK, BVF,
+                                 NVF, GK, DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP, 1)
+            else:
+                _nvfp4_part_item(w, b, G, ng, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1,
+                                 hp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K, V, L, L1, LP, LPLOG, BK, BVF,
+                                 NVF, GK, DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP, 0)
+        else:
+            _nvfp4_part_item(w, b, G, ng, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
+                             rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K, V, L, L1, LP, LPLOG, BK, BVF, NVF, GK,
+                             DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP, NVG)
         w += tl.num_programs(0)
 
 

@@ -459,22 +459,23 @@ def test_split_nvfp4_flush_sub_block_items_bit_exact(family, spec):
     _staggered_split_flush_bit_exact(family, spec, 32, dict(block_v=16, flush_block_v=16, flush_nvfp4_items=True))
 
 
-@pytest.mark.parametrize("family,spec,blocks", [("gdn", "nvfp4/fp16", 1), ("kda", "nvfp4/e4m3+sr", 2),
-                                                ("mamba2", "nvfp4+sr", 4)])
-def test_split_nvfp4_items_any_sub_blocks_per_item_bit_exact(family, spec, blocks):
+@pytest.mark.parametrize("family,spec,blocks,V", [("gdn", "nvfp4/fp16", 1, 40), ("kda", "nvfp4/e4m3+sr", 2, 40),
+                                                  ("mamba2", "nvfp4+sr", 4, 40), ("kda", "nvfp4/fp16", None, 32)])
+def test_split_nvfp4_items_any_sub_blocks_per_item_bit_exact(family, spec, blocks, V):
     """The pass-1 nvfp4 items with a fixed number of sub-blocks each (``flush_nvfp4_item_blocks``, unrolled): 1
     (three items per head), 2 (sub-blocks 0-1, then 2 and an all-masked 3 that must not be stored), 4 (one item per
-    head, one masked sub-block). The default of the test above decides on the device (a runtime loop): one flush
-    row of 2 heads x 3 sub-blocks is 6 items > 4 programs, so 2 sub-blocks per item, the second item of a head
-    holding the last one. Bit for bit the torch reference every way."""
+    head, one masked sub-block); and decided on the device with V = 32: two sub-blocks per head, so one flush row's
+    4 items fit the 4 programs with one sub-block each (the unrolled item). The default of the test above decides
+    on the device too (a runtime loop): one flush row of 2 heads x 3 sub-blocks is 6 items > 4 programs, so 2
+    sub-blocks per item, the second item of a head holding the last one. Bit for bit the torch reference every way."""
     _staggered_split_flush_bit_exact(family, spec, 32, dict(block_v=16, flush_block_v=16, flush_nvfp4_items=True,
-                                                            flush_nvfp4_item_blocks=blocks))
+                                                            flush_nvfp4_item_blocks=blocks), V=V)
 
 
-def _staggered_split_flush_bit_exact(family, spec, K, knobs):
+def _staggered_split_flush_bit_exact(family, spec, K, knobs, V=40):
     """Split steps over staggered ring positions, so most steps flush one row and (after a reload puts two slots in
     phase) some flush two; every stored tensor bit for bit the torch reference, outputs within 1e-5."""
-    HV, V, L = 2, 40, 4
+    HV, L = 2, 4
     x = random_decode_inputs(family, 14, 4, HV, K, V, generator=_gen(31), device=DEV)
     S0 = torch.randn(5, HV, V, K, generator=_gen(32)).to(DEV)
     cs = [_cache(family, spec, HV, K, V, b, L=L, slots=5, seed=9, split_flush=True, **knobs)

@@ -1,0 +1,45 @@
+"""The nvfp4 pass-1 item layouts at B = 64 staggered, from the launch sweeps of calls s10b (gdn) and s10c (kda);
+writes ``items.md`` next to this file. Rerun from the repository root (CPU, pandas):
+
+    python reports/bench/speed/nvfp4_items/make_table.py
+
+Layouts (knob ``flush_nvfp4_item_blocks``): "default" = the number of sub-blocks per item decided on the device per
+step (the fewest that keep the items within one wave; at B = 64 staggered 2 of the head's 8, in a runtime loop);
+1, 2, 4 = fixed, unrolled (1 is the item of the code before this change, one 16-row sub-block). Each ratio is the
+layout's staggered time over fixed 1 of the same sweep. s10a's sweep (``b64_item_blocks_s10a.csv``, tree
+``587e2d6``) ran an earlier version in which a fixed count was a runtime loop too: its "fixed 1" is not the previous
+item (gdn nvfp4/fp16 91.9 us against 70.2 unrolled in s10b).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+from replayssm_quant.kernels.bench_report import markdown_table
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SWEEPS = {"s10b": "b64_item_blocks_s10b.csv", "s10c": "b64_item_blocks_kda_s10c.csv"}
+
+
+def main():
+    rows = []
+    for call, name in SWEEPS.items():
+        d = pd.read_csv(os.path.join(HERE, name))
+        for (fam, spec), g in d.groupby(["family", "spec"], sort=False):
+            base = float(g[g.flush_nvfp4_item_blocks == 1].staggered_us.iloc[0])
+            for _, r in g.iterrows():
+                n = int(r.flush_nvfp4_item_blocks)
+                rows.append({"call": call, "family": fam, "spec": spec,
+                             "sub-blocks per item": "default (on the device)" if n == 0 else f"fixed {n}",
+                             "staggered us": f"{r.staggered_us:.1f}", "vs fixed 1": f"{r.staggered_us / base:.3f}"})
+    text = ("# nvfp4 pass-1 items at B = 64, staggered flushes (H200, `launch_sweep.py --phases staggered`)\n\n"
+            + markdown_table(pd.DataFrame(rows)) + "\n")
+    with open(os.path.join(HERE, "items.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
