@@ -79,9 +79,9 @@ def _flush_kernel(
 
     ``amx_ptr`` (nvfp4 sub-block items, :class:`.launch.FlushPlan` ``nvfp4_items``; else None): with few flush rows
     (the same test) the previous launch, :func:`.nvfp4_items._nvfp4_part_kernel`, has done pass 1 of the flushing
-    heads in items of one ``BVF``-row sub-block (S_L into scratch, its amax into ``amx_ptr``); this launch runs pass
-    2, one sub-block per item (:func:`.nvfp4_items._nvfp4_commit_item`; ``NVG``: the plan's sub-blocks per pass-1
-    item, 0: as many as keep pass 1 within one wave, :func:`.nvfp4_items._nvfp4_item_layout`)."""
+    heads in items of one or more ``BVF``-row sub-blocks (S_L into scratch, their amax into ``amx_ptr``); this
+    launch runs pass 2, one sub-block per item (:func:`.nvfp4_items._nvfp4_commit_item`). ``NVG``: the plan's
+    sub-blocks per pass-1 item (0: as many as keep pass 1 within one wave, :func:`.nvfp4_items._nvfp4_item_layout`)."""
     NV4ITEMS: tl.constexpr = amx_ptr is not None
     FBV: tl.constexpr = BVF if BVF >= 32 else 2 * BVF   # rows of a small item (above)
     SMALL: tl.constexpr = (not NV4) and BV > FBV

@@ -1,4 +1,5 @@
-"""Registers, spills and shared memory of the speculative verify kernel on sm_90, compiled OFFLINE (no GPU).
+"""Registers, spills and shared memory of a decode kernel on sm_90, compiled OFFLINE (no GPU): the speculative verify
+kernel, or (``--nvfp4-items``) pass 1 of the nvfp4 flush items of few flush rows.
 
 Triton compiles ``kernels.verify._verify_kernel`` for an H100/H200 target exactly as :func:`~.verify.triton_verify`
 would launch it (its keyword arguments captured from a real call on a CPU cache, the launch itself replaced by a
@@ -7,6 +8,11 @@ compile errors); a row here is what a GPU launch of that config would get. Print
 
     python scripts/ptxas_report.py [--families mamba2,gdn,kda] [--specs fp32,nvfp4/fp16] [--block-v 16,32,64]
                                    [--split 1,2] [--warps 4,8,16] [--dots ieee,tf32x3] [--csv OUT.csv]
+    python scripts/ptxas_report.py --nvfp4-items [--families gdn,kda] [--specs nvfp4/fp16] [--item-blocks 0,1,2,4]
+
+``--nvfp4-items`` compiles ``kernels.nvfp4_items._nvfp4_part_kernel`` as the GPU launcher plans it for the bench
+shape at B = 64 (split step, 16-row sub-blocks, 3xTF32 dots, 4 warps, the 128-register cap), for each
+``flush_nvfp4_item_blocks`` value (0: decided on the device).
 
 Occupancy follows from the table: 65536 registers per SM, so a program of W warps at R registers leaves
 ``65536 // (32 W R)`` programs per SM; 228 KB of shared memory per SM bounds it too.
@@ -96,6 +102,48 @@ def ptxas_info(fn, kwargs: dict, num_warps: int, num_stages: int = 3, maxnreg: i
                 programs_per_sm_by_regs=65536 // (32 * num_warps * max(regs, 1)))
 
 
+def nvfp4_part_launch_kwargs(family: str, spec: str) -> dict:
+    """The keyword arguments (launch options included) of ``_nvfp4_part_kernel`` in a GPU split step of the bench
+    shape: the launcher's own call on a CPU cache with the GPU plan's knobs, every launch of the step recorded."""
+    import replayssm_quant.kernels.flush as flush
+    import replayssm_quant.kernels.nonflush as nonflush
+    import replayssm_quant.kernels.nvfp4_items as items
+    from replayssm_quant.kernels.bench import bench_inputs
+    from replayssm_quant.kernels.decode import triton_step
+    from replayssm_quant.kernels.launch import LaunchKnobs
+
+    shape = SHAPES[family]
+    knobs = LaunchKnobs(split_flush=True, flush_nvfp4_items=True, flush_dot="tf32x3", flush_block_v=16, block_v=32)
+    cache = SSMStateCache(family, spec, 2, shape["num_heads"], shape["head_k"], shape["head_v"], window=16,
+                          mode="replay", backend="torch", seed=1, knobs=knobs)
+    x = bench_inputs(family, 2, shape, 16, torch.device("cpu"))
+    rec = _Recorder()
+    saved = items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel
+    items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel = rec, _Recorder(), _Recorder()
+    try:
+        triton_step(cache, torch.arange(2, dtype=torch.int32), *(None if x[n] is None else x[n][0]
+                                                                  for n in ("q", "k", "v", "g", "beta")))
+    finally:
+        items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel = saved
+    return rec.kwargs
+
+
+def nvfp4_items_report(a) -> list[dict]:
+    import replayssm_quant.kernels.nvfp4_items as items
+
+    rows = []
+    for fam in a.families.split(","):
+        for spec in a.specs.split(","):
+            kw = nvfp4_part_launch_kwargs(fam, spec)
+            opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
+            for nvg in map(int, a.item_blocks.split(",")):
+                info = ptxas_info(items._nvfp4_part_kernel, dict(kw, NVG=nvg), opts["num_warps"],
+                                  opts.get("num_stages", 3), maxnreg=128)
+                rows.append(dict(family=fam, spec=spec, item_blocks=nvg, warps=opts["num_warps"], **info))
+                print(rows[-1], flush=True)
+    return rows
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--families", default="mamba2,gdn,kda")
@@ -104,10 +152,12 @@ def main(argv=None):
     p.add_argument("--split", default="1", help="programs per (row, head) over its V-blocks (verify_split)")
     p.add_argument("--warps", default="4,8,16")
     p.add_argument("--dots", default="ieee", help="dot input precisions (the verify_dot knob)")
+    p.add_argument("--nvfp4-items", action="store_true", help="pass 1 of the nvfp4 flush items instead")
+    p.add_argument("--item-blocks", default="0,1,2,4", help="flush_nvfp4_item_blocks values (--nvfp4-items)")
     p.add_argument("--csv", default=None)
     a = p.parse_args(argv)
-    rows = []
-    for fam in a.families.split(","):
+    rows = nvfp4_items_report(a) if a.nvfp4_items else []
+    for fam in [] if a.nvfp4_items else a.families.split(","):
         for spec in a.specs.split(","):
             kw = verify_launch_kwargs(fam, spec)
             for bv in map(int, a.block_v.split(",")):

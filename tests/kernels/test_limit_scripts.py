@@ -73,3 +73,16 @@ def test_limits_summary_reads_an_ncu_raw_export(tmp_path, time_unit):
     assert len(df) == 1 and row.kernel == "_nonflush_kernel" and row.us == 85.0 and row.dram_read_MB == 300.0
     assert row.dram_GBps == pytest.approx(340e6 / 85e-6 / 1e9) and row.regs_per_thread == 128
     assert row.top_stalls == "long_scoreboard 7.5, wait 1.2"
+
+
+def test_ptxas_report_nvfp4_items_launch_is_the_gpu_plan():
+    """scripts/ptxas_report.py --nvfp4-items compiles pass 1 with the keywords the launcher passes on the GPU at the
+    bench shape (16-row sub-blocks, 3xTF32 dots, 4 warps), recorded from a real step on a CPU cache (no launch)."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    try:
+        import ptxas_report
+    finally:
+        sys.path.remove(os.path.join(ROOT, "scripts"))
+    kw = ptxas_report.nvfp4_part_launch_kwargs("gdn", "nvfp4/fp16")
+    assert (kw["BVF"], kw["NVF"], kw["DOTP"], kw["num_warps"], kw["K"], kw["V"]) == (16, 8, "tf32x3", 4, 128, 128)
+    assert kw["scr_ptr"].numel() % (8 * 16 * 128) == 0 and kw["amx_ptr"] is not None   # per program: NVF x BVF x BK
