@@ -74,8 +74,10 @@ def write_table(out, stem, title, frame, device, columns=None, floatfmt=".1f") -
     :func:`run_header`, the table); returns the markdown table (scripts print it)."""
     frame.to_csv(os.path.join(out, f"{stem}.csv"), index=False)
     table = markdown_table(frame[columns] if columns else frame, floatfmt)
+    # the text before the file is opened: the header's imports can be slow, and a run cut there left an empty file
+    text = "\n".join([f"# {title}", "", *run_header(device), "", table, ""])
     with open(os.path.join(out, f"{stem}.md"), "w") as f:
-        f.write("\n".join([f"# {title}", "", *run_header(device), "", table, ""]))
+        f.write(text)
     return table
 
 
