@@ -21,6 +21,18 @@ from replayssm_quant.kernels.bench_report import markdown_table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SWEEPS = {"s10b": "b64_item_blocks_s10b.csv", "s10c": "b64_item_blocks_kda_s10c.csv"}
+#: each call's sweep command (part of ``reports/bench/speed/call_CALL.sh``) and its machine record (UTC start, GPU,
+#: driver, versions, tree)
+COMMANDS = {
+    "s10b": "python3 scripts/gpu/launch_sweep.py --out $R/items --families gdn,kda --specs nvfp4/fp16,nvfp4/fp8+sr "
+            "--batch 64 --phases staggered --rep-ms 10 --stem b64_item_blocks --variants \"default;"
+            "flush_nvfp4_item_blocks=1;flush_nvfp4_item_blocks=2;flush_nvfp4_item_blocks=4\"",
+    "s10c": "python3 scripts/gpu/launch_sweep.py --out $R/items --families kda --specs nvfp4/fp16,nvfp4/fp8+sr "
+            "--batch 64 --phases staggered --rep-ms 10 --stem b64_item_blocks_kda --variants \"default;"
+            "flush_nvfp4_item_blocks=1;flush_nvfp4_item_blocks=2\"",
+}
+NOTES = {"s10b": " (cut by its 200 s cap after gdn)", "s10c": ""}
+MACHINES = {"s10b": "../bench_all/machine_s10b.txt", "s10c": "../bench_all/machine_s10c.txt"}
 
 
 def main():
@@ -34,8 +46,13 @@ def main():
                 rows.append({"call": call, "family": fam, "spec": spec,
                              "sub-blocks per item": "default (on the device)" if n == 0 else f"fixed {n}",
                              "staggered us": f"{r.staggered_us:.1f}", "vs fixed 1": f"{r.staggered_us / base:.3f}"})
+    runs = []
+    for call in SWEEPS:
+        with open(os.path.join(HERE, MACHINES[call])) as f:
+            machine = "; ".join(line.strip() for line in f if line.strip())
+        runs.append(f"- {call} (`reports/bench/speed/call_{call}.sh`): `{COMMANDS[call]}`{NOTES[call]}; machine: {machine}")
     text = ("# nvfp4 pass-1 items at B = 64, staggered flushes (H200, `launch_sweep.py --phases staggered`)\n\n"
-            + markdown_table(pd.DataFrame(rows)) + "\n")
+            + "\n".join(runs) + "\n\n" + markdown_table(pd.DataFrame(rows)) + "\n")
     with open(os.path.join(HERE, "items.md"), "w") as f:
         f.write(text)
     print(text)
