@@ -38,6 +38,24 @@ def _nvfp4_item_layout(nrows, HV, NVF: tl.constexpr, NVG: tl.constexpr):
 
 
 @triton.jit
+def _part_sub_block(j, TAIL: tl.constexpr, scr, hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt,
+                    beta, Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_k, mk, K: tl.constexpr, V: tl.constexpr,
+                    L: tl.constexpr, LP: tl.constexpr, DELTA: tl.constexpr, FMT_HP: tl.constexpr, BK: tl.constexpr,
+                    BVF: tl.constexpr, NVF: tl.constexpr, CACHED: tl.constexpr, DOTP: tl.constexpr):
+    """Sub-block ``j`` of a pass-1 item: S_L of its ``BVF`` rows into the pair's scratch ``scr`` (``[NVF * BVF, BK]``
+    fp32); returns their amax. ``TAIL``: ``j`` may lie past the head's ``NVF`` sub-blocks (its rows are all masked,
+    S_L = 0, and must not be stored: the next pair's scratch follows)."""
+    offs_f = j * BVF + tl.arange(0, BVF)
+    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kdl, Kd2, Kd2l, dL, T,
+                 br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK, CACHED, 0, DOTP=DOTP)
+    if TAIL:
+        tl.store(scr + offs_f[:, None] * BK + offs_k[None, :], S, mask=(offs_f < NVF * BVF)[:, None])
+    else:
+        tl.store(scr + offs_f[:, None] * BK + offs_k[None, :], S)
+    return nvfp4_amax(S)
+
+
+@triton.jit
 def _nvfp4_part_item(
     w, b, G, ng,
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
@@ -51,8 +69,8 @@ def _nvfp4_part_item(
     per pair) is the ``w % ng``-th group of ``G`` ``BVF``-row sub-blocks (the last group may be shorter) of (listed
     flush row ``b``, head) ``rh = w / ng``: it builds the per-(row, head) flush terms (the same values in every item
     of a head), S_L of its rows (as the whole-head pass 1 of :func:`.fused._step_program`; ``NVG`` > 0: the fixed
-    ``G``, unrolled), and stores them in the (row, head)'s scratch ``scr_ptr[rh]`` (``[NVF * BVF, BK]`` fp32) and their amax in ``amx_ptr[w]``;
-    :func:`_nvfp4_commit_item` encodes them."""
+    ``G``, unrolled), and stores them in the (row, head)'s scratch ``scr_ptr[rh]`` (``[NVF * BVF, BK]`` fp32) and
+    their amax in ``amx_ptr[w]``; :func:`_nvfp4_commit_item` encodes them."""
     offs_k = tl.arange(0, BK)
     mk = offs_k < K
     rh = w // ng
@@ -68,27 +86,20 @@ def _nvfp4_part_item(
     j = (w % ng) * G
     amax = 0.0
     if NVG > 0:
-        # fixed G = NVG: unrolled, no branch (the loads of every sub-block can be issued early); sub-blocks past
-        # the head's NVF are all-masked rows (S_L = 0) and not stored
+        # fixed G = NVG: unrolled, no branch (the loads of every sub-block can be issued early); with NVG > 1 the
+        # last item of a head may run past it (TAIL)
         for i in tl.static_range(NVG):
-            offs_f = (j + i) * BVF + tl.arange(0, BVF)
-            S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kdl,
-                         Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V, L, LP, DELTA, FMT_HP,
-                         BK, CACHED, 0, DOTP=DOTP)
-            if NVG == 1:
-                tl.store(scr + offs_f[:, None] * BK + offs_k[None, :], S)
-            else:
-                tl.store(scr + offs_f[:, None] * BK + offs_k[None, :], S, mask=(offs_f < NVF * BVF)[:, None])
-            amax = tl.maximum(amax, nvfp4_amax(S))
+            amax = tl.maximum(amax, _part_sub_block(j + i, NVG > 1, scr, hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr,
+                                                    sh, bh, ring0, at, kt, beta, Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl,
+                                                    cl, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK, BVF, NVF, CACHED,
+                                                    DOTP))
     else:
         end = tl.minimum(j + G, NVF)
         while j < end:   # (a range() with a runtime bound fails in the Triton 3.6 interpreter)
-            offs_f = j * BVF + tl.arange(0, BVF)
-            S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kdl,
-                         Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V, L, LP, DELTA, FMT_HP,
-                         BK, CACHED, 0, DOTP=DOTP)
-            tl.store(scr + offs_f[:, None] * BK + offs_k[None, :], S)
-            amax = tl.maximum(amax, nvfp4_amax(S))
+            amax = tl.maximum(amax, _part_sub_block(j, False, scr, hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh,
+                                                    bh, ring0, at, kt, beta, Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl,
+                                                    offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK, BVF, NVF, CACHED,
+                                                    DOTP))
             j += 1
     tl.store(amx_ptr + w, amax)
 
