@@ -18,68 +18,88 @@ def _rel(a, ref) -> float:
     return ((a - ref).abs().max() / ref.abs().max()).item()
 
 
-def correctness(family, shape, window, device, steps=None, rows=3):
-    """fp32 (replay, also with staggered rows; conventional) and nvfp4/fp32 (dual, also with staggered rows) on the
-    device vs the float64 oracle; nvfp4+sr and
-    nvfp4/fp8+sr replay: the split step against the fused kernel; nvfp4/fp16: the split flush's 3xTF32 dots
-    against IEEE ones, the recurrence checkpoint vs the float64 oracle. Returns the rows of ``correctness.csv``."""
-    HV, K, V = shape["num_heads"], shape["head_k"], shape["head_v"]
-    T = steps or 2 * window + 3
-    x = random_decode_inputs(family, T, rows, HV, K, V, device=device,
-                             generator=torch.Generator().manual_seed(99))
-    S0 = torch.randn(rows, HV, V, K, generator=torch.Generator().manual_seed(98)).to(device) * 0.3
-    o_ref, s_ref = oracle_sequence(family, S0, *(None if x[n] is None else x[n] for n in NAMES))
+class _Oracle:
+    """The checks' shared problem: ``T`` steps of random fp32 inputs ``x`` (``[T, rows, HV, ..]`` by name) for
+    ``rows`` rows from the state ``S0`` ``[rows, HV, V, K]``, and the float64 oracle's outputs ``o_ref``
+    ``[T, rows, HV, V]`` and states ``s_ref`` ``[T, rows, HV, V, K]``."""
 
-    def vs_oracle(c, all_outputs, stagger=False):
+    def __init__(self, family, shape, window, device, steps=None, rows=3):
+        HV, K, V = shape["num_heads"], shape["head_k"], shape["head_v"]
+        self.family, self.shape, self.window, self.device, self.rows = family, shape, window, device, rows
+        self.T = steps or 2 * window + 3
+        self.x = random_decode_inputs(family, self.T, rows, HV, K, V, device=device,
+                                      generator=torch.Generator().manual_seed(99))
+        self.S0 = torch.randn(rows, HV, V, K, generator=torch.Generator().manual_seed(98)).to(device) * 0.3
+        self.o_ref, self.s_ref = oracle_sequence(family, self.S0, *(None if self.x[n] is None else self.x[n]
+                                                                   for n in NAMES))
+
+    def cache(self, spec, mode="replay", knobs=None, seed=0):
+        sh = self.shape
+        return SSMStateCache(self.family, spec, self.rows, sh["num_heads"], sh["head_k"], sh["head_v"],
+                             window=self.window, mode=mode, device=self.device, backend="triton", seed=seed,
+                             knobs=knobs)
+
+    def errors(self, c, all_outputs, stagger=False):
         """T steps of cache ``c`` from S0: the largest relative errors against the oracle of the outputs (every
         step, or the flush steps) and of the recurrence checkpoint after each flush, and whether the ring and flush
         counters were right after every step (ring count (tau + 1) mod L, flush count 1 + (tau + 1) div L after a
         row's own step tau; the fused step advances them in its own launch). ``stagger``: row i joins at step i mod L
         (its own steps 0 .. T-1 then), so on most steps one or two rows flush, not all of them."""
-        idx = torch.arange(rows, device=device)
-        c.load_state(idx, S0)
+        idx = torch.arange(self.rows, device=self.device)
+        c.load_state(idx, self.S0)
         start = idx % c.window if stagger else torch.zeros_like(idx)
         out_err, ckpt_err, counters_ok = 0.0, 0.0, True
-        for t in range(T + int(start.max())):
+        for t in range(self.T + int(start.max())):
             tau = t - start                          # each row's own step
-            act = ((tau >= 0) & (tau < T)).nonzero().squeeze(1)
+            act = ((tau >= 0) & (tau < self.T)).nonzero().squeeze(1)
             ta, ia = tau[act], idx[act]
-            o = c.step(ia, *(None if x[n] is None else x[n][ta, ia] for n in NAMES)).double()
+            o = c.step(ia, *(None if self.x[n] is None else self.x[n][ta, ia] for n in NAMES)).double()
             flush = (ta + 1) % c.window == 0         # (conventional: window 1, every step)
             if all_outputs:
-                out_err = max(out_err, _rel(o, o_ref[ta, ia]))
+                out_err = max(out_err, _rel(o, self.o_ref[ta, ia]))
             elif flush.any():
-                out_err = max(out_err, _rel(o[flush], o_ref[ta[flush], ia[flush]]))
+                out_err = max(out_err, _rel(o[flush], self.o_ref[ta[flush], ia[flush]]))
             if flush.any():
-                ckpt_err = max(ckpt_err, _rel(c.checkpoint(ia[flush]).double(), s_ref[ta[flush], ia[flush]]))
+                ckpt_err = max(ckpt_err, _rel(c.checkpoint(ia[flush]).double(), self.s_ref[ta[flush], ia[flush]]))
             counters_ok &= bool(torch.equal(c.ring_count[ia], ((ta + 1) % c.window).int())
                                 and torch.equal(c.flush_count[ia], (1 + (ta + 1) // c.window).int()))
         return out_err, ckpt_err, counters_ok
 
+
+def flush_dot_check(oracle: _Oracle, spec: str) -> dict:
+    """The split flush's 3xTF32 dots against IEEE ones on ``spec`` (replay): the recurrence checkpoint's error
+    against the float64 oracle after each flush, the same seed for both (the checkpoint's own rounding dominates
+    both); ok when the 3xTF32 error is within 10% (+1e-6) of the IEEE one."""
+    errs = {}
+    for dot in ("ieee", "tf32x3"):
+        c = oracle.cache(spec, knobs=LaunchKnobs(split_flush=True, flush_dot=dot), seed=5)
+        errs[dot] = oracle.errors(c, False)[1]
+    return dict(family=oracle.family, spec=spec, mode="replay", steps=oracle.T,
+                checked="split flush, 3xTF32 dots: ckpt vs oracle; out column = the same with IEEE dots",
+                max_rel_out_err=errs["ieee"], max_rel_ckpt_err=errs["tf32x3"],
+                ok=bool(errs["tf32x3"] <= 1.1 * errs["ieee"] + 1e-6))
+
+
+def correctness(family, shape, window, device, steps=None, rows=3):
+    """fp32 (replay, also with staggered rows; conventional) and nvfp4/fp32 (dual, also with staggered rows) on the
+    device vs the float64 oracle; nvfp4+sr and nvfp4/fp8+sr replay: the split step against the fused kernel;
+    nvfp4/fp16: the split flush's 3xTF32 dots against IEEE ones (:func:`flush_dot_check`). Returns the rows of
+    ``correctness.csv``."""
+    oracle = _Oracle(family, shape, window, device, steps, rows)
     res = []
     for spec, mode, stagger in (("fp32", "replay", False), ("fp32", "replay", True), ("fp32", "conventional", False),
                                 ("nvfp4/fp32", "replay", False), ("nvfp4/fp32", "replay", True)):
-        c = SSMStateCache(family, spec, rows, HV, K, V, window=window, mode=mode, device=device,
-                          backend="triton")
-        out_err, ckpt_err, counters_ok = vs_oracle(c, spec == "fp32", stagger)
+        out_err, ckpt_err, counters_ok = oracle.errors(oracle.cache(spec, mode), spec == "fp32", stagger)
         what = ("all outputs" if spec == "fp32" else "flush-step outputs") + (
             "; rows staggered (split flush launch with one or two flush rows: sub-block items"
             + (", nvfp4: nvfp4_items._nvfp4_part_kernel)" if "nvfp4" in spec else ")") if stagger else "")
-        res.append(dict(family=family, spec=spec, mode=mode, steps=T, checked=what,
+        res.append(dict(family=family, spec=spec, mode=mode, steps=oracle.T, checked=what,
                         max_rel_out_err=out_err, max_rel_ckpt_err=ckpt_err, counters_ok=counters_ok,
                         ok=bool(out_err < 1e-5 and ckpt_err < 1e-5 and counters_ok)))
-    res += [_split_vs_fused(family, spec, shape, window, device, x, S0) for spec in ("nvfp4+sr", "nvfp4/fp8+sr")]
-    # the split flush's 3xTF32 dots (the default of a dual nvfp4 spec, flush_dot_precision) against IEEE ones: the
-    # fp16 recurrence checkpoint's error against the float64 oracle after each flush (fp16 rounding dominates both)
-    errs = {}
-    for dot in ("ieee", "tf32x3"):
-        c = SSMStateCache(family, "nvfp4/fp16", rows, HV, K, V, window=window, device=device, backend="triton",
-                          knobs=LaunchKnobs(split_flush=True, flush_dot=dot))
-        errs[dot] = vs_oracle(c, False)[1]
-    res.append(dict(family=family, spec="nvfp4/fp16", mode="replay", steps=T,
-                    checked="split flush, 3xTF32 dots: ckpt vs oracle; out column = the same with IEEE dots",
-                    max_rel_out_err=errs["ieee"], max_rel_ckpt_err=errs["tf32x3"],
-                    ok=bool(errs["tf32x3"] <= 1.1 * errs["ieee"] + 1e-6)))
+    res += [_split_vs_fused(family, spec, shape, window, device, oracle.x, oracle.S0)
+            for spec in ("nvfp4+sr", "nvfp4/fp8+sr")]
+    # the split flush's 3xTF32 dots (the default of a dual nvfp4 spec, flush_dot_precision) against IEEE ones
+    res.append(flush_dot_check(oracle, "nvfp4/fp16"))
     return res
 
 
