@@ -108,6 +108,37 @@ def _encode_ieee(x, NB: tl.constexpr, MB: tl.constexpr, BIAS: tl.constexpr, MAXB
 
 
 @triton.jit
+def _encode_sr16(x, rbits, NB: tl.constexpr, MB: tl.constexpr, BIAS: tl.constexpr, MAXB: tl.constexpr,
+                 NANB: tl.constexpr):
+    """Stochastic rounding of :func:`_encode_ieee` (``SR``) in fewer operations, for formats of at most 7 mantissa
+    bits whose smallest normal is far above fp32's (E4M3, E5M2, E2M1, int8 as ``MB = 7, BIAS = -6``; not bf16, fp16),
+    and random words whose low 16 bits are zero (:func:`sr_bits8`; the top 16 are the random bits): the same bits,
+    in integer operations and one exact multiply (no fma, no flush-to-zero instruction).
+
+    With at least 16 discarded bits (``23 - MB >= 16``) and ``r = r16 * 2**16``, the general rule
+    ``up = rem + (r >> (32 - shift)) >= 2**shift`` becomes: ``n + up = (F + r16) >> 16`` for the fixed-point value
+    ``F = floor(|x| / unit * 2**16)`` (also under the general rule's pre-shift of tiny values). So:
+
+    * target normals (``|x| >= 2**(1 - BIAS)``): ``F`` is the fp32 pattern itself (mantissa and exponent), with the
+      random bits added under the kept mantissa and shifted down (a mantissa carry moves into the exponent, as
+      rounding up must), then rebiased;
+    * target subnormals (spacing ``2**(1 - BIAS - MB)``): ``F`` is ``|x|`` times a power of two, below ``2**(MB + 16)``,
+      truncated to an integer (both exact; an fp32 subnormal input gives ``F = 0`` as in the general rule).
+    """
+    u = x.to(tl.int32, bitcast=True)
+    a = u & 0x7FFFFFFF
+    r16 = (rbits.to(tl.uint32, bitcast=True) >> 16).to(tl.int32)
+    # (inf / NaN patterns clamped: no int32 overflow; NaN is selected below)
+    mag_n = ((tl.minimum(a, 0x7F800000) + (r16 << (7 - MB))) >> (23 - MB)) - ((127 - BIAS) << MB)
+    NORMAL0: tl.constexpr = (128 - BIAS) << 23   # fp32 pattern of 2**(1 - BIAS), the smallest target normal
+    F = (tl.minimum(a, NORMAL0 - 1).to(tl.float32, bitcast=True) * (2.0 ** (BIAS + MB + 15))).to(tl.int32)
+    mag = tl.minimum(tl.where(a >= NORMAL0, mag_n, (F + r16) >> 16), MAXB)
+    if NANB >= 0:
+        mag = tl.where(a > 0x7F800000, NANB, mag)
+    return mag | (((u >> 31) & 1) << (NB - 1))
+
+
+@triton.jit
 def _decode_ieee(bits, NB: tl.constexpr, EB: tl.constexpr, MB: tl.constexpr, BIAS: tl.constexpr,
                  NANB: tl.constexpr, HAS_INF: tl.constexpr, SUBSCALE: tl.constexpr):
     """sign|magnitude bits (int32, low NB bits) -> fp32; SUBSCALE = 2**(1 - BIAS - MB)."""
@@ -141,7 +172,8 @@ def _encode_hw(x, NB: tl.constexpr, MAXV: tl.constexpr, NANB: tl.constexpr, DT: 
 def encode_bits(x, FMT: tl.constexpr, SR: tl.constexpr, rbits):
     """Round fp32 ``x`` into format FMT; returns int32 bit patterns (16/8/4 bits in the low bits).
 
-    RNE, or with SR stochastic rounding using the uint32 tensor ``rbits`` (shaped like x).
+    RNE, or with SR stochastic rounding using the uint32 tensor ``rbits`` (shaped like x; for the 8- and 4-bit
+    formats words whose low 16 bits are zero, as :func:`sr_bits8` gives: :func:`_encode_sr16`).
     Saturating, NaN-preserving, signed zero kept. ``fcode.FP32`` returns the raw bits.
     """
     x = x.to(tl.float32)
@@ -158,15 +190,23 @@ def encode_bits(x, FMT: tl.constexpr, SR: tl.constexpr, rbits):
         else:
             r = _encode_ieee(x, 16, 10, 15, 0x7BFF, 0x7E00, SR, rbits)
     elif FMT == fcode.E4M3:
-        if HW_CASTS and not SR:
+        if SR:
+            r = _encode_sr16(x, rbits, 8, 3, 7, 0x7E, 0x7F)
+        elif HW_CASTS:
             r = _encode_hw(x, 8, 448.0, 0x7F, tl.float8e4nv, tl.int8)
         else:
             r = _encode_ieee(x, 8, 3, 7, 0x7E, 0x7F, SR, rbits)
     elif FMT == fcode.E5M2:
-        r = _encode_ieee(x, 8, 2, 15, 0x7B, 0x7F, SR, rbits)
+        if SR:
+            r = _encode_sr16(x, rbits, 8, 2, 15, 0x7B, 0x7F)
+        else:
+            r = _encode_ieee(x, 8, 2, 15, 0x7B, 0x7F, SR, rbits)
     else:
         tl.static_assert(FMT == fcode.E2M1, "encode_bits: FMT must be an element format code (nvfp4 uses nvfp4_encode)")
-        r = _encode_ieee(x, 4, 1, 1, 0x7, -1, SR, rbits)
+        if SR:
+            r = _encode_sr16(x, rbits, 4, 1, 1, 0x7, -1)
+        else:
+            r = _encode_ieee(x, 4, 1, 1, 0x7, -1, SR, rbits)
     return r
 
 
@@ -317,7 +357,7 @@ def _nvfp4_elem_codes(xs, s_b, SR: tl.constexpr, rbits):
         s_full = tl.broadcast_to(s_b, xs.shape)
         zero_scale = s_full == 0
         q_in = tl.where(zero_scale, xs * 0.0, tl.math.div_rn(xs, tl.where(zero_scale, 1.0, s_full)))
-        r = _encode_ieee(q_in, 4, 1, 1, 0x7, -1, SR, rbits)
+        r = _encode_sr16(q_in, rbits, 4, 1, 1, 0x7, -1)
     else:
         pos = tl.where(s_b == 0, 1.0, s_b)
         n = tl.where(s_b == 0, 0, _e2m1_rne_scaled(xs, pos))

@@ -14,7 +14,8 @@ Public (all ``@triton.jit``; ``FMT`` the constexpr format code ``fcode.FP8`` or 
 * ``row_scales(amax [R], FMT)`` -> (d, r) fp32 ``[R]``: decode scale and encode factor.
 * ``row_encode(x [R, C], FMT, SR, rbits)`` -> (codes int32 ``[R, C]``, d fp32 ``[R]``): fp8 codes are the
   E4M3 bit patterns (0..255), int8 codes the signed values (-127..127, -128 = NaN), to be stored as
-  uint8 / int8. ``rbits`` uint32 ``[R, C]`` (SR only, else ``None``).
+  uint8 / int8. ``rbits`` uint32 ``[R, C]`` (SR only, else ``None``; 16 random bits in the top half of each
+  word, the low half zero: :func:`.rounding.sr_bits8`).
 * ``row_encode_scaled(x, d, r, FMT, SR, rbits)``: the same with the row's scales already computed.
 * ``row_decode(codes [R, C], d [R], FMT, NAN_BITS=True)`` -> fp32 ``[R, C]``, value = fp32(q * d);
   ``NAN_BITS=False`` (kernels that only compute with the values) skips the NaN canonicalisation.
@@ -29,7 +30,7 @@ import triton.language as tl
 
 from replayssm_quant.quant import format_codes as fcode
 
-from .rounding import _canonical_nan, _encode_ieee, decode_bits, encode_bits
+from .rounding import _canonical_nan, _encode_ieee, _encode_sr16, decode_bits, encode_bits
 
 FLT_MAX = 3.4028234663852886e38
 
@@ -69,7 +70,11 @@ def row_encode_scaled(x, r, FMT: tl.constexpr, SR: tl.constexpr, rbits):
     if FMT == fcode.FP8:
         code = encode_bits(xs, fcode.E4M3, SR, rbits)      # the raw E4M3 cast of x / d
     else:
-        sm = _encode_ieee(xs, 8, 7, -6, 0x7F, -1, SR, rbits)   # |xs| to an integer (subnormal spacing 1), sign bit 7
+        # |xs| to an integer (a format of subnormal spacing 1), sign bit 7
+        if SR:
+            sm = _encode_sr16(xs, rbits, 8, 7, -6, 0x7F, -1)
+        else:
+            sm = _encode_ieee(xs, 8, 7, -6, 0x7F, -1, SR, rbits)
         mag = sm & 0x7F
         code = tl.where(nan, -128, tl.where((sm >> 7) != 0, -mag, mag))
     return code

@@ -9,6 +9,16 @@ compile errors); a row here is what a GPU launch of that config would get. Print
     python scripts/ptxas_report.py [--families mamba2,gdn,kda] [--specs fp32,nvfp4/fp16] [--block-v 16,32,64]
                                    [--split 1,2] [--warps 4,8,16] [--dots ieee,tf32x3] [--csv OUT.csv]
     python scripts/ptxas_report.py --nvfp4-items [--families gdn,kda] [--specs nvfp4/fp16] [--item-blocks 0,1,2,4]
+    python scripts/ptxas_report.py --flush [--families gdn,kda,mamba2] [--specs fp8+sr,int8+sr] [--batch 256]
+                                   [--dots plan,tf32x3] [--tree DIR]
+
+``--flush`` compiles the split step's flush launch (``kernels.flush._flush_kernel``) exactly as the launcher plans it
+on an H200 (132 SMs; :func:`h200_planner`) at the bench shape and ``--batch`` (the whole-head work items of a large
+batch), and adds what the instructions are: ``nvdisasm`` of the cubin, the instruction count of each innermost loop
+(:func:`sass_loops`; the first is the whole-head item's flush sub-block loop, per warp and sub-block), that count
+per state element of a thread, and its mix by instruction class. ``--dots``: ``plan`` (the launcher's flush-dot
+precision) and / or ``ieee`` / ``tf32x3``. ``--tree DIR`` compiles another checkout's kernels (e.g. a
+``git worktree`` of an earlier commit) with this script, for an A/B of a kernel change.
 
 ``--nvfp4-items`` compiles ``kernels.nvfp4_items._nvfp4_part_kernel`` as the GPU launcher plans it for the bench
 shape at B = 64 (split step, 16-row sub-blocks, 3xTF32 dots, 4 warps, the 128-register cap), for each
@@ -21,6 +31,7 @@ Occupancy follows from the table: 65536 registers per SM, so a program of W warp
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import subprocess
@@ -33,7 +44,21 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # repo root
+
+def _tree_root(argv) -> str:
+    """The checkout whose kernels are compiled: ``--tree DIR`` (read before the package is imported), else this one."""
+    for i, a in enumerate(argv):
+        if a == "--tree" and i + 1 < len(argv):
+            return os.path.abspath(argv[i + 1])
+        if a.startswith("--tree="):
+            return os.path.abspath(a.split("=", 1)[1])
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+ROOT = _tree_root(sys.argv)
+if not os.path.isfile(os.path.join(ROOT, "replayssm_quant", "__init__.py")):
+    sys.exit(f"ptxas_report: --tree {ROOT}: not a replayssm-quant checkout (no replayssm_quant/__init__.py)")
+sys.path.insert(0, ROOT)
 import replayssm_quant.kernels.verify as verify  # noqa: E402
 from replayssm_quant.kernels.bench import SHAPES  # noqa: E402
 from replayssm_quant.kernels.spec_bench import spec_inputs  # noqa: E402
@@ -41,7 +66,14 @@ from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
 PTR = {torch.float32: "*fp32", torch.float16: "*fp16", torch.bfloat16: "*bf16", torch.int32: "*i32",
        torch.int64: "*i64", torch.uint8: "*u8", torch.int8: "*i8", torch.int16: "*i16"}
-PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+PTXAS = os.path.join(BIN, "ptxas")
+H200_SMS = 132
+#: SASS opcode -> class of the ``--flush`` mix
+SASS_CLASSES = {"FFMA": "fp32 fma", "FMUL": "fp32 mul/add", "FADD": "fp32 mul/add", "FMNMX": "fp32 other",
+                "FSEL": "fp32 other", "FSETP": "fp32 other", "FRND": "fp32 other", "MUFU": "fp32 other",
+                "HMMA": "tensor core", "SHFL": "shuffle", "LDS": "shared", "STS": "shared", "LDSM": "shared",
+                "STSM": "shared", "LDG": "global", "STG": "global", "BAR": "barrier"}
 
 
 class _Recorder:
@@ -73,9 +105,10 @@ def verify_launch_kwargs(family: str, spec: str, T: int = 8, window: int = 16) -
     return {k: v for k, v in rec.kwargs.items() if k not in ("num_warps", "num_stages", "maxnreg")}
 
 
-def ptxas_info(fn, kwargs: dict, num_warps: int, num_stages: int = 3, maxnreg: int | None = None) -> dict:
+def ptxas_info(fn, kwargs: dict, num_warps: int, num_stages: int = 3, maxnreg: int | None = None,
+               sass: bool = False) -> dict:
     """Compile ``fn`` for sm_90 with ``kwargs`` (and a register cap, as a launch's ``maxnreg``) and return
-    registers, spill bytes and shared memory."""
+    registers, spill bytes and shared memory (``sass``: also the cubin's ``nvdisasm`` text as ``"sass"``)."""
     sig, consts = {}, {}
     for i, p in enumerate(fn.params):
         v = kwargs.get(p.name, p.default)
@@ -96,10 +129,111 @@ def ptxas_info(fn, kwargs: dict, num_warps: int, num_stages: int = 3, maxnreg: i
             f.write(k.asm["ptx"])
         log = subprocess.run([PTXAS, "-v", "-arch=sm_90a", path, "-o", os.path.join(d, "k.cubin")],
                              capture_output=True, text=True, check=True).stderr
+        text = subprocess.run([os.path.join(BIN, "nvdisasm"), "-c", os.path.join(d, "k.cubin")], capture_output=True,
+                              text=True, check=True).stdout if sass else None
     regs = int(re.search(r"Used (\d+) registers", log).group(1))
     st, ld = map(int, re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log).groups())
-    return dict(regs=regs, spill_store_B=st, spill_load_B=ld, smem_B=k.metadata.shared,
+    info = dict(regs=regs, spill_store_B=st, spill_load_B=ld, smem_B=k.metadata.shared,
                 programs_per_sm_by_regs=65536 // (32 * num_warps * max(regs, 1)))
+    return dict(info, sass=text) if sass else info
+
+
+def sass_loops(sass: str) -> list[list[str]]:
+    """The innermost loops of an ``nvdisasm -c`` listing, in address order: for each, its opcodes (a loop = a
+    backward branch to a label; innermost = no other such loop inside its range)."""
+    ins, labels, pending = [], {}, []
+    for line in sass.splitlines():
+        m = re.match(r"\s*\.(L_x_\d+):", line)
+        if m:
+            pending.append(m.group(1))
+            continue
+        m = re.match(r"\s*/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)(\S*)\s*([^;]*);", line)
+        if m:
+            addr = int(m.group(1), 16)
+            for name in pending:
+                labels[name] = addr
+            pending = []
+            ins.append((addr, m.group(2), m.group(4)))
+    loops = []
+    for addr, op, args in ins:
+        t = re.search(r"\.?(L_x_\d+)", args) if op == "BRA" else None
+        if t and labels.get(t.group(1), addr + 1) <= addr:
+            loops.append((labels[t.group(1)], addr))
+    inner = [(lo, hi) for lo, hi in loops if not any(lo <= a and b <= hi and (a, b) != (lo, hi) for a, b in loops)]
+    return [[op for a, op, _ in ins if lo <= a <= hi] for lo, hi in sorted(set(inner))]
+
+
+@contextlib.contextmanager
+def h200_planner(sms: int = H200_SMS):
+    """:mod:`kernels.launch` plans as on an H200 (``_on_gpu`` true, ``sms`` SMs) inside the block, on a CPU cache."""
+    import replayssm_quant.kernels.launch as launch
+
+    saved = launch._on_gpu, launch._num_sms
+    launch._on_gpu, launch._num_sms = (lambda cache: True), (lambda device: sms)
+    try:
+        yield
+    finally:
+        launch._on_gpu, launch._num_sms = saved
+
+
+def flush_launch_kwargs(family: str, spec: str, batch: int, dot: str = "plan") -> dict:
+    """The keyword arguments (launch options included) of ``_flush_kernel`` in the split step of ``batch`` rows of the
+    bench shape as the launcher plans it on an H200, recorded from the launcher's own call on a CPU cache
+    (:func:`h200_planner`; no launch). ``dot``: ``"plan"`` or a ``flush_dot`` knob value."""
+    import replayssm_quant.kernels.flush as flush
+    import replayssm_quant.kernels.nonflush as nonflush
+    import replayssm_quant.kernels.nvfp4_items as items
+    from replayssm_quant.kernels.bench import bench_inputs
+    from replayssm_quant.kernels.decode import triton_step
+    from replayssm_quant.kernels.launch import LaunchKnobs, plan_step
+
+    shape = SHAPES[family]
+    knobs = LaunchKnobs(flush_stream=0, **({} if dot == "plan" else {"flush_dot": dot}))
+    rec = _Recorder()
+    saved = items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel, flush._flush_rows_kernel
+    with h200_planner():
+        cache = SSMStateCache(family, spec, batch, shape["num_heads"], shape["head_k"], shape["head_v"], window=16,
+                              mode="replay", backend="torch", seed=1, knobs=knobs)
+        plan = plan_step(cache, batch)
+        if not plan.split:
+            raise SystemExit(f"ptxas_report: {family} {spec} at batch {batch} is a fused step on an H200 (no flush "
+                             "launch); take a larger --batch")
+        x = bench_inputs(family, batch, shape, 1, torch.device("cpu"))
+        items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel = _Recorder(), rec, _Recorder()
+        flush._flush_rows_kernel = _Recorder()
+        try:
+            triton_step(cache, torch.arange(batch, dtype=torch.int32), *(None if x[n] is None else x[n][0]
+                                                                          for n in ("q", "k", "v", "g", "beta")))
+        finally:
+            items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel, flush._flush_rows_kernel = saved
+    return dict(rec.kwargs, maxnreg=plan.flush.maxnreg)
+
+
+def flush_report(a) -> list[dict]:
+    import replayssm_quant.kernels.flush as flush
+
+    rows = []
+    for fam in a.families.split(","):
+        for spec in a.specs.split(","):
+            for dot in a.dots.split(","):
+                kw = flush_launch_kwargs(fam, spec, a.batch, dot)
+                opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
+                info = ptxas_info(flush._flush_kernel, kw, opts["num_warps"], opts.get("num_stages", 3),
+                                  maxnreg=opts.get("maxnreg"), sass=True)
+                loops = sass_loops(info.pop("sass"))
+                sub = loops[0] if loops else []
+                per_thread = kw["BVF"] * kw["BK"] // (32 * opts["num_warps"])   # state elements of a thread per sub-block
+                mix = {}
+                for op in sub:
+                    cls = SASS_CLASSES.get(op, "integer / other")
+                    mix[cls] = mix.get(cls, 0) + 1
+                rows.append(dict(family=fam, spec=spec, dot=kw["DOTP"], BVF=kw["BVF"], warps=opts["num_warps"],
+                                 maxnreg=opts.get("maxnreg"), **info, loop_instr=len(sub),
+                                 instr_per_elem=round(len(sub) / per_thread, 1),
+                                 inner_loops=";".join(str(len(x)) for x in loops),
+                                 **{f"n_{k}": v for k, v in sorted(mix.items())}))
+                print(rows[-1], flush=True)
+    return rows
 
 
 def nvfp4_part_launch_kwargs(family: str, spec: str) -> dict:
@@ -151,13 +285,18 @@ def main(argv=None):
     p.add_argument("--block-v", default="16,32,64")
     p.add_argument("--split", default="1", help="programs per (row, head) over its V-blocks (verify_split)")
     p.add_argument("--warps", default="4,8,16")
-    p.add_argument("--dots", default="ieee", help="dot input precisions (the verify_dot knob)")
+    p.add_argument("--dots", default=None, help="dot input precisions: the verify_dot knob (default ieee); with "
+                   "--flush 'plan' (the launcher's, the default) or a flush_dot knob value")
     p.add_argument("--nvfp4-items", action="store_true", help="pass 1 of the nvfp4 flush items instead")
+    p.add_argument("--flush", action="store_true", help="the split step's flush launch instead, with its SASS loops")
+    p.add_argument("--batch", type=int, default=256, help="rows of the planned step (--flush)")
+    p.add_argument("--tree", default=None, help="compile this checkout's kernels (read before the imports)")
     p.add_argument("--item-blocks", default="0,1,2,4", help="flush_nvfp4_item_blocks values (--nvfp4-items)")
     p.add_argument("--csv", default=None)
     a = p.parse_args(argv)
-    rows = nvfp4_items_report(a) if a.nvfp4_items else []
-    for fam in [] if a.nvfp4_items else a.families.split(","):
+    a.dots = a.dots or ("plan" if a.flush else "ieee")
+    rows = nvfp4_items_report(a) if a.nvfp4_items else flush_report(a) if a.flush else []
+    for fam in [] if a.nvfp4_items or a.flush else a.families.split(","):
         for spec in a.specs.split(","):
             kw = verify_launch_kwargs(fam, spec)
             for bv in map(int, a.block_v.split(",")):

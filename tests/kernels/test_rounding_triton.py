@@ -199,3 +199,62 @@ def test_nvfp4_rne_codes_without_division_match_reference():
     want = ref.encode_bits(q, "e2m1")
     bad = out != want
     assert not bad.any(), (int(bad.sum()), xs[bad][:4].tolist(), sb[bad.any(1)][:4].tolist())
+
+
+@triton.jit
+def _sr_paths_kernel(x_ptr, rb_ptr, fast_ptr, general_ptr, n, NB: tl.constexpr, MB: tl.constexpr, BIAS: tl.constexpr,
+                     MAXB: tl.constexpr, NANB: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0.0)
+    rb = tl.load(rb_ptr + offs, mask=m, other=0)
+    tl.store(fast_ptr + offs, rd._encode_sr16(x, rb, NB, MB, BIAS, MAXB, NANB), mask=m)
+    tl.store(general_ptr + offs, rd._encode_ieee(x, NB, MB, BIAS, MAXB, NANB, True, rb), mask=m)
+
+
+# (NB, MB, BIAS, MAXB, NANB) of the formats that take the 16-random-bit SR path, and int8's integer format
+SR16_FORMATS = {"e4m3": (8, 3, 7, 0x7E, 0x7F), "e5m2": (8, 2, 15, 0x7B, 0x7F), "e2m1": (4, 1, 1, 0x7, -1),
+                "int8": (8, 7, -6, 0x7F, -1)}
+
+
+@pytest.mark.parametrize("fmt", sorted(SR16_FORMATS))
+def test_sr16_path_equals_the_general_rule_at_every_decision_edge(fmt):
+    """``_encode_sr16`` against ``_encode_ieee``'s SR rule, bit for bit, for 16-bit random words (low half zero):
+    values ``(k + j / 2**16) * unit`` and their fp32 neighbours in every binade from the target's normals down to
+    far below its subnormals (the pre-shift of tiny values), with the random half at the rounding edge
+    ``2**16 - j`` and next to it; zeros, fp32 subnormals, saturation, inf, NaN; both signs. Outputs poisoned."""
+    NB, MB, BIAS, MAXB, NANB = SR16_FORMATS[fmt]
+    g = torch.Generator().manual_seed(len(fmt) + MB)
+    sub_unit = 2.0 ** (1 - BIAS - MB)
+    vs = []
+    for e in range(-(BIAS + MB) - 40, 9 - BIAS + (1 << (NB - 1 - MB)) + 2):   # value binades [2**e, 2**(e+1))
+        unit = max(2.0 ** (e - MB), sub_unit)             # the target's spacing there
+        vs.append((2.0 ** e * (1 + torch.rand(64, generator=g, dtype=torch.float64))).float())
+        if unit <= 2.0 ** e:                               # values n + j / 2**16 units, n in the binade
+            k = torch.randint(int(2.0 ** e / unit), int(2.0 ** (e + 1) / unit), (64,), generator=g).double()
+            vs.append(((k + torch.randint(0, 1 << 16, (64,), generator=g) / 65536.0) * unit).float())
+    v = torch.cat(vs)
+    v = torch.cat([v, torch.nextafter(v, torch.full_like(v, 1e38)), torch.nextafter(v, torch.zeros_like(v))])
+    # the random half that decides: up iff floor(frac(T) * 2**16) + r16 >= 2**16, T = |x| / unit
+    unit = torch.clamp(2.0 ** (torch.floor(torch.log2(v.double())) - MB), min=sub_unit)
+    T = v.double() / unit
+    j = torch.floor((T - torch.floor(T)) * 65536).long()
+    x = v.repeat(3)
+    rb = torch.cat([(65536 - j + dr).clamp(0, 65535) for dr in (-1, 0, 1)])
+    special = torch.tensor([0.0, 1e-45, 1e-40, 2.0 ** -126, 448.0, 480.0, 57344.0, 3.4e38, float("inf"),
+                            float("nan")], dtype=torch.float32)
+    x = torch.cat([x, special.repeat_interleave(4), torch.randn(4096, generator=g) * 2.0 ** (BIAS - 4)])
+    rb = torch.cat([rb, torch.tensor([0, 1, 0x8000, 0xFFFF]).repeat(10), torch.randint(0, 1 << 16, (4096,), generator=g)])
+    x = torch.cat([x, -x]).to(DEV)
+    rb = ((torch.cat([rb, rb]) << 16).to(torch.int64) & 0xFFFFFFFF).to(torch.uint32).view(torch.int32).to(DEV)
+    n = x.numel()
+    fast = torch.full((n,), 0x5A5A, dtype=torch.int32, device=DEV)
+    general = torch.full((n,), -0x5A5A, dtype=torch.int32, device=DEV)
+    _sr_paths_kernel[(triton.cdiv(n, 1024),)](x, rb, fast, general, n, NB=NB, MB=MB, BIAS=BIAS, MAXB=MAXB, NANB=NANB,
+                                             BLOCK=1024)
+    bad = (fast != general).nonzero().flatten()
+    assert bad.numel() == 0, (f"{fmt}: {bad.numel()} of {n} differ; first x={x[bad[0]].item()!r} "
+                              f"r16={(rb[bad[0]].item() >> 16) & 0xFFFF} fast={fast[bad[0]].item()} "
+                              f"general={general[bad[0]].item()}")
+    # the edge cases are there: both roundings happen at the edge values
+    assert (general != general[0]).any()
