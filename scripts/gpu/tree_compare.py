@@ -15,6 +15,9 @@ both, and every hash pair (equal = the same bits). Usage, from this tree's root 
 ``.old``)::
 
     source scripts/gpu/setup.sh && python3 scripts/gpu/tree_compare.py --old .old --out $OUT
+
+``--families`` / ``--specs`` / ``--batches`` replace the bench's rows and the hashed runs (replay for every spec,
+conventional too for fp32; batches: the bench's); ``--no-bench`` hashes only (a change that must keep the bits).
 """
 
 from __future__ import annotations
@@ -29,9 +32,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NEW_ROOT = os.path.dirname(os.path.dirname(HERE))
-BENCH_ARGS = ["--families", "gdn,mamba2,kda", "--specs", "fp32,nvfp4/fp16", "--batches", "1,256"]
-DUMP_SPECS = [("fp32", "replay"), ("fp32", "conventional"), ("nvfp4/fp16", "replay")]
-DUMP_BATCHES = (1, 16, 256)
+FAMILIES, SPECS, BENCH_BATCHES = "gdn,mamba2,kda", "fp32,nvfp4/fp16", "1,256"
+DUMP_BATCHES = (1, 16, 256)   # the hashed runs' batches unless --batches is given
 
 
 def site_for(root: str, name: str) -> str:
@@ -48,16 +50,25 @@ def site_for(root: str, name: str) -> str:
 SMOKE_BENCH_ARGS = ["--cpu-smoke", "--families", "gdn", "--specs", "fp32", "--batches", "1", "--window", "2"]
 
 
-def run_tree(root: str, name: str, out: str, rep_ms: int, smoke: bool = False) -> None:
-    """Bench and hash one tree (``smoke``: a tiny CPU run in the interpreter, to check this script's plumbing)."""
+def dump_configs(specs) -> list[tuple[str, str]]:
+    """The hashed runs' (spec, mode): replay for every spec, and conventional for fp32."""
+    return [(s, "replay") for s in specs] + [("fp32", "conventional")] * ("fp32" in specs)
+
+
+def run_tree(root: str, name: str, out: str, rep_ms: int, smoke: bool = False, families: str = FAMILIES,
+             specs: str = SPECS, batches: str | None = None, bench_too: bool = True) -> None:
+    """Bench and hash one tree (``smoke``: a tiny CPU run in the interpreter, to check this script's plumbing;
+    ``batches``: the bench's and the hashed runs', None: :data:`BENCH_BATCHES` and :data:`DUMP_BATCHES`)."""
     others = [p for p in os.environ.get("PYTHONPATH", "").split(":") if p and not p.rstrip("/").endswith("rq_site")]
     env = dict(os.environ, PYTHONPATH=":".join([site_for(root, name)] + others), PYTHONUNBUFFERED="1")
     os.makedirs(os.path.join(out, name), exist_ok=True)
+    bench_args = ["--families", families, "--specs", specs, "--batches", batches or BENCH_BATCHES]
     bench = [sys.executable, os.path.join(root, "scripts", "gpu", "bench.py"), "--out",
-             os.path.join(out, name, "bench"), "--rep-ms", str(rep_ms), *(SMOKE_BENCH_ARGS if smoke else BENCH_ARGS)]
-    dump = [sys.executable, os.path.abspath(__file__), "--dump", os.path.join(out, name, "hashes.json")]
+             os.path.join(out, name, "bench"), "--rep-ms", str(rep_ms), *(SMOKE_BENCH_ARGS if smoke else bench_args)]
+    dump = [sys.executable, os.path.abspath(__file__), "--dump", os.path.join(out, name, "hashes.json"),
+            "--families", families, "--specs", specs] + (["--batches", batches] if batches else [])
     dump += ["--smoke"] if smoke else []
-    for cmd in (bench, dump):
+    for cmd in ([bench] if bench_too else []) + [dump]:
         print(f"[{name}] {' '.join(cmd)}", flush=True)
         subprocess.run(cmd, cwd=root, env=env, check=True)
 
@@ -67,9 +78,9 @@ def _digest(t) -> str:
                           .numpy().tobytes()).hexdigest()[:16]
 
 
-def dump(path: str, device: str = "cuda", shapes=None, batches=DUMP_BATCHES) -> dict:
-    """Hash the outputs and stored tensors of a fixed decode run per configuration (the tree on ``sys.path``;
-    ``shapes``: the benchmark's by default)."""
+def dump(path: str, device: str = "cuda", shapes=None, batches=DUMP_BATCHES, specs=SPECS.split(",")) -> dict:
+    """Hash the outputs and stored tensors of a fixed decode run per configuration (:func:`dump_configs` of
+    ``specs``; the tree on ``sys.path``; ``shapes``: the benchmark's by default)."""
     import torch
 
     from replayssm_quant.kernels import SSMStateCache
@@ -77,7 +88,7 @@ def dump(path: str, device: str = "cuda", shapes=None, batches=DUMP_BATCHES) -> 
 
     dev, L, res = torch.device(device), 16, {}
     for fam, sh in (shapes or SHAPES).items():
-        for spec, mode in DUMP_SPECS:
+        for spec, mode in dump_configs(specs):
             for B in batches:
                 c = SSMStateCache(fam, spec, B, sh["num_heads"], sh["head_k"], sh["head_v"], window=L, mode=mode,
                                   device=dev, backend="triton", seed=5)
@@ -103,10 +114,23 @@ def dump(path: str, device: str = "cuda", shapes=None, batches=DUMP_BATCHES) -> 
     return res
 
 
-def compare(out: str) -> str:
+def compare(out: str, bench_too: bool = True) -> str:
     import pandas as pd
 
     lines = ["# Old tree vs this tree (scripts/gpu/tree_compare.py)", ""]
+    if bench_too:
+        lines += _compare_bench(out)
+    lines += _compare_bits(out)
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(out, "compare.md"), "w") as f:
+        f.write(text)
+    return text
+
+
+def _compare_bench(out: str) -> list[str]:
+    import pandas as pd
+
+    lines = []
     dfs = {n: pd.read_csv(os.path.join(out, n, "bench", "results.csv")) for n in ("old", "new")}
     key = ["family", "spec", "mode", "batch"]
     m = dfs["old"].merge(dfs["new"], on=key, suffixes=("_old", "_new"))
@@ -121,15 +145,17 @@ def compare(out: str) -> str:
     for n in ("old", "new"):
         c = pd.read_csv(os.path.join(out, n, "bench", "correctness.csv"))
         lines.append(f"- device checks, {n} tree: {int(c.ok.sum())} of {len(c)} ok")
+    return lines
+
+
+def _compare_bits(out: str) -> list[str]:
     hs = {n: json.load(open(os.path.join(out, n, "hashes.json"))) for n in ("old", "new")}
     diff = [(k, f) for k in hs["old"] for f in hs["old"][k] if hs["new"].get(k, {}).get(f) != hs["old"][k][f]]
-    lines.append(f"- bits: {len(hs['old'])} configurations x {len(next(iter(hs['old'].values())))} hashes (outputs of "
-                 f"batches {DUMP_BATCHES} over 18 steps and every stored tensor): {len(diff)} differ"
-                 + ("".join(f"\n  - {k}: {f}" for k, f in diff[:40])))
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(out, "compare.md"), "w") as f:
-        f.write(text)
-    return text
+    missing = sorted(set(hs["old"]) ^ set(hs["new"]))
+    return [f"- bits: {len(hs['old'])} configurations ({', '.join(hs['old'])}) x "
+            f"{len(next(iter(hs['old'].values())))} hashes (outputs over 18 steps and every stored tensor): "
+            f"{len(diff)} differ" + ("".join(f"\n  - {k}: {f}" for k, f in diff[:40]))
+            + (f"\n- configurations in one tree only: {missing}" if missing else "")]
 
 
 def main(argv=None):
@@ -137,20 +163,31 @@ def main(argv=None):
     p.add_argument("--old", help="root of the old tree (quant/, kernels/, replayssm_quant/, scripts/)")
     p.add_argument("--out", help="output folder")
     p.add_argument("--rep-ms", type=int, default=20)
+    p.add_argument("--families", default=FAMILIES)
+    p.add_argument("--specs", default=SPECS, help="the bench's specs and the hashed runs' (default %(default)s)")
+    p.add_argument("--batches", default=None, help=f"the bench's and the hashed runs' batches (default {BENCH_BATCHES} "
+                   f"and {','.join(map(str, DUMP_BATCHES))})")
+    p.add_argument("--no-bench", action="store_true", help="hash only: no bench, no timings")
     p.add_argument("--dump", help=argparse.SUPPRESS)   # internal: hash one tree's run into this file
     p.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)   # CPU interpreter, tiny: plumbing test
     a = p.parse_args(argv)
     if a.dump:
+        specs = a.specs.split(",")
         if a.smoke:
-            return dump(a.dump, "cpu", {"gdn": dict(num_heads=2, head_k=16, head_v=16)}, (2,))
-        return dump(a.dump)
+            return dump(a.dump, "cpu", {"gdn": dict(num_heads=2, head_k=16, head_v=16)}, (2,), specs)
+        from replayssm_quant.kernels.bench import SHAPES
+        unknown = set(a.families.split(",")) - set(SHAPES)
+        if unknown:
+            sys.exit(f"tree_compare: unknown families {sorted(unknown)}; allowed {', '.join(SHAPES)}")
+        return dump(a.dump, shapes={f: SHAPES[f] for f in a.families.split(",")},
+                    batches=tuple(map(int, a.batches.split(","))) if a.batches else DUMP_BATCHES, specs=specs)
     if not a.old or not a.out or not all(os.path.isfile(os.path.join(a.old, d, "__init__.py"))
                                          for d in ("quant", "kernels", "eval")):
         sys.exit("tree_compare: --old DIR (an exported tree: quant/, kernels/, eval/__init__.py, replayssm_quant/, "
                  "scripts/, pyproject.toml; see --help) and --out DIR are required")
     for name, root in (("old", os.path.abspath(a.old)), ("new", NEW_ROOT)):   # run_tree changes cwd
-        run_tree(root, name, a.out, a.rep_ms, a.smoke)
-    print(compare(a.out))
+        run_tree(root, name, a.out, a.rep_ms, a.smoke, a.families, a.specs, a.batches, not a.no_bench)
+    print(compare(a.out, not a.no_bench))
 
 
 if __name__ == "__main__":

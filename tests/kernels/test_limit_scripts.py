@@ -86,3 +86,34 @@ def test_ptxas_report_nvfp4_items_launch_is_the_gpu_plan():
     kw = ptxas_report.nvfp4_part_launch_kwargs("gdn", "nvfp4/fp16")
     assert (kw["BVF"], kw["NVF"], kw["DOTP"], kw["num_warps"], kw["K"], kw["V"]) == (16, 8, "tf32x3", 4, 128, 128)
     assert kw["scr_ptr"].numel() % (8 * 16 * 128) == 0 and kw["amx_ptr"] is not None   # per program: NVF x BVF x BK
+
+
+def _export_tree(dst, src_kernels=None):
+    """The parts of this checkout ``tree_compare.py --old`` needs, copied to ``dst`` (``src_kernels``: a replacement
+    kernels/rounding.py text)."""
+    import shutil
+
+    for d in ("kernels", "quant", "replayssm_quant", "scripts"):
+        shutil.copytree(os.path.join(ROOT, d), os.path.join(dst, d), ignore=shutil.ignore_patterns("__pycache__"))
+    os.makedirs(os.path.join(dst, "eval"))
+    shutil.copy(os.path.join(ROOT, "eval", "__init__.py"), os.path.join(dst, "eval"))
+    shutil.copy(os.path.join(ROOT, "pyproject.toml"), dst)
+    if src_kernels is not None:
+        with open(os.path.join(dst, "kernels", "rounding.py"), "w") as f:
+            f.write(src_kernels)
+
+
+def test_tree_compare_hashes_only(tmp_path):
+    """tree_compare.py --no-bench: the hashed runs of both trees and their comparison; an old tree whose stochastic
+    rounding draws one random bit fewer differs in the SR spec's stored bits, not in the fp32 spec's."""
+    with open(os.path.join(ROOT, "kernels", "rounding.py")) as f:
+        src = f.read()
+    assert "(r16 << (7 - MB))" in src
+    _export_tree(tmp_path / "old", src.replace("(r16 << (7 - MB))", "(r16 << (6 - MB))"))
+    out = tmp_path / "out"
+    r = _run("tree_compare.py", ["--old", str(tmp_path / "old"), "--out", str(out), "--smoke", "--no-bench",
+                                 "--specs", "fp8+sr,fp32"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = (out / "compare.md").read_text()
+    assert "3 configurations" in text and "differ" in text
+    assert "gdn fp8+sr replay B=2: hp0" in text and "gdn fp32" not in text.split("differ", 1)[1]
