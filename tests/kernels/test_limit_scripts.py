@@ -117,3 +117,37 @@ def test_tree_compare_hashes_only(tmp_path):
     text = (out / "compare.md").read_text()
     assert "3 configurations" in text and "differ" in text
     assert "gdn fp8+sr replay B=2: hp0" in text and "gdn fp32" not in text.split("differ", 1)[1]
+
+
+def test_ptxas_report_flush_launch_is_the_h200_plan():
+    """scripts/ptxas_report.py --flush records _flush_kernel's keywords from the launcher's own step with the H200
+    plan (132 SMs) on a CPU cache: at B = 256 whole-head items of 16-row sub-blocks, 4 warps, the 128-register cap,
+    IEEE dots for a single 8-bit spec and 3xTF32 for a dual nvfp4 one; the planner is restored afterwards. And
+    sass_loops finds the innermost loops of an nvdisasm listing."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    try:
+        import ptxas_report
+    finally:
+        sys.path.remove(os.path.join(ROOT, "scripts"))
+    from replayssm_quant.kernels import launch
+
+    on_gpu = launch._on_gpu
+    kw = ptxas_report.flush_launch_kwargs("gdn", "fp8+sr", 256)
+    assert launch._on_gpu is on_gpu
+    assert (kw["BVF"], kw["BV"], kw["NVB"], kw["num_warps"], kw["maxnreg"], kw["DOTP"], kw["SR"]) == \
+        (16, 128, 1, 4, 128, "ieee", True)
+    assert ptxas_report.flush_launch_kwargs("gdn", "nvfp4/fp16", 256)["DOTP"] == "tf32x3"
+    assert ptxas_report.flush_launch_kwargs("gdn", "fp8+sr", 256, "tf32x3")["DOTP"] == "tf32x3"
+    listing = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+.L_x_0:
+        /*0010*/                   FFMA R2, R2, R3, R4 ;
+.L_x_1:
+        /*0020*/                   SHFL.BFLY PT, R5, R2, 0x1, 0x1f ;
+        /*0030*/              @P0  BRA `(.L_x_1) ;
+        /*0040*/                   LDG.E R6, desc[UR4][R2.64] ;
+        /*0050*/              @!P1 BRA `(.L_x_0) ;
+.L_x_2:
+        /*0060*/                   BRA `(.L_x_2);
+"""
+    assert ptxas_report.sass_loops(listing) == [["SHFL", "BRA"], ["BRA"]]
