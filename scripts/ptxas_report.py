@@ -11,6 +11,7 @@ compile errors); a row here is what a GPU launch of that config would get. Print
     python scripts/ptxas_report.py --nvfp4-items [--families gdn,kda] [--specs nvfp4/fp16] [--item-blocks 0,1,2,4]
     python scripts/ptxas_report.py --flush [--families gdn,kda,mamba2] [--specs fp8+sr,int8+sr] [--batch 256]
                                    [--dots plan,tf32x3] [--tree DIR]
+    python scripts/ptxas_report.py --nonflush [--families gdn] [--specs fp8+sr] [--knobs "default;nonflush_stages=3"]
 
 ``--flush`` compiles the split step's flush launch (``kernels.flush._flush_kernel``) exactly as the launcher plans it
 on an H200 (132 SMs; :func:`h200_planner`) at the bench shape and ``--batch`` (the whole-head work items of a large
@@ -19,6 +20,10 @@ batch), and adds what the instructions are: ``nvdisasm`` of the cubin, the instr
 per state element of a thread, and its mix by instruction class. ``--dots``: ``plan`` (the launcher's flush-dot
 precision) and / or ``ieee`` / ``tf32x3``. ``--tree DIR`` compiles another checkout's kernels (e.g. a
 ``git worktree`` of an earlier commit) with this script, for an A/B of a kernel change.
+
+``--nonflush`` compiles the split step's non-flush launch (``kernels.nonflush._nonflush_kernel``) the same way, for
+each ``--knobs`` set (``;``-separated, ``name=value,...`` as ``kernels.bench.parse_knobs``; ``default``: the plan),
+and counts the SASS of one program (``n_local``: the spill loads and stores).
 
 ``--nvfp4-items`` compiles ``kernels.nvfp4_items._nvfp4_part_kernel`` as the GPU launcher plans it for the bench
 shape at B = 64 (split step, 16-row sub-blocks, 3xTF32 dots, 4 warps, the 128-register cap), for each
@@ -176,10 +181,11 @@ def h200_planner(sms: int = H200_SMS):
         launch._on_gpu, launch._num_sms = saved
 
 
-def flush_launch_kwargs(family: str, spec: str, batch: int, dot: str = "plan") -> dict:
-    """The keyword arguments (launch options included) of ``_flush_kernel`` in the split step of ``batch`` rows of the
-    bench shape as the launcher plans it on an H200, recorded from the launcher's own call on a CPU cache
-    (:func:`h200_planner`; no launch). ``dot``: ``"plan"`` or a ``flush_dot`` knob value."""
+def split_launch_kwargs(family: str, spec: str, batch: int, kernel: str = "flush", knobs: dict | None = None) -> dict:
+    """The keyword arguments (launch options included) of the split step's ``kernel`` (``"flush"``:
+    ``_flush_kernel``; ``"nonflush"``: ``_nonflush_kernel``) for ``batch`` rows of the bench shape as the launcher
+    plans it on an H200 with ``knobs`` (:class:`LaunchKnobs` fields), recorded from the launcher's own call on a CPU
+    cache (:func:`h200_planner`; no launch)."""
     import replayssm_quant.kernels.flush as flush
     import replayssm_quant.kernels.nonflush as nonflush
     import replayssm_quant.kernels.nvfp4_items as items
@@ -188,25 +194,62 @@ def flush_launch_kwargs(family: str, spec: str, batch: int, dot: str = "plan") -
     from replayssm_quant.kernels.launch import LaunchKnobs, plan_step
 
     shape = SHAPES[family]
-    knobs = LaunchKnobs(flush_stream=0, **({} if dot == "plan" else {"flush_dot": dot}))
     rec = _Recorder()
+    stand_ins = dict(part=_Recorder(), flush=_Recorder(), nonflush=_Recorder(), rows=_Recorder())
+    stand_ins[kernel] = rec
     saved = items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel, flush._flush_rows_kernel
     with h200_planner():
         cache = SSMStateCache(family, spec, batch, shape["num_heads"], shape["head_k"], shape["head_v"], window=16,
-                              mode="replay", backend="torch", seed=1, knobs=knobs)
+                              mode="replay", backend="torch", seed=1, knobs=LaunchKnobs(flush_stream=0, **(knobs or {})))
         plan = plan_step(cache, batch)
         if not plan.split:
-            raise SystemExit(f"ptxas_report: {family} {spec} at batch {batch} is a fused step on an H200 (no flush "
-                             "launch); take a larger --batch")
+            raise SystemExit(f"ptxas_report: {family} {spec} at batch {batch} is a fused step on an H200 (no split "
+                             "launches); take a larger --batch")
         x = bench_inputs(family, batch, shape, 1, torch.device("cpu"))
-        items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel = _Recorder(), rec, _Recorder()
-        flush._flush_rows_kernel = _Recorder()
+        items._nvfp4_part_kernel, flush._flush_kernel = stand_ins["part"], stand_ins["flush"]
+        nonflush._nonflush_kernel, flush._flush_rows_kernel = stand_ins["nonflush"], stand_ins["rows"]
         try:
             triton_step(cache, torch.arange(batch, dtype=torch.int32), *(None if x[n] is None else x[n][0]
                                                                           for n in ("q", "k", "v", "g", "beta")))
         finally:
             items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel, flush._flush_rows_kernel = saved
-    return dict(rec.kwargs, maxnreg=plan.flush.maxnreg)
+    return dict(rec.kwargs, maxnreg=(plan.flush if kernel == "flush" else plan.nonflush).maxnreg)
+
+
+def flush_launch_kwargs(family: str, spec: str, batch: int, dot: str = "plan") -> dict:
+    """:func:`split_launch_kwargs` of ``_flush_kernel``; ``dot``: ``"plan"`` or a ``flush_dot`` knob value."""
+    return split_launch_kwargs(family, spec, batch, "flush", None if dot == "plan" else {"flush_dot": dot})
+
+
+def _mix(ops) -> dict:
+    mix = {}
+    for op in ops:
+        cls = SASS_CLASSES.get(op, "integer / other")
+        mix[f"n_{cls}"] = mix.get(f"n_{cls}", 0) + 1
+    return dict(sorted(mix.items()))
+
+
+def nonflush_report(a) -> list[dict]:
+    """``--nonflush``: ``_nonflush_kernel`` per family, spec and ``--knobs`` variant: registers, spills and the SASS
+    of one program (its chunk loop is unrolled unless staged), local-memory (spill) instructions counted apart."""
+    import replayssm_quant.kernels.nonflush as nonflush
+    from replayssm_quant.kernels.bench import parse_knobs
+
+    rows = []
+    for fam in a.families.split(","):
+        for spec in a.specs.split(","):
+            for variant in a.knobs.split(";"):
+                kw = split_launch_kwargs(fam, spec, a.batch, "nonflush", parse_knobs(variant))
+                opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
+                info = ptxas_info(nonflush._nonflush_kernel, kw, opts["num_warps"], opts.get("num_stages", 3),
+                                  maxnreg=opts.get("maxnreg"), sass=True)
+                ops = [m.group(1) for m in re.finditer(r"/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)",
+                                                        info.pop("sass"))]
+                rows.append(dict(family=fam, spec=spec, knobs=variant.strip() or "default", warps=opts["num_warps"],
+                                 maxnreg=opts.get("maxnreg"), stages=kw.get("STAGES"), **info, instr=len(ops),
+                                 n_local=sum(op in ("LDL", "STL") for op in ops), **_mix(ops)))
+                print(rows[-1], flush=True)
+    return rows
 
 
 def flush_report(a) -> list[dict]:
@@ -223,15 +266,10 @@ def flush_report(a) -> list[dict]:
                 loops = sass_loops(info.pop("sass"))
                 sub = loops[0] if loops else []
                 per_thread = kw["BVF"] * kw["BK"] // (32 * opts["num_warps"])   # state elements of a thread per sub-block
-                mix = {}
-                for op in sub:
-                    cls = SASS_CLASSES.get(op, "integer / other")
-                    mix[cls] = mix.get(cls, 0) + 1
                 rows.append(dict(family=fam, spec=spec, dot=kw["DOTP"], BVF=kw["BVF"], warps=opts["num_warps"],
                                  maxnreg=opts.get("maxnreg"), **info, loop_instr=len(sub),
                                  instr_per_elem=round(len(sub) / per_thread, 1),
-                                 inner_loops=";".join(str(len(x)) for x in loops),
-                                 **{f"n_{k}": v for k, v in sorted(mix.items())}))
+                                 inner_loops=";".join(str(len(x)) for x in loops), **_mix(sub)))
                 print(rows[-1], flush=True)
     return rows
 
@@ -289,14 +327,17 @@ def main(argv=None):
                    "--flush 'plan' (the launcher's, the default) or a flush_dot knob value")
     p.add_argument("--nvfp4-items", action="store_true", help="pass 1 of the nvfp4 flush items instead")
     p.add_argument("--flush", action="store_true", help="the split step's flush launch instead, with its SASS loops")
-    p.add_argument("--batch", type=int, default=256, help="rows of the planned step (--flush)")
+    p.add_argument("--nonflush", action="store_true", help="the split step's non-flush launch instead, per --knobs")
+    p.add_argument("--knobs", default="default", help="';'-separated launcher knob sets (--nonflush; name=value,...)")
+    p.add_argument("--batch", type=int, default=256, help="rows of the planned step (--flush, --nonflush)")
     p.add_argument("--tree", default=None, help="compile this checkout's kernels (read before the imports)")
     p.add_argument("--item-blocks", default="0,1,2,4", help="flush_nvfp4_item_blocks values (--nvfp4-items)")
     p.add_argument("--csv", default=None)
     a = p.parse_args(argv)
     a.dots = a.dots or ("plan" if a.flush else "ieee")
-    rows = nvfp4_items_report(a) if a.nvfp4_items else flush_report(a) if a.flush else []
-    for fam in [] if a.nvfp4_items or a.flush else a.families.split(","):
+    rows = (nvfp4_items_report(a) if a.nvfp4_items else flush_report(a) if a.flush
+            else nonflush_report(a) if a.nonflush else [])
+    for fam in [] if a.nvfp4_items or a.flush or a.nonflush else a.families.split(","):
         for spec in a.specs.split(","):
             kw = verify_launch_kwargs(fam, spec)
             for bv in map(int, a.block_v.split(",")):

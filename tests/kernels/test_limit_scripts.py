@@ -122,8 +122,9 @@ def test_tree_compare_hashes_only(tmp_path):
 def test_ptxas_report_flush_launch_is_the_h200_plan():
     """scripts/ptxas_report.py --flush records _flush_kernel's keywords from the launcher's own step with the H200
     plan (132 SMs) on a CPU cache: at B = 256 whole-head items of 16-row sub-blocks, 4 warps, the 128-register cap,
-    IEEE dots for a single 8-bit spec and 3xTF32 for a dual nvfp4 one; the planner is restored afterwards. And
-    sass_loops finds the innermost loops of an nvdisasm listing."""
+    IEEE dots for a single 8-bit spec and 3xTF32 for a dual nvfp4 one; the planner is restored afterwards.
+    --nonflush: _nonflush_kernel's, with knobs applied. And sass_loops finds the innermost loops of an nvdisasm
+    listing."""
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     try:
         import ptxas_report
@@ -138,6 +139,9 @@ def test_ptxas_report_flush_launch_is_the_h200_plan():
         (16, 128, 1, 4, 128, "ieee", True)
     assert ptxas_report.flush_launch_kwargs("gdn", "nvfp4/fp16", 256)["DOTP"] == "tf32x3"
     assert ptxas_report.flush_launch_kwargs("gdn", "fp8+sr", 256, "tf32x3")["DOTP"] == "tf32x3"
+    nf = ptxas_report.split_launch_kwargs("gdn", "fp8+sr", 256, "nonflush")   # 2 warps, capped, unrolled + prefetch
+    assert (nf["num_warps"], nf["maxnreg"], nf["STAGES"], nf["PREFETCH"], nf["BVA"]) == (2, 128, 0, True, 128)
+    assert ptxas_report.split_launch_kwargs("gdn", "fp8+sr", 256, "nonflush", {"nonflush_stages": 3})["STAGES"] == 3
     listing = """
         /*0000*/                   MOV R1, c[0x0][0x28] ;
 .L_x_0:

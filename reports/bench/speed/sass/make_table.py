@@ -1,4 +1,4 @@
-"""The static A/B of the flush launch's compiled loops (CPU): ``python reports/bench/speed/sass_flush/make_table.py``
+"""The static A/B of the flush launch's compiled loops (CPU): ``python reports/bench/speed/sass/make_table.py``
 -> ``table.md`` from the ``scripts/ptxas_report.py --flush`` CSVs beside it (README.md says which commands)."""
 
 import os
