@@ -23,7 +23,8 @@ precision) and / or ``ieee`` / ``tf32x3``. ``--tree DIR`` compiles another check
 
 ``--nonflush`` compiles the split step's non-flush launch (``kernels.nonflush._nonflush_kernel``) the same way, for
 each ``--knobs`` set (``;``-separated, ``name=value,...`` as ``kernels.bench.parse_knobs``; ``default``: the plan),
-and counts the SASS of one program (``n_local``: the spill loads and stores).
+and counts the SASS of one program (``n_local``: the spill loads and stores; ``chunk_loop``: a staged kernel's key-chunk
+loop, run ``BK / KC`` times, and its shuffles and fp32 adds, the reductions' share).
 
 ``--nvfp4-items`` compiles ``kernels.nvfp4_items._nvfp4_part_kernel`` as the GPU launcher plans it for the bench
 shape at B = 64 (split step, 16-row sub-blocks, 3xTF32 dots, 4 warps, the 128-register cap), for each
@@ -231,7 +232,8 @@ def _mix(ops) -> dict:
 
 def nonflush_report(a) -> list[dict]:
     """``--nonflush``: ``_nonflush_kernel`` per family, spec and ``--knobs`` variant: registers, spills and the SASS
-    of one program (its chunk loop is unrolled unless staged), local-memory (spill) instructions counted apart."""
+    of one program (its chunk loop is unrolled unless staged: then ``chunk_loop`` is its body), local-memory (spill)
+    instructions counted apart."""
     import replayssm_quant.kernels.nonflush as nonflush
     from replayssm_quant.kernels.bench import parse_knobs
 
@@ -243,11 +245,15 @@ def nonflush_report(a) -> list[dict]:
                 opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
                 info = ptxas_info(nonflush._nonflush_kernel, kw, opts["num_warps"], opts.get("num_stages", 3),
                                   maxnreg=opts.get("maxnreg"), sass=True)
-                ops = [m.group(1) for m in re.finditer(r"/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)",
-                                                        info.pop("sass"))]
+                sass = info.pop("sass")
+                ops = [m.group(1) for m in re.finditer(r"/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", sass)]
+                loops = [x for x in sass_loops(sass) if len(x) > 1]   # (a staged kernel's chunk loop)
                 rows.append(dict(family=fam, spec=spec, knobs=variant.strip() or "default", warps=opts["num_warps"],
                                  maxnreg=opts.get("maxnreg"), stages=kw.get("STAGES"), **info, instr=len(ops),
-                                 n_local=sum(op in ("LDL", "STL") for op in ops), **_mix(ops)))
+                                 n_local=sum(op in ("LDL", "STL") for op in ops),
+                                 chunk_loop=len(loops[0]) if loops else 0,
+                                 chunk_loop_shuffle_add=sum(op in ("SHFL", "FADD") for op in loops[0]) if loops else 0,
+                                 **_mix(ops)))
                 print(rows[-1], flush=True)
     return rows
 
