@@ -382,18 +382,14 @@ def nvfp4_encode_pairs(x_even, x_odd, s_enc, SR: tl.constexpr, rb_even, rb_odd):
 
     Returns ``(codes uint8 [NB, 8], scale_bits uint8 [NB])``: byte i of a block = element 2i
     (low nibble) | element 2i+1 (high nibble). A block with a NaN gets scale bits 0x7F and
-    zero codes. ``s_enc`` must be :func:`nvfp4_encode_scale` of the amax of the state the blocks belong to.
+    zero codes.
     """
     xe, ne = _nvfp4_prep(x_even, s_enc)
     xo, no = _nvfp4_prep(x_odd, s_enc)
-    # one reduction gives the block's amax and whether it holds a NaN: a NaN counts as +inf, which no other element
-    # reaches (s_enc = fp32(2688 / amax) of the state's own amax, so |xs| <= ~2688); a NaN block's scale and codes
-    # are replaced below whatever bmax gives them
-    bmax = tl.maximum(tl.max(tl.where(ne, float("inf"), tl.abs(xe)), axis=1),
-                      tl.max(tl.where(no, float("inf"), tl.abs(xo)), axis=1))
-    bnan = bmax == float("inf")
+    bmax = tl.maximum(tl.max(tl.abs(xe), axis=1), tl.max(tl.abs(xo), axis=1))
     sbits = _encode_ieee(tl.math.div_rn(bmax, tl.full(bmax.shape, 6.0, tl.float32)), 8, 3, 7, 0x7E, 0x7F, False, None)
     s_b = _decode_ieee(sbits, 8, 4, 3, 7, 0x7F, False, 0.001953125)[:, None]
+    bnan = tl.maximum(tl.max(ne.to(tl.int32), axis=1), tl.max(no.to(tl.int32), axis=1)) > 0
     codes = _nvfp4_elem_codes(xe, s_b, SR, rb_even) | (_nvfp4_elem_codes(xo, s_b, SR, rb_odd) << 4)
     codes = tl.where(bnan[:, None], 0, codes).to(tl.uint8)
     sbits = tl.where(bnan, 0x7F, sbits).to(tl.uint8)
