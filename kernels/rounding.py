@@ -466,7 +466,7 @@ def nvfp4_decode_blocks(codes, scale_bits, s_enc):
 @triton.jit
 def nvfp4_encode(x, s_enc, SR: tl.constexpr, rbits):
     """NVFP4-encode an fp32 tile ``[R, C]`` (C a multiple of 16) with encode scale ``s_enc``
-    (a scalar for the whole tile: :func:`nvfp4_encode_scale` of the amax of the state the tile belongs to).
+    (a scalar for the whole tile).
 
     Returns ``(codes uint8 [R, C//2], scale_bits uint8 [R, C//16])``; element 2i in the
     low nibble. SR applies to the element codes (block scales are RNE). A block with

@@ -47,8 +47,9 @@ import tempfile
 import pandas as pd
 import torch
 import triton
-from triton.backends.compiler import GPUTarget
+from triton.backends.compiler import BaseBackend, GPUTarget
 from triton.compiler import ASTSource
+from triton.runtime.jit import native_specialize_impl
 
 
 def _tree_root(argv) -> str:
@@ -70,8 +71,6 @@ from replayssm_quant.kernels.bench import SHAPES  # noqa: E402
 from replayssm_quant.kernels.spec_bench import spec_inputs  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
-PTR = {torch.float32: "*fp32", torch.float16: "*fp16", torch.bfloat16: "*bf16", torch.int32: "*i32",
-       torch.int64: "*i64", torch.uint8: "*u8", torch.int8: "*i8", torch.int16: "*i16"}
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
 PTXAS = os.path.join(BIN, "ptxas")
 H200_SMS = 132
@@ -111,22 +110,39 @@ def verify_launch_kwargs(family: str, spec: str, T: int = 8, window: int = 16) -
     return {k: v for k, v in rec.kwargs.items() if k not in ("num_warps", "num_stages", "maxnreg")}
 
 
+def jit_specialization(value) -> tuple[str, bool]:
+    """``(type, aligned)`` of a launch argument as Triton's JIT specializes it (``native_specialize_impl``):
+    ``"constexpr"`` for an integer 1; ``aligned``: a tensor's address, an integer's value is a multiple of 16.
+    A recorded CPU tensor stands for the GPU one: the same offsets from allocations aligned to 64 bytes or more."""
+    ty, key = native_specialize_impl(BaseBackend, value, False, True, True)
+    return ty, "D" in str(key)
+
+
 def ptxas_info(fn, kwargs: dict, num_warps: int, num_stages: int = 3, maxnreg: int | None = None,
                sass: bool = False) -> dict:
     """Compile ``fn`` for sm_90 with ``kwargs`` (and a register cap, as a launch's ``maxnreg``) and return
-    registers, spill bytes and shared memory (``sass``: also the cubin's ``nvdisasm`` text as ``"sass"``)."""
-    sig, consts = {}, {}
+    registers, spill bytes and shared memory (``sass``: also the cubin's ``nvdisasm`` text as ``"sass"``).
+
+    Each argument is specialized as the JIT specializes a launch's (:func:`jit_specialization`): a pointer whose
+    address and an integer whose value is a multiple of 16 get ``tt.divisibility = 16`` (vector loads), an integer
+    1 becomes a constant. Without that a compile sees unaligned pointers and differs from the GPU's."""
+    sig, consts, attrs = {}, {}, {}
     for i, p in enumerate(fn.params):
         v = kwargs.get(p.name, p.default)
         if p.is_constexpr or v is None:
             sig[p.name], consts[(i,)] = "constexpr", v
-        elif isinstance(v, torch.Tensor):
-            sig[p.name] = PTR[v.dtype]
-        elif isinstance(v, int) and not isinstance(v, bool):
-            sig[p.name] = "i32"
+        elif isinstance(v, (torch.Tensor, int)):
+            ty, aligned = jit_specialization(v)
+            if ty == "constexpr":
+                sig[p.name], consts[(i,)] = "constexpr", v
+            else:
+                sig[p.name] = ty
+                if aligned:
+                    attrs[(i,)] = [["tt.divisibility", 16]]
         else:
             raise TypeError(f"argument {p.name}: {type(v).__name__} is not handled")
-    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32),
+    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
+                       target=GPUTarget("cuda", 90, 32),
                        options=dict(num_warps=num_warps, num_stages=num_stages,
                                     **({"maxnreg": maxnreg} if maxnreg else {})))
     with tempfile.TemporaryDirectory() as d:

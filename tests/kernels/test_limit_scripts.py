@@ -142,6 +142,11 @@ def test_ptxas_report_flush_launch_is_the_h200_plan():
     nf = ptxas_report.split_launch_kwargs("gdn", "fp8+sr", 256, "nonflush")   # 2 warps, capped, unrolled + prefetch
     assert (nf["num_warps"], nf["maxnreg"], nf["STAGES"], nf["PREFETCH"], nf["BVA"]) == (2, 128, 0, True, 128)
     assert ptxas_report.split_launch_kwargs("gdn", "fp8+sr", 256, "nonflush", {"nonflush_stages": 3})["STAGES"] == 3
+    # the offline compile specializes launch arguments as the JIT does (else unaligned pointers: other code)
+    assert ptxas_report.jit_specialization(1) == ("constexpr", False)
+    assert ptxas_report.jit_specialization(32) == ("i32", True) and ptxas_report.jit_specialization(7) == ("i32", False)
+    t = torch.zeros(64)
+    assert ptxas_report.jit_specialization(t) == ("*fp32", True) and ptxas_report.jit_specialization(t[1:])[1] is False
     listing = """
         /*0000*/                   MOV R1, c[0x0][0x28] ;
 .L_x_0:
