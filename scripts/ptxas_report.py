@@ -10,7 +10,7 @@ compile errors); a row here is what a GPU launch of that config would get. Print
                                    [--split 1,2] [--warps 4,8,16] [--dots ieee,tf32x3] [--csv OUT.csv]
     python scripts/ptxas_report.py --nvfp4-items [--families gdn,kda] [--specs nvfp4/fp16] [--item-blocks 0,1,2,4]
     python scripts/ptxas_report.py --flush [--families gdn,kda,mamba2] [--specs fp8+sr,int8+sr] [--batch 256]
-                                   [--dots plan,tf32x3] [--tree DIR]
+                                   [--dots plan,tf32x3] [--knobs "default;flush_block_v=32"] [--tree DIR]
     python scripts/ptxas_report.py --nonflush [--families gdn] [--specs fp8+sr] [--knobs "default;nonflush_stages=3"]
 
 ``--flush`` compiles the split step's flush launch (``kernels.flush._flush_kernel``) exactly as the launcher plans it
@@ -18,7 +18,7 @@ on an H200 (132 SMs; :func:`h200_planner`) at the bench shape and ``--batch`` (t
 batch), and adds what the instructions are: ``nvdisasm`` of the cubin, the instruction count of each innermost loop
 (:func:`sass_loops`; the first is the whole-head item's flush sub-block loop, per warp and sub-block), that count
 per state element of a thread, and its mix by instruction class. ``--dots``: ``plan`` (the launcher's flush-dot
-precision) and / or ``ieee`` / ``tf32x3``. ``--tree DIR`` compiles another checkout's kernels (e.g. a
+precision) and / or ``ieee`` / ``tf32x3``; ``--knobs``: launcher knob sets, as for ``--nonflush``. ``--tree DIR`` compiles another checkout's kernels (e.g. a
 ``git worktree`` of an earlier commit) with this script, for an A/B of a kernel change.
 
 ``--nonflush`` compiles the split step's non-flush launch (``kernels.nonflush._nonflush_kernel``) the same way, for
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import re
 import subprocess
@@ -275,24 +276,27 @@ def nonflush_report(a) -> list[dict]:
 
 
 def flush_report(a) -> list[dict]:
+    """``--flush``: ``_flush_kernel`` per family, spec, ``--dots`` value and ``--knobs`` set (a ``flush_dot`` in a
+    knob set wins over ``--dots``)."""
     import replayssm_quant.kernels.flush as flush
+    from replayssm_quant.kernels.bench import parse_knobs
 
     rows = []
-    for fam in a.families.split(","):
-        for spec in a.specs.split(","):
-            for dot in a.dots.split(","):
-                kw = flush_launch_kwargs(fam, spec, a.batch, dot)
-                opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
-                info = ptxas_info(flush._flush_kernel, kw, opts["num_warps"], opts.get("num_stages", 3),
-                                  maxnreg=opts.get("maxnreg"), sass=True)
-                loops = sass_loops(info.pop("sass"))
-                sub = loops[0] if loops else []
-                per_thread = kw["BVF"] * kw["BK"] // (32 * opts["num_warps"])   # state elements of a thread per sub-block
-                rows.append(dict(family=fam, spec=spec, dot=kw["DOTP"], BVF=kw["BVF"], warps=opts["num_warps"],
-                                 maxnreg=opts.get("maxnreg"), **info, loop_instr=len(sub),
-                                 instr_per_elem=round(len(sub) / per_thread, 1),
-                                 inner_loops=";".join(str(len(x)) for x in loops), **_mix(sub)))
-                print(rows[-1], flush=True)
+    for fam, spec, dot, variant in itertools.product(a.families.split(","), a.specs.split(","), a.dots.split(","),
+                                                     a.knobs.split(";")):
+        knobs = ({} if dot == "plan" else {"flush_dot": dot}) | parse_knobs(variant)
+        kw = split_launch_kwargs(fam, spec, a.batch, "flush", knobs)
+        opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
+        info = ptxas_info(flush._flush_kernel, kw, opts["num_warps"], opts.get("num_stages", 3),
+                          maxnreg=opts.get("maxnreg"), sass=True)
+        loops = sass_loops(info.pop("sass"))
+        sub = loops[0] if loops else []
+        per_thread = kw["BVF"] * kw["BK"] // (32 * opts["num_warps"])   # state elements of a thread per sub-block
+        rows.append(dict(family=fam, spec=spec, dot=kw["DOTP"], knobs=variant.strip() or "default", BVF=kw["BVF"],
+                         warps=opts["num_warps"], maxnreg=opts.get("maxnreg"), **info, loop_instr=len(sub),
+                         instr_per_elem=round(len(sub) / per_thread, 1),
+                         inner_loops=";".join(str(len(x)) for x in loops), **_mix(sub)))
+        print(rows[-1], flush=True)
     return rows
 
 
@@ -350,7 +354,8 @@ def main(argv=None):
     p.add_argument("--nvfp4-items", action="store_true", help="pass 1 of the nvfp4 flush items instead")
     p.add_argument("--flush", action="store_true", help="the split step's flush launch instead, with its SASS loops")
     p.add_argument("--nonflush", action="store_true", help="the split step's non-flush launch instead, per --knobs")
-    p.add_argument("--knobs", default="default", help="';'-separated launcher knob sets (--nonflush; name=value,...)")
+    p.add_argument("--knobs", default="default", help="';'-separated launcher knob sets (--flush, --nonflush; "
+                   "name=value,...)")
     p.add_argument("--batch", type=int, default=256, help="rows of the planned step (--flush, --nonflush)")
     p.add_argument("--tree", default=None, help="compile this checkout's kernels (read before the imports)")
     p.add_argument("--item-blocks", default="0,1,2,4", help="flush_nvfp4_item_blocks values (--nvfp4-items)")
