@@ -234,11 +234,6 @@ def split_launch_kwargs(family: str, spec: str, batch: int, kernel: str = "flush
     return dict(rec.kwargs, maxnreg=(plan.flush if kernel == "flush" else plan.nonflush).maxnreg)
 
 
-def flush_launch_kwargs(family: str, spec: str, batch: int, dot: str = "plan") -> dict:
-    """:func:`split_launch_kwargs` of ``_flush_kernel``; ``dot``: ``"plan"`` or a ``flush_dot`` knob value."""
-    return split_launch_kwargs(family, spec, batch, "flush", None if dot == "plan" else {"flush_dot": dot})
-
-
 def _mix(ops) -> dict:
     mix = {}
     for op in ops:

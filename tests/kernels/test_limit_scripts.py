@@ -133,12 +133,12 @@ def test_ptxas_report_flush_launch_is_the_h200_plan():
     from replayssm_quant.kernels import launch
 
     on_gpu = launch._on_gpu
-    kw = ptxas_report.flush_launch_kwargs("gdn", "fp8+sr", 256)
+    kw = ptxas_report.split_launch_kwargs("gdn", "fp8+sr", 256)
     assert launch._on_gpu is on_gpu
     assert (kw["BVF"], kw["BV"], kw["NVB"], kw["num_warps"], kw["maxnreg"], kw["DOTP"], kw["SR"]) == \
         (16, 128, 1, 4, 128, "ieee", True)
-    assert ptxas_report.flush_launch_kwargs("gdn", "nvfp4/fp16", 256)["DOTP"] == "tf32x3"
-    assert ptxas_report.flush_launch_kwargs("gdn", "fp8+sr", 256, "tf32x3")["DOTP"] == "tf32x3"
+    assert ptxas_report.split_launch_kwargs("gdn", "nvfp4/fp16", 256)["DOTP"] == "tf32x3"
+    assert ptxas_report.split_launch_kwargs("gdn", "fp8+sr", 256, "flush", {"flush_dot": "tf32x3"})["DOTP"] == "tf32x3"
     nf = ptxas_report.split_launch_kwargs("gdn", "fp8+sr", 256, "nonflush")   # 2 warps, capped, unrolled + prefetch
     assert (nf["num_warps"], nf["maxnreg"], nf["STAGES"], nf["PREFETCH"], nf["BVA"]) == (2, 128, 0, True, 128)
     assert ptxas_report.split_launch_kwargs("gdn", "fp8+sr", 256, "nonflush", {"nonflush_stages": 3})["STAGES"] == 3
