@@ -18,7 +18,7 @@ def _rel(a, ref) -> float:
     return ((a - ref).abs().max() / ref.abs().max()).item()
 
 
-class _Oracle:
+class Oracle:
     """The checks' shared problem: ``T`` steps of random fp32 inputs ``x`` (``[T, rows, HV, ..]`` by name) for
     ``rows`` rows from the state ``S0`` ``[rows, HV, V, K]``, and the float64 oracle's outputs ``o_ref``
     ``[T, rows, HV, V]`` and states ``s_ref`` ``[T, rows, HV, V, K]``."""
@@ -66,7 +66,7 @@ class _Oracle:
         return out_err, ckpt_err, counters_ok
 
 
-def flush_dot_check(oracle: _Oracle, spec: str) -> dict:
+def flush_dot_check(oracle: Oracle, spec: str) -> dict:
     """The split flush's 3xTF32 dots against IEEE ones on ``spec`` (replay): the recurrence checkpoint's error
     against the float64 oracle after each flush, the same seed for both (the checkpoint's own rounding dominates
     both); ok when the 3xTF32 error is within 10% (+1e-6) of the IEEE one."""
@@ -85,7 +85,7 @@ def correctness(family, shape, window, device, steps=None, rows=3):
     device vs the float64 oracle; nvfp4+sr and nvfp4/fp8+sr replay: the split step against the fused kernel;
     nvfp4/fp16: the split flush's 3xTF32 dots against IEEE ones (:func:`flush_dot_check`). Returns the rows of
     ``correctness.csv``."""
-    oracle = _Oracle(family, shape, window, device, steps, rows)
+    oracle = Oracle(family, shape, window, device, steps, rows)
     res = []
     for spec, mode, stagger in (("fp32", "replay", False), ("fp32", "replay", True), ("fp32", "conventional", False),
                                 ("nvfp4/fp32", "replay", False), ("nvfp4/fp32", "replay", True)):

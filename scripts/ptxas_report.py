@@ -161,9 +161,8 @@ def ptxas_info(fn, kwargs: dict, num_warps: int, num_stages: int = 3, maxnreg: i
     return dict(info, sass=text) if sass else info
 
 
-def sass_loops(sass: str) -> list[list[str]]:
-    """The innermost loops of an ``nvdisasm -c`` listing, in address order: for each, its opcodes (a loop = a
-    backward branch to a label; innermost = no other such loop inside its range)."""
+def _sass_listing(sass: str) -> tuple[list[tuple[int, str, str]], dict[str, int]]:
+    """An ``nvdisasm -c`` listing -> its instructions ``(address, opcode, operands)`` and its labels' addresses."""
     ins, labels, pending = [], {}, []
     for line in sass.splitlines():
         m = re.match(r"\s*\.(L_x_\d+):", line)
@@ -177,6 +176,13 @@ def sass_loops(sass: str) -> list[list[str]]:
                 labels[name] = addr
             pending = []
             ins.append((addr, m.group(2), m.group(4)))
+    return ins, labels
+
+
+def sass_loops(sass: str) -> list[list[str]]:
+    """The innermost loops of an ``nvdisasm -c`` listing, in address order: for each, its opcodes (a loop = a
+    backward branch to a label; innermost = no other such loop inside its range)."""
+    ins, labels = _sass_listing(sass)
     loops = []
     for addr, op, args in ins:
         t = re.search(r"\.?(L_x_\d+)", args) if op == "BRA" else None
@@ -201,7 +207,8 @@ def h200_planner(sms: int = H200_SMS):
 
 def split_launch_kwargs(family: str, spec: str, batch: int, kernel: str = "flush", knobs: dict | None = None) -> dict:
     """The keyword arguments (launch options included) of the split step's ``kernel`` (``"flush"``:
-    ``_flush_kernel``; ``"nonflush"``: ``_nonflush_kernel``) for ``batch`` rows of the bench shape as the launcher
+    ``_flush_kernel``; ``"nonflush"``: ``_nonflush_kernel``; ``"part"``: ``_nvfp4_part_kernel``, launched when the
+    plan has nvfp4 sub-block items) for ``batch`` rows of the bench shape as the launcher
     plans it on an H200 with ``knobs`` (:class:`LaunchKnobs` fields), recorded from the launcher's own call on a CPU
     cache (:func:`h200_planner`; no launch)."""
     import replayssm_quant.kernels.flush as flush
@@ -231,7 +238,9 @@ def split_launch_kwargs(family: str, spec: str, batch: int, kernel: str = "flush
                                                                           for n in ("q", "k", "v", "g", "beta")))
         finally:
             items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel, flush._flush_rows_kernel = saved
-    return dict(rec.kwargs, maxnreg=(plan.flush if kernel == "flush" else plan.nonflush).maxnreg)
+    if rec.kwargs is None:
+        raise SystemExit(f"ptxas_report: the step of {family} {spec} at batch {batch} launches no {kernel} kernel")
+    return dict(rec.kwargs, maxnreg=(plan.nonflush if kernel == "nonflush" else plan.flush).maxnreg)
 
 
 def _mix(ops) -> dict:
@@ -250,23 +259,21 @@ def nonflush_report(a) -> list[dict]:
     from replayssm_quant.kernels.bench import parse_knobs
 
     rows = []
-    for fam in a.families.split(","):
-        for spec in a.specs.split(","):
-            for variant in a.knobs.split(";"):
-                kw = split_launch_kwargs(fam, spec, a.batch, "nonflush", parse_knobs(variant))
-                opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
-                info = ptxas_info(nonflush._nonflush_kernel, kw, opts["num_warps"], opts.get("num_stages", 3),
-                                  maxnreg=opts.get("maxnreg"), sass=True)
-                sass = info.pop("sass")
-                ops = [m.group(1) for m in re.finditer(r"/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", sass)]
-                loops = [x for x in sass_loops(sass) if len(x) > 1]   # (a staged kernel's chunk loop)
-                rows.append(dict(family=fam, spec=spec, knobs=variant.strip() or "default", warps=opts["num_warps"],
-                                 maxnreg=opts.get("maxnreg"), stages=kw.get("STAGES"), **info, instr=len(ops),
-                                 n_local=sum(op in ("LDL", "STL") for op in ops),
-                                 chunk_loop=len(loops[0]) if loops else 0,
-                                 chunk_loop_shuffle_add=sum(op in ("SHFL", "FADD") for op in loops[0]) if loops else 0,
-                                 **_mix(ops)))
-                print(rows[-1], flush=True)
+    for fam, spec, variant in itertools.product(a.families.split(","), a.specs.split(","), a.knobs.split(";")):
+        kw = split_launch_kwargs(fam, spec, a.batch, "nonflush", parse_knobs(variant))
+        opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
+        info = ptxas_info(nonflush._nonflush_kernel, kw, opts["num_warps"], opts.get("num_stages", 3),
+                          maxnreg=opts.get("maxnreg"), sass=True)
+        sass = info.pop("sass")
+        ops = [op for _, op, _ in _sass_listing(sass)[0]]
+        loops = [x for x in sass_loops(sass) if len(x) > 1]   # (a staged kernel's chunk loop)
+        rows.append(dict(family=fam, spec=spec, knobs=variant.strip() or "default", warps=opts["num_warps"],
+                         maxnreg=opts.get("maxnreg"), stages=kw.get("STAGES"), **info, instr=len(ops),
+                         n_local=sum(op in ("LDL", "STL") for op in ops),
+                         chunk_loop=len(loops[0]) if loops else 0,
+                         chunk_loop_shuffle_add=sum(op in ("SHFL", "FADD") for op in loops[0]) if loops else 0,
+                         **_mix(ops)))
+        print(rows[-1], flush=True)
     return rows
 
 
@@ -296,29 +303,9 @@ def flush_report(a) -> list[dict]:
 
 
 def nvfp4_part_launch_kwargs(family: str, spec: str) -> dict:
-    """The keyword arguments (launch options included) of ``_nvfp4_part_kernel`` in a GPU split step of the bench
-    shape: the launcher's own call on a CPU cache with the GPU plan's knobs, every launch of the step recorded."""
-    import replayssm_quant.kernels.flush as flush
-    import replayssm_quant.kernels.nonflush as nonflush
-    import replayssm_quant.kernels.nvfp4_items as items
-    from replayssm_quant.kernels.bench import bench_inputs
-    from replayssm_quant.kernels.decode import triton_step
-    from replayssm_quant.kernels.launch import LaunchKnobs
-
-    shape = SHAPES[family]
-    knobs = LaunchKnobs(split_flush=True, flush_nvfp4_items=True, flush_dot="tf32x3", flush_block_v=16, block_v=32)
-    cache = SSMStateCache(family, spec, 2, shape["num_heads"], shape["head_k"], shape["head_v"], window=16,
-                          mode="replay", backend="torch", seed=1, knobs=knobs)
-    x = bench_inputs(family, 2, shape, 16, torch.device("cpu"))
-    rec = _Recorder()
-    saved = items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel
-    items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel = rec, _Recorder(), _Recorder()
-    try:
-        triton_step(cache, torch.arange(2, dtype=torch.int32), *(None if x[n] is None else x[n][0]
-                                                                  for n in ("q", "k", "v", "g", "beta")))
-    finally:
-        items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel = saved
-    return rec.kwargs
+    """The keyword arguments of ``_nvfp4_part_kernel`` in the split step of the bench shape at B = 64 as planned on an
+    H200 (:func:`split_launch_kwargs`): sub-block items, 16-row sub-blocks, 3xTF32 dots, 4 warps."""
+    return split_launch_kwargs(family, spec, 64, "part")
 
 
 def nvfp4_items_report(a) -> list[dict]:
@@ -331,7 +318,7 @@ def nvfp4_items_report(a) -> list[dict]:
             opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
             for nvg in map(int, a.item_blocks.split(",")):
                 info = ptxas_info(items._nvfp4_part_kernel, dict(kw, NVG=nvg), opts["num_warps"],
-                                  opts.get("num_stages", 3), maxnreg=128)
+                                  opts.get("num_stages", 3), maxnreg=opts.get("maxnreg"))
                 rows.append(dict(family=fam, spec=spec, item_blocks=nvg, warps=opts["num_warps"], **info))
                 print(rows[-1], flush=True)
     return rows

@@ -18,7 +18,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
 from replayssm_quant.kernels.bench import SHAPES  # noqa: E402
-from replayssm_quant.kernels.bench_checks import _Oracle, flush_dot_check  # noqa: E402
+from replayssm_quant.kernels.bench_checks import Oracle, flush_dot_check  # noqa: E402
 
 
 def main(argv=None):
@@ -36,7 +36,7 @@ def main(argv=None):
     os.makedirs(a.out, exist_ok=True)
     rows = []
     for fam in a.families.split(","):
-        oracle = _Oracle(fam, SHAPES[fam], a.window, torch.device("cuda"))
+        oracle = Oracle(fam, SHAPES[fam], a.window, torch.device("cuda"))
         for spec in a.specs.split(","):
             rows.append(flush_dot_check(oracle, spec))
             print(rows[-1], flush=True)
