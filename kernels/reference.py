@@ -343,17 +343,17 @@ def _pow2(n: np.ndarray) -> np.ndarray:
 
 def _read_scale(x: np.ndarray, gmax: np.ndarray) -> np.ndarray:
     """``tiles._read_scale`` over the last dim of ``x [..., BK]`` (``gmax [...]`` the max decay): int32 ``[...]``,
-    ``min(252 - e, 253 - e_gamma, 127)`` with the biased exponents of max |x| and of ``gmax``."""
+    ``min(132 - e, 133 - e_gamma, 7)`` with the biased exponents of max |x| and of ``gmax``."""
     e = (np.max(np.abs(x), axis=-1).astype(np.float32).view(np.int32) >> 23) & 0xFF
     eg = (np.asarray(gmax, np.float32).view(np.int32) >> 23) & 0xFF
-    return np.minimum(np.minimum(252 - e, 253 - eg), 127).astype(np.int32)
+    return np.minimum(np.minimum(132 - e, 133 - eg), 7).astype(np.int32)
 
 
 def _read_dot(cache, slots, BK: int):
     """The non-flush reduction ``(gam [n, HV, BK], v [n, HV, BK]) -> sum_k S_lp[..., r, k] gam_k v_k``
     ``[n, HV, V]`` over the read copy of ``slots``, in the kernels' order (:func:`_chunked_npsum` chunks). nvfp4
     read copies as ``ring._read_rowdot``: with ``x' = (gam 2**s) v``, per chunk ``sum_b s_b sum_{k in b}
-    (q_k 2**-126) x'_k``, the chunk sums added in order, then ``((acc / s_enc) 2**c) 2**d`` with c + d = 126 - s
+    (q_k 2**-6) x'_k``, the chunk sums added in order, then ``((acc / s_enc) 2**c) 2**d`` with c + d = 6 - s
     (``1 / s_enc`` rounded once): the exact values ``q s_b / s_enc`` enter the products, not their fp32
     roundings."""
     lp = cache.lp
@@ -361,7 +361,7 @@ def _read_dot(cache, slots, BK: int):
         S = _np(lp.decode(slots), BK)                                           # [n, HV, V, BK]
         return lambda gam, v: _chunked_npsum(S * (gam * v)[:, :, None, :])
     q, s_b = nvfp4_parts(lp.data[slots], lp.scales[slots])
-    raw = _np(q, BK) * np.float32(2.0 ** -126)                                  # [n, HV, V, BK] exact
+    raw = _np(q, BK) * np.float32(2.0 ** -6)                                    # [n, HV, V, BK] exact
     sbv = _np(s_b, BK // 16)                                                    # [n, HV, V, BK // 16]
     inv = (np.float32(1.0) / lp.s_enc[slots].cpu().numpy().astype(np.float32))[..., None]
     KC = nonflush_kc(BK)
@@ -373,7 +373,7 @@ def _read_dot(cache, slots, BK: int):
         for c in range(BK // KC):
             p = _npsum(prod[..., c * KC:(c + 1) * KC].reshape(*prod.shape[:-1], KC // 16, 16))
             acc = acc + _npsum(p * sbv[..., c * KC // 16:(c + 1) * KC // 16])
-        t = 126 - s
+        t = 6 - s
         c = t >> 1
         return ((acc * inv) * _pow2(c)[..., None]) * _pow2(t - c)[..., None]
     return dot

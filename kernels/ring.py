@@ -93,7 +93,7 @@ def _read_rowdot(S, SB, inv, gam, v, NV4R: tl.constexpr):
     """``sum_k S[r, k] gam[k] v[k]`` of a read-copy tile ``[R, BK]`` (:func:`.tiles._load_read`; ``gam``, ``v`` ``[BK]``) in
     the non-flush order: the sums of the ``BK // KC`` (<= 4) K chunks of ``KC = max(16, BK // 4)``
     (:func:`.reference.nonflush_kc`), added in chunk order (:func:`_chunks_in_order`). ``NV4R`` (an nvfp4 read
-    copy): ``S`` holds the E2M1 values times 2**-126 and ``SB`` the block scales; each chunk sums its blocks'
+    copy): ``S`` holds the E2M1 values times 2**-6 and ``SB`` the block scales; each chunk sums its blocks'
     ``s_b sum raw x'`` with the input scaled by a power of two, ``x' = (gam 2**s) v`` (:func:`.tiles._read_scale`), and the
     total is divided by ``s_enc`` (``inv = 1 / s_enc``) and unscaled (:func:`_nvfp4_unscale`): two multiplies per
     element fewer than decoding the values first, and the exact values q s_b / s_enc enter the products."""

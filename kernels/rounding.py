@@ -24,7 +24,7 @@ Public (all ``@triton.jit``):
 * ``nvfp4_decode_blocks(codes [NB, 8], scale_bits [NB], s_enc)`` -> fp32 [NB, 16] (contiguous rows).
 * ``nvfp4_block_factor(scale_bits, s_enc)`` -> the per-block decode factor fp32(s_b / s_enc).
 * ``nvfp4_block_scale(scale_bits)`` -> s_b fp32 (the E4M3 block scale; NaN code -> NaN).
-* ``nvfp4_raw(codes [R, C//2])`` -> fp32 [R, C], the E2M1 values times 2**-126 (no block factor): for
+* ``nvfp4_raw(codes [R, C//2])`` -> fp32 [R, C], the E2M1 values times 2**-6 (no block factor): for
   kernels that only sum products with the read copy and apply the block scales per block
   (:func:`.ring._read_rowdot`).
 * ``pow2_f32(n)`` -> 2**n (fp32, exact) for int32 n in [-126, 127].
@@ -32,16 +32,17 @@ Public (all ``@triton.jit``):
 * ``sr_bits8(seed, g0, c1, c2, c3)`` -> uint32 Philox bits (10 rounds), eight elements per call, 16 random
   bits each (the top half of the word).
 
-NVFP4 cost. Decode: one IEEE division per 16-element block, and per element two shifts and one
-3-input logic op (the E2M1 code as an fp32 bit pattern worth value * 2**-126, :func:`_e2m1_raw`), two
-multiplies (by 2**126 and the block factor) and, unless ``NAN_BITS=False``, an integer NaN
+NVFP4 cost. Decode: one IEEE division per 16-element block, and per element the E2M1 value times 2**-6
+(:func:`_e2m1_pairs_scaled`: on the GPU the code's E4M3 image through the hardware cvt; in the interpreter an fp32
+bit formula), two multiplies (by 2**6 and the block factor) and, unless
+``NAN_BITS=False``, an integer NaN
 canonicalisation (GPU arithmetic returns NaN as 0x7FFFFFFF, x86 keeps the operand's NaN; the
 integer select also keeps ``q * d`` from being contracted into an fma with a caller's add).
 Encode (RNE): no per-element division either: seven per-block thresholds in the xs domain,
 rounded in the right direction, give E2M1(fp32(xs / s_b)) bit for bit by a binary search of three
 compares (:func:`_e2m1_rne_scaled`); SR still divides per element (it needs the discarded bits).
 A kernel that only sums products with the values (the non-flush read) can skip both decode multiplies:
-``nvfp4_raw`` gives the value times 2**-126 and the block scale ``nvfp4_block_scale`` multiplies per block
+``nvfp4_raw`` gives the value times 2**-6 and the block scale ``nvfp4_block_scale`` multiplies per block
 (:func:`.ring._read_rowdot`).
 
 ``FMT`` is a ``tl.constexpr`` format code (:mod:`replayssm_quant.quant.format_codes`); ``rbits`` is a uint32
@@ -405,14 +406,6 @@ def _e2m1_raw(n, SHIFT: tl.constexpr):
 
 
 @triton.jit
-def _e2m1_value(n, SHIFT: tl.constexpr = 0):
-    """E2M1 code (int32, bits SHIFT..SHIFT+3: sign bit SHIFT+3, magnitude 0..7) -> its fp32 value, exactly:
-    :func:`_e2m1_raw` times 2**126 (a power-of-two scaling of a subnormal or normal: exact; GPU fp32
-    multiplies keep subnormals, Triton emits no ``.ftz``)."""
-    return _e2m1_raw(n, SHIFT) * 8.507059173023462e37
-
-
-@triton.jit
 def nvfp4_block_scale(scale_bits):
     """E4M3 block-scale bits (uint8/int32, any shape) -> s_b fp32 of the same shape (the NaN code -> NaN)."""
     return _decode_ieee(scale_bits.to(tl.int32) & 0xFF, 8, 4, 3, 7, 0x7F, False, 0.001953125)
@@ -427,15 +420,81 @@ def nvfp4_block_factor(scale_bits, s_enc):
     return tl.math.div_rn(s_b, tl.broadcast_to(s_enc, s_b.shape))
 
 
+#: The E4M3 image of an E2M1 code: the sign to bit 7, the magnitude (e1 e0 m) to bits 4..2. Its E4M3 value is the
+#: E2M1 value times 2**-6 exactly (exponent field e against E4M3's bias 7 instead of E2M1's 1; the E2M1
+#: subnormal 0.5 is the E4M3 subnormal 4 * 2**-9), never NaN. The bit moves take four codes per 32-bit word at a
+#: time, then the hardware e4m3x2 -> f16x2 and f16 -> f32 cvts: fewer instructions than :func:`_e2m1_raw` per
+#: nibble with its byte extraction (compiled counts: reports/bench/speed/sass/nvfp4_decode.md).
+_E2M1_E4M3_ASM = tl.constexpr("""
+{
+.reg .b32 e, o, t;
+.reg .b16 e0, e1, o0, o1, h<8>;
+.reg .b32 he0, he1, ho0, ho1;
+shl.b32 t, $8, 2;
+and.b32 e, t, 0x1C1C1C1C;
+shl.b32 t, $8, 4;
+and.b32 t, t, 0x80808080;
+or.b32 e, e, t;
+shr.b32 t, $8, 2;
+and.b32 o, t, 0x1C1C1C1C;
+and.b32 t, $8, 0x80808080;
+or.b32 o, o, t;
+mov.b32 {e0, e1}, e;
+mov.b32 {o0, o1}, o;
+cvt.rn.f16x2.e4m3x2 he0, e0;
+cvt.rn.f16x2.e4m3x2 he1, e1;
+cvt.rn.f16x2.e4m3x2 ho0, o0;
+cvt.rn.f16x2.e4m3x2 ho1, o1;
+mov.b32 {h0, h1}, he0;
+mov.b32 {h2, h3}, he1;
+mov.b32 {h4, h5}, ho0;
+mov.b32 {h6, h7}, ho1;
+cvt.f32.f16 $0, h0;
+cvt.f32.f16 $1, h1;
+cvt.f32.f16 $2, h2;
+cvt.f32.f16 $3, h3;
+cvt.f32.f16 $4, h4;
+cvt.f32.f16 $5, h5;
+cvt.f32.f16 $6, h6;
+cvt.f32.f16 $7, h7;
+}
+""")
+
+
+@triton.jit
+def _e2m1_pairs_scaled(codes):
+    """NVFP4 code bytes (uint8, any shape) -> ``(even, odd)`` fp32 of the same shape: the E2M1 values of the low
+    and the high nibbles times 2**-6, exactly. On the GPU (:data:`HW_CASTS`) by the E4M3 image of each code and
+    the hardware cvt (:data:`_E2M1_E4M3_ASM`; inline PTX, four bytes per call); in the interpreter (which runs no
+    inline assembly) :func:`_e2m1_raw` times 2**120, the same bits (checked on the device by
+    tests/kernels/test_rounding_triton.py::test_nvfp4_raw_is_the_e2m1_value_times_2_pow_minus_6)."""
+    if HW_CASTS:
+        even, odd = tl.inline_asm_elementwise(asm=_E2M1_E4M3_ASM, constraints="=r,=r,=r,=r,=r,=r,=r,=r,r",
+                                              args=[codes], dtype=(tl.float32, tl.float32), is_pure=True, pack=4)
+    else:
+        c = codes.to(tl.int32)
+        even = _e2m1_raw(c, 0) * 1.329227995784916e36
+        odd = _e2m1_raw(c, 4) * 1.329227995784916e36
+    return even, odd
+
+
+@triton.jit
+def _e2m1_values(codes):
+    """NVFP4 code bytes (uint8, any shape) -> ``(even, odd)``: the E2M1 values of the low and the high nibbles,
+    fp32, exactly (:func:`_e2m1_pairs_scaled` times 2**6)."""
+    even, odd = _e2m1_pairs_scaled(codes)
+    return even * 64.0, odd * 64.0
+
+
 @triton.jit
 def nvfp4_raw(codes):
     """NVFP4 element codes ``uint8 [R, C//2]`` (element 2i in the low nibble) -> fp32 ``[R, C]``: each
-    E2M1 value times 2**-126, exactly (:func:`_e2m1_raw`; no multiply). The block scales are left to the
+    E2M1 value times 2**-6, exactly (:func:`_e2m1_pairs_scaled`). The block scales are left to the
     caller (:func:`nvfp4_block_scale`)."""
     R: tl.constexpr = codes.shape[0]
     C2: tl.constexpr = codes.shape[1]
-    c = codes.to(tl.int32)
-    return tl.reshape(tl.join(_e2m1_raw(c, 0), _e2m1_raw(c, 4)), (R, 2 * C2))
+    even, odd = _e2m1_pairs_scaled(codes)
+    return tl.reshape(tl.join(even, odd), (R, 2 * C2))
 
 
 @triton.jit
@@ -449,9 +508,9 @@ def nvfp4_decode_pairs(codes, scale_bits, s_enc):
     """Inverse of :func:`nvfp4_encode_pairs`: ``codes uint8 [NB, 8]``, ``scale_bits uint8 [NB]``,
     ``s_enc`` scalar or ``[NB, 1]`` -> ``(even, odd)`` fp32 ``[NB, 8]``; value = fp32(q * fp32(s_b / s_enc)),
     NaN stored as 0x7FC00000."""
-    c = codes.to(tl.int32)
+    even, odd = _e2m1_values(codes)
     d = nvfp4_block_factor(scale_bits[:, None], s_enc)
-    return _canonical_nan(_e2m1_value(c) * d), _canonical_nan(_e2m1_value(c, 4) * d)
+    return _canonical_nan(even * d), _canonical_nan(odd * d)
 
 
 @triton.jit
@@ -500,9 +559,9 @@ def nvfp4_decode(codes, scale_bits, s_enc, NAN_BITS: tl.constexpr = True):
     NBR: tl.constexpr = C2 // 8
     d = nvfp4_block_factor(scale_bits, s_enc)                                     # [R, C//16]
     d2 = tl.reshape(tl.broadcast_to(d[:, :, None], (R, NBR, 8)), (R, C2))          # per code byte
-    c = codes.to(tl.int32)
-    lo = _e2m1_value(c) * d2
-    hi = _e2m1_value(c, 4) * d2
+    even, odd = _e2m1_values(codes)
+    lo = even * d2
+    hi = odd * d2
     if NAN_BITS:
         lo = _canonical_nan(lo)
         hi = _canonical_nan(hi)

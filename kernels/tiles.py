@@ -66,7 +66,7 @@ def _load_nvfp4_parts(p0, p1, sh, offs_v, mv, K, V, BK: tl.constexpr, K0=0):
 @triton.jit
 def _load_read(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, BK: tl.constexpr, K0=0):
     """A non-flush step's read-copy tile ``[BV, BK]`` (key columns ``offs_k = K0 + arange(0, BK)``) as
-    :func:`.ring._read_rowdot` takes it: ``(S, SB)``. nvfp4: ``S`` the E2M1 values times 2**-126
+    :func:`.ring._read_rowdot` takes it: ``(S, SB)``. nvfp4: ``S`` the E2M1 values times 2**-6
     (:func:`.rounding.nvfp4_raw`), ``SB`` the block scales s_b fp32 ``[BV, BK // 16]``; other formats: the
     decoded values (:func:`_load_tile`, ``VALUES``) and ``SB = S`` (unused)."""
     if FMT == fcode.NVFP4:
@@ -150,13 +150,13 @@ def _vec4(offs):
 @triton.jit
 def _read_scale(x, gmax):
     """Power-of-two scaling 2**s of an nvfp4 non-flush reduction's input ``x = gamma * v`` fp32 ``[BK]`` (v = q or
-    k, the whole key row; ``gmax`` = max gamma): int32 scalar ``s = min(252 - e, 253 - e_gamma, 127)``, ``e`` the
-    biased exponent of max |x|. The scaled input ``x' = (gamma 2**s) v`` then has max |.| < 2**126 and
-    ``gamma 2**s`` < 2**127 (no overflow), and for |x| >= 2**-2 its products with the E2M1 values times 2**-126 are
-    of order 1 (no subnormals; smaller x are not scaled up further). A NaN or inf gives s = -3 (it propagates)."""
+    k, the whole key row; ``gmax`` = max gamma): int32 scalar ``s = min(132 - e, 133 - e_gamma, 7)``, ``e`` the
+    biased exponent of max |x|. The scaled input ``x' = (gamma 2**s) v`` then has max |.| < 2**6 and
+    ``gamma 2**s`` < 2**7 (no overflow), and its products with the read copy's E2M1 values times 2**-6
+    (:func:`.rounding.nvfp4_raw`) are below 2**3. A NaN or inf gives s = -123 (it propagates)."""
     e = (tl.max(tl.abs(x), 0).to(tl.int32, bitcast=True) >> 23) & 0xFF
     eg = (gmax.to(tl.int32, bitcast=True) >> 23) & 0xFF
-    return tl.minimum(tl.minimum(252 - e, 253 - eg), 127)
+    return tl.minimum(tl.minimum(132 - e, 133 - eg), 7)
 
 
 @triton.jit
@@ -173,9 +173,9 @@ def _nvfp4_chunk_sums(raw, SB, xs, NKC: tl.constexpr):
 
 @triton.jit
 def _nvfp4_unscale(acc, inv, s):
-    """The chunk sums' total ``acc`` back to the read copy's values: the products carried 2**-126 (the raw
-    E2M1 values) and 2**s (the scaled input), so ``((acc / s_enc) 2**c) 2**d`` with c + d = 126 - s
-    (``inv = 1 / s_enc``; two power-of-two steps in [-1, 65], each a normal fp32)."""
-    t = 126 - s
+    """The chunk sums' total ``acc`` back to the read copy's values: the products carried 2**-6 (the E2M1
+    values of :func:`.rounding.nvfp4_raw`) and 2**s (the scaled input), so ``((acc / s_enc) 2**c) 2**d`` with
+    c + d = 6 - s (``inv = 1 / s_enc``; two power-of-two steps in [-1, 65], each a normal fp32)."""
+    t = 6 - s
     c = t >> 1
     return ((acc * inv) * pow2_f32(c)) * pow2_f32(t - c)

@@ -73,7 +73,7 @@ def _read_format_kernel(p0, p1, p2, x_ptr, out_ptr, K: tl.constexpr, V: tl.const
     """out[n, v] = sum_k S[n, v, k] x[k] for a state stored in format FMT (``p0, p1, p2`` = ``StoredState``'s
     ``kernel_tensors()``), each key chunk of KC decoded by ``tiles._load_read`` as the non-flush read decodes it
     (nvfp4: E2M1 raw values times x summed per 16-element block, times the block scales, then ``/ s_enc`` and the
-    raw values' 2**126; other formats: the decoded values)."""
+    raw values' 2**6; other formats: the decoded values)."""
     pv = tl.program_id(0)
     n = tl.program_id(1).to(tl.int64)
     offs_v = pv * BVA + tl.arange(0, BVA)
@@ -90,7 +90,7 @@ def _read_format_kernel(p0, p1, p2, x_ptr, out_ptr, K: tl.constexpr, V: tl.const
         else:
             acc += tl.sum(S * xc[None, :], 1)
     if FMT == fcode.NVFP4:
-        acc = acc / tl.load(p2 + n) * 8.507059173023462e37
+        acc = acc / tl.load(p2 + n) * 64.0   # the raw values carry 2**-6 (rounding.nvfp4_raw)
     tl.store(out_ptr + n * V + offs_v, acc)
 
 
