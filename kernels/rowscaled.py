@@ -88,14 +88,23 @@ def row_encode(x, FMT: tl.constexpr, SR: tl.constexpr, rbits):
 
 
 @triton.jit
+def _int8_values(codes):
+    """int8 codes (int8, or int32 holding them) -> fp32 values, the NaN code -128 as 0x7FC00000, without an
+    int -> float conversion (a slow instruction on the GPU): with ``u`` the code's byte, ``(u ^ 0x80) | 0x4B000000``
+    is the fp32 pattern of 2**23 + 128 + c (one unit in the last place at 2**23), minus the float 2**23 + 128."""
+    u = codes.to(tl.int32) & 0xFF
+    v = ((u ^ 0x80) | 0x4B000000).to(tl.float32, bitcast=True) - 8388736.0
+    return tl.where(u == 0x80, 0x7FC00000, v.to(tl.int32, bitcast=True)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def row_decode(codes, d, FMT: tl.constexpr, NAN_BITS: tl.constexpr = True):
     """codes (uint8 E4M3 bits for fp8, int8 for int8, or int32 holding them) ``[R, C]`` and decode scales
     ``d`` ``[R]`` -> fp32 ``[R, C]`` = fp32(q * d), NaN as 0x7FC00000 unless ``NAN_BITS=False``."""
     if FMT == fcode.FP8:
         q = decode_bits(codes.to(tl.int32) & 0xFF, fcode.E4M3, NAN_BITS)
     else:
-        c = codes.to(tl.int32)
-        q = tl.where(c == -128, 0x7FC00000, c.to(tl.float32).to(tl.int32, bitcast=True)).to(tl.float32, bitcast=True)
+        q = _int8_values(codes)
     v = q * d[:, None]
     if NAN_BITS:
         v = _canonical_nan(v)
