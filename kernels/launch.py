@@ -368,6 +368,26 @@ def plan_step(cache, batch: int) -> StepPlan:
     return dataclasses.replace(plan, nonflush=plan_nonflush(cache, batch), flush=plan_flush(cache, batch, plan))
 
 
+#: Formats whose GPU code converts E4M3 with instructions of compute capability 8.9 and later: fp8 / e4m3 through
+#: Triton's float8e4nv casts, nvfp4 decodes through the e4m3x2 -> f16x2 cvt (:mod:`.rounding`, ``HW_CASTS``).
+FP8_CONVERSION_FORMATS = ("fp8", "e4m3", "nvfp4")
+
+
+def check_device_formats(device, formats, what: str) -> None:
+    """Raise ValueError if ``device`` is a CUDA GPU of compute capability below 8.9 (before Ada / Hopper) and the
+    kernels of any of ``formats`` (format names) would need its E4M3 conversions; the message says which formats
+    and what runs instead. CPU devices (the interpreter) take every format."""
+    device = torch.device(device)
+    need = [f for f in dict.fromkeys(formats) if f in FP8_CONVERSION_FORMATS]
+    if device.type != "cuda" or not need:
+        return
+    cc = tuple(torch.cuda.get_device_capability(device))
+    if cc < (8, 9):
+        raise ValueError(f"{what}: the Triton kernels of {', '.join(need)} need E4M3 conversion instructions of "
+                         f"compute capability 8.9 or later (Ada, Hopper, Blackwell); {device} is sm_{cc[0]}{cc[1]}. "
+                         "Use backend='torch' (the same bits), or formats fp32, bf16, fp16, int8 or e5m2.")
+
+
 def launch_options(device, num_warps: int, maxnreg: int | None = None, stages: int | None = None) -> dict:
     """The launch keywords of a kernel: ``num_warps``, a register cap (CUDA only: the interpreter takes no
     ``maxnreg``) and the software-pipeline stages of its loops (None: Triton's default)."""

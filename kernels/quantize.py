@@ -27,6 +27,7 @@ import triton.language as tl
 from replayssm_quant.quant import format_codes as fcode
 
 from . import rounding as rd
+from .launch import check_device_formats
 
 #: storage dtype of the element formats
 STORAGE_DTYPE = {"fp32": torch.float32, "bf16": torch.int16, "fp16": torch.int16,
@@ -168,12 +169,30 @@ def _check_out(out, shape, dtype, device, what):
     return out
 
 
+def e4m3_formats(fmt: str, sr: bool = False, decode: bool = False) -> tuple[str, ...]:
+    """``(fmt,)`` if the kernel that encodes (``decode`` false; SR when ``sr``) or decodes ``fmt`` uses the E4M3
+    conversions of :func:`.launch.check_device_formats` (RNE encodes into fp8 / e4m3, decodes of fp8 / e4m3 /
+    nvfp4), else ``()`` (integer arithmetic only)."""
+    return (fmt,) if decode or not (sr or fmt == "nvfp4") else ()
+
+
+def runs_on(device, fmt: str, sr: bool = False, decode: bool = False) -> bool:
+    """Whether this backend's kernel for ``fmt`` runs on ``device`` (``replayssm_quant.quant``'s ``"auto"`` backend
+    takes the torch reference where it does not)."""
+    try:
+        check_device_formats(device, e4m3_formats(fmt, sr, decode), "")
+    except ValueError:
+        return False
+    return True
+
+
 def quantize_elem(x: torch.Tensor, fmt: str, sr: bool = False, seed: int = 0, out=None) -> torch.Tensor:
     """Element formats: float32 ``x`` (any shape) -> storage tensor of the same shape
     (float32 / int16 / uint8, see :data:`STORAGE_DTYPE`), written into ``out`` if given."""
     if fmt not in STORAGE_DTYPE:
         raise ValueError(f"quantize_elem: format must be one of {', '.join(STORAGE_DTYPE)}, got {fmt!r}")
     x = _check_input(x)
+    check_device_formats(x.device, e4m3_formats(fmt, sr), "quantize_elem")
     out = _check_out(out, x.shape, STORAGE_DTYPE[fmt], x.device, "quantize_elem")
     n = x.numel()
     if n:
@@ -189,6 +208,7 @@ def dequantize_elem(bits: torch.Tensor, fmt: str, out=None) -> torch.Tensor:
     if bits.dtype != STORAGE_DTYPE[fmt]:
         raise ValueError(f"{fmt} storage must be {STORAGE_DTYPE[fmt]}, got {bits.dtype}")
     bits = bits.contiguous()
+    check_device_formats(bits.device, e4m3_formats(fmt, decode=True), "dequantize_elem")
     out = _check_out(out, bits.shape, torch.float32, bits.device, "dequantize_elem")
     n = bits.numel()
     if n:
@@ -239,6 +259,7 @@ def nvfp4_dequantize(codes: torch.Tensor, scale_bits: torch.Tensor, s_enc: torch
     L = 1
     for d in lead_shape:
         L *= d
+    check_device_formats(codes.device, e4m3_formats("nvfp4", decode=True), "nvfp4_dequantize")
     out = _check_out(out, (*lead_shape, R, C), torch.float32, codes.device, "nvfp4_dequantize")
     if L and R and C:
         nblocks = L * R * C // 16

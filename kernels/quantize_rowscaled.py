@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from . import rounding as rd
+from .launch import check_device_formats
 from replayssm_quant.quant.format_codes import FORMAT_CODE
 
 from .rowscaled import row_amax, row_decode, row_encode_scaled, row_scales
@@ -99,10 +100,11 @@ def _check_fmt(fmt: str, what: str) -> str:
 def rowscaled_quantize(x: torch.Tensor, fmt: str, sr: bool = False, seed: int = 0, out=None):
     """float32 ``x [..., C]`` (at least one dim) -> (codes ``[..., C]`` uint8 (fp8) / int8 (int8), d float32
     ``[...]``); ``out`` = optional tuple of the two."""
-    from .quantize import _check_input, _check_out   # (quantize imports this module: no import cycle at load)
+    from .quantize import _check_input, _check_out, e4m3_formats   # (quantize imports this module: no cycle at load)
 
     _check_fmt(fmt, "rowscaled_quantize")
     x = _check_input(x)
+    check_device_formats(x.device, e4m3_formats(fmt, sr), "rowscaled_quantize")
     if x.dim() < 1:
         raise ValueError(f"{fmt} is row-scaled: x needs at least one dim (a row = the last dim), got a scalar")
     o = out if out is not None else (None, None)
@@ -121,7 +123,7 @@ def rowscaled_quantize(x: torch.Tensor, fmt: str, sr: bool = False, seed: int = 
 
 def rowscaled_dequantize(codes: torch.Tensor, d: torch.Tensor, fmt: str, out=None) -> torch.Tensor:
     """Inverse of :func:`rowscaled_quantize` -> float32 ``[..., C]`` (into ``out`` if given)."""
-    from .quantize import _check_out
+    from .quantize import _check_out, e4m3_formats
 
     _check_fmt(fmt, "rowscaled_dequantize")
     if not isinstance(codes, torch.Tensor) or codes.dtype != CODE_DTYPE[fmt]:
@@ -129,6 +131,7 @@ def rowscaled_dequantize(codes: torch.Tensor, d: torch.Tensor, fmt: str, out=Non
     if not isinstance(d, torch.Tensor) or d.dtype != torch.float32 or tuple(d.shape) != tuple(codes.shape[:-1]):
         raise ValueError(f"{fmt} scales must be float32 of shape {tuple(codes.shape[:-1])} (one per row)")
     codes, d = codes.contiguous(), d.contiguous()
+    check_device_formats(codes.device, e4m3_formats(fmt, decode=True), "rowscaled_dequantize")
     out = _check_out(out, codes.shape, torch.float32, codes.device, "rowscaled_dequantize")
     C = codes.shape[-1]
     n_rows = codes.numel() // C if C else 0

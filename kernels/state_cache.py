@@ -42,7 +42,7 @@ from replayssm_quant.quant import parse_state_spec, StateSpec
 from replayssm_quant.quant.philox import check_seed
 from replayssm_quant.quant.spec import check_mode
 
-from .launch import LaunchKnobs
+from .launch import LaunchKnobs, check_device_formats
 from .naive import DELTA_RULE, PER_KEY_DECAY, check_family
 from .reference import cached_corrections, replay_ring, torch_step
 from .storage import BACKENDS, StoredState, TAG_CONVENTIONAL, TAG_FLUSH, sr_rbits
@@ -115,6 +115,9 @@ class SSMStateCache:
             if os.environ.get("TRITON_INTERPRET") != "1":
                 raise ValueError("backend='triton' on a CPU device needs TRITON_INTERPRET=1 set before triton "
                                  "is imported (or use backend='torch')")
+        if backend == "triton":
+            check_device_formats(self.device, (self.spec.recur.name, self.spec.read.name),
+                                 f"SSMStateCache(spec={self.spec.text!r})")
         self.num_slots, self.num_heads, self.head_k, self.head_v = num_slots, num_heads, head_k, head_v
         self.window = 1 if mode == "conventional" else window
         self.tag = TAG_CONVENTIONAL if mode == "conventional" else TAG_FLUSH

@@ -48,7 +48,8 @@ def register_backend(name: str, impl) -> None:
     ``replayssm_quant.kernels`` is imported): an object, or the name of a module imported on first use, with
     ``quantize_elem(x, fmt, sr, seed)``, ``nvfp4_quantize(x, sr, seed)``, ``rowscaled_quantize(x, fmt, sr, seed)``,
     ``dequantize_elem(bits, fmt)``, ``nvfp4_dequantize(codes, scales, s_enc)`` and ``rowscaled_dequantize(codes,
-    scales, fmt)`` returning the storage of :class:`QuantizedTensor`."""
+    scales, fmt)`` returning the storage of :class:`QuantizedTensor`, and ``runs_on(device, fmt, sr, decode)``:
+    whether that kernel runs on the device (``"auto"`` takes the torch reference where it does not)."""
     if name not in BACKENDS or name in ("auto", "torch"):
         raise ValueError(f"register_backend: {name!r} is not an accelerated backend name")
     _ACCELERATED[name] = impl
@@ -89,9 +90,10 @@ class QuantizedTensor:
         return dequantize(self, backend)
 
 
-def _triton(backend: str, device: torch.device):
+def _triton(backend: str, device: torch.device, fmt: str, sr: bool = False, decode: bool = False):
     """The registered Triton implementation when ``backend`` asks for it, else None (the torch reference).
-    ``"auto"``: Triton on CUDA tensors once ``replayssm_quant.kernels`` is imported (the same bits either way)."""
+    ``"auto"``: Triton on CUDA tensors once ``replayssm_quant.kernels`` is imported, where its kernel for ``fmt``
+    (encode with ``sr``, or ``decode``) runs on the device (the same bits either way)."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
     if backend == "torch" or (backend == "auto" and device.type != "cuda"):
@@ -102,6 +104,8 @@ def _triton(backend: str, device: torch.device):
     impl = _ACCELERATED.get("triton")
     if isinstance(impl, str):
         impl = _ACCELERATED["triton"] = importlib.import_module(impl)
+    if impl is not None and backend == "auto" and not impl.runs_on(device, fmt, sr, decode):
+        return None
     return impl
 
 
@@ -126,8 +130,8 @@ def quantize(x: torch.Tensor, fmt, rounding: str = "rne", seed: int = 0, backend
         rounding: ``"rne"`` (nearest even) or ``"sr"`` (stochastic; not for fp32,
             which has nothing to round).
         seed: SR seed, int in [0, 2**63).
-        backend: ``"auto"`` (Triton on CUDA tensors once ``replayssm_quant.kernels`` is imported, torch reference
-            otherwise),
+        backend: ``"auto"`` (Triton on CUDA tensors once ``replayssm_quant.kernels`` is imported and where the GPU
+            runs its kernel for ``fmt``, torch reference otherwise),
             ``"torch"`` or ``"triton"`` (CPU tensors need TRITON_INTERPRET=1).
 
     Returns:
@@ -141,7 +145,7 @@ def quantize(x: torch.Tensor, fmt, rounding: str = "rne", seed: int = 0, backend
                          f"({', '.join(n for n in FORMATS if n != 'fp32')})")
     x = _as_float32(x)
     sr = rounding == "sr"
-    kq = _triton(backend, x.device)
+    kq = _triton(backend, x.device, f, sr)
     if kq is not None:
         if f == "nvfp4":
             codes, sb, s_enc = kq.nvfp4_quantize(x, sr, seed)
@@ -169,7 +173,7 @@ def dequantize(q: QuantizedTensor, backend: str = "auto") -> torch.Tensor:
     if not isinstance(q, QuantizedTensor):
         raise ValueError(f"dequantize takes a QuantizedTensor, got {type(q).__name__}")
     f = get_format(q.fmt).name
-    kq = _triton(backend, q.device)
+    kq = _triton(backend, q.device, f, decode=True)
     if kq is not None:
         if f == "nvfp4":
             return kq.nvfp4_dequantize(q.data, q.scales, q.s_enc)

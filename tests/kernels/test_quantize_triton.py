@@ -15,7 +15,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from replayssm_quant.kernels import quantize as kq  # noqa: E402
-from replayssm_quant.quant import dequantize, quantize  # noqa: E402
+from replayssm_quant.quant import api, dequantize, quantize  # noqa: E402
 from replayssm_quant.quant import reference as ref  # noqa: E402
 from replayssm_quant.quant.formats import FORMATS  # noqa: E402
 from replayssm_quant.quant.philox import flat_rbits  # noqa: E402
@@ -221,3 +221,24 @@ def test_kernels_compile_for_sm90_with_ieee_division():
     divs, n_div, n_v4, n_st, n_nan, n_fma, n_ftz = rows["_nvfp4_dequantize_kernel"]
     assert divs == "div.rn.f32" and n_div == "1", rows
     assert int(n_v4) >= 4 and n_st == "0" and int(n_nan) >= 16, rows
+
+
+def test_auto_backend_takes_torch_where_the_gpu_lacks_e4m3_conversions(monkeypatch):
+    """Below compute capability 8.9 (faked here) the ``"auto"`` backend takes the torch reference for the kernels
+    that need E4M3 conversions (RNE encodes into fp8 / e4m3, decodes of fp8 / e4m3 / nvfp4) and Triton for the
+    others; an explicit ``"triton"`` backend keeps Triton, whose launchers then refuse with the message."""
+    cuda = torch.device("cuda")
+    for cc, ok in (((8, 0), False), ((9, 0), True)):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, cc=cc: cc)
+        for fmt, sr, decode, needs in (("nvfp4", False, False, False), ("nvfp4", True, False, False),
+                                       ("nvfp4", False, True, True), ("fp8", False, False, True),
+                                       ("fp8", True, False, False), ("fp8", False, True, True),
+                                       ("e4m3", False, False, True), ("e4m3", True, False, False),
+                                       ("e5m2", False, True, False), ("int8", False, True, False),
+                                       ("fp16", False, False, False)):
+            runs = ok or not needs
+            assert kq.runs_on(cuda, fmt, sr, decode) is runs, (cc, fmt, sr, decode)
+            assert (api._triton("auto", cuda, fmt, sr, decode) is kq) is runs, (cc, fmt, sr, decode)
+            assert api._triton("triton", cuda, fmt, sr, decode) is kq
+    x = torch.zeros(2, 16, device="cpu")
+    assert kq.runs_on(x.device, "nvfp4", decode=True)     # CPU tensors: the interpreter takes every format

@@ -4,6 +4,8 @@ import pytest
 import torch
 
 from replayssm_quant.kernels import SSMStateCache
+from replayssm_quant.kernels.launch import check_device_formats
+from replayssm_quant.quant.spec import parse_state_spec
 
 
 def _c(**kw):
@@ -96,3 +98,24 @@ def test_device_mismatch_cpu_cache_meta_input():
     q, k, v, g, beta = _x()
     with pytest.raises(ValueError, match="is on meta"):
         c.step(torch.tensor([0, 1]), q.to("meta"), k, v, g, beta)
+
+
+@pytest.mark.parametrize("cc,spec,bad", [((8, 0), "nvfp4/fp16", "nvfp4"), ((8, 6), "fp8+sr", "fp8"),
+                                         ((8, 0), "e4m3/fp32", "e4m3"), ((8, 0), "fp16", None),
+                                         ((8, 0), "int8+sr", None), ((8, 9), "nvfp4/fp8+sr", None),
+                                         ((9, 0), "fp8", None)])
+def test_gpu_older_than_sm89_refuses_the_e4m3_formats(monkeypatch, cc, spec, bad):
+    """On a CUDA GPU below compute capability 8.9 a Triton cache of fp8 / e4m3 / nvfp4 is refused with a message
+    naming the formats, the GPU and the way out, before anything is allocated; other formats and newer GPUs pass
+    the check (the capability is faked: the check runs on a CPU machine too)."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: cc)
+    sp = parse_state_spec(spec)
+    if bad is None:
+        check_device_formats(torch.device("cuda"), (sp.recur.name, sp.read.name), "test")
+        return
+    msg = rf"{bad}.* compute capability 8.9 or later .* sm_{cc[0]}{cc[1]}\. Use backend='torch'"
+    with pytest.raises(ValueError, match=msg):
+        check_device_formats(torch.device("cuda"), (sp.recur.name, sp.read.name), "test")
+    with pytest.raises(ValueError, match=r"SSMStateCache\(spec=.*" + msg):
+        _c(spec=spec, backend="triton", device="cuda")
+    check_device_formats(torch.device("cpu"), (bad,), "test")   # the interpreter takes every format
