@@ -302,25 +302,31 @@ def flush_report(a) -> list[dict]:
     return rows
 
 
-def nvfp4_part_launch_kwargs(family: str, spec: str) -> dict:
+def nvfp4_part_launch_kwargs(family: str, spec: str, knobs: dict | None = None) -> dict:
     """The keyword arguments of ``_nvfp4_part_kernel`` in the split step of the bench shape at B = 64 as planned on an
-    H200 (:func:`split_launch_kwargs`): sub-block items, 16-row sub-blocks, 3xTF32 dots, 4 warps."""
-    return split_launch_kwargs(family, spec, 64, "part")
+    H200 with ``knobs`` (:func:`split_launch_kwargs`; by default sub-block items, 16-row sub-blocks, 3xTF32 dots, 4
+    warps)."""
+    return split_launch_kwargs(family, spec, 64, "part", knobs)
 
 
 def nvfp4_items_report(a) -> list[dict]:
+    """``--nvfp4-items``: ``_nvfp4_part_kernel`` per family, spec, ``--knobs`` set and ``--item-blocks`` value:
+    registers, spills and its innermost SASS loops (instructions per warp)."""
     import replayssm_quant.kernels.nvfp4_items as items
+    from replayssm_quant.kernels.bench import parse_knobs
 
     rows = []
-    for fam in a.families.split(","):
-        for spec in a.specs.split(","):
-            kw = nvfp4_part_launch_kwargs(fam, spec)
-            opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
-            for nvg in map(int, a.item_blocks.split(",")):
-                info = ptxas_info(items._nvfp4_part_kernel, dict(kw, NVG=nvg), opts["num_warps"],
-                                  opts.get("num_stages", 3), maxnreg=opts.get("maxnreg"))
-                rows.append(dict(family=fam, spec=spec, item_blocks=nvg, warps=opts["num_warps"], **info))
-                print(rows[-1], flush=True)
+    for fam, spec, variant in itertools.product(a.families.split(","), a.specs.split(","), a.knobs.split(";")):
+        kw = nvfp4_part_launch_kwargs(fam, spec, parse_knobs(variant))
+        opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
+        for nvg in map(int, a.item_blocks.split(",")):
+            info = ptxas_info(items._nvfp4_part_kernel, dict(kw, NVG=nvg), opts["num_warps"],
+                              opts.get("num_stages", 3), maxnreg=opts.get("maxnreg"), sass=True)
+            loops = sass_loops(info.pop("sass"))
+            rows.append(dict(family=fam, spec=spec, knobs=variant.strip() or "default", dot=kw["DOTP"],
+                             item_blocks=nvg, warps=opts["num_warps"], **info,
+                             inner_loops=";".join(str(len(x)) for x in loops)))
+            print(rows[-1], flush=True)
     return rows
 
 
@@ -336,8 +342,8 @@ def main(argv=None):
     p.add_argument("--nvfp4-items", action="store_true", help="pass 1 of the nvfp4 flush items instead")
     p.add_argument("--flush", action="store_true", help="the split step's flush launch instead, with its SASS loops")
     p.add_argument("--nonflush", action="store_true", help="the split step's non-flush launch instead, per --knobs")
-    p.add_argument("--knobs", default="default", help="';'-separated launcher knob sets (--flush, --nonflush; "
-                   "name=value,...)")
+    p.add_argument("--knobs", default="default", help="';'-separated launcher knob sets (--flush, --nonflush, "
+                   "--nvfp4-items; name=value,...)")
     p.add_argument("--batch", type=int, default=256, help="rows of the planned step (--flush, --nonflush)")
     p.add_argument("--tree", default=None, help="compile this checkout's kernels (read before the imports)")
     p.add_argument("--item-blocks", default="0,1,2,4", help="flush_nvfp4_item_blocks values (--nvfp4-items)")
