@@ -27,7 +27,7 @@ import triton.language as tl
 from replayssm_quant.quant import format_codes as fcode
 
 from . import rounding as rd
-from .launch import check_device_formats
+from .launch import FP8_CONVERSION_FORMATS, check_device_formats
 
 #: storage dtype of the element formats
 STORAGE_DTYPE = {"fp32": torch.float32, "bf16": torch.int16, "fp16": torch.int16,
@@ -173,7 +173,8 @@ def e4m3_formats(fmt: str, sr: bool = False, decode: bool = False) -> tuple[str,
     """``(fmt,)`` if the kernel that encodes (``decode`` false; SR when ``sr``) or decodes ``fmt`` uses the E4M3
     conversions of :func:`.launch.check_device_formats` (RNE encodes into fp8 / e4m3, decodes of fp8 / e4m3 /
     nvfp4), else ``()`` (integer arithmetic only)."""
-    return (fmt,) if decode or not (sr or fmt == "nvfp4") else ()
+    uses = fmt in FP8_CONVERSION_FORMATS and (decode or not (sr or fmt == "nvfp4"))
+    return (fmt,) if uses else ()
 
 
 def runs_on(device, fmt: str, sr: bool = False, decode: bool = False) -> bool:
