@@ -238,7 +238,8 @@ def test_auto_backend_takes_torch_where_the_gpu_lacks_e4m3_conversions(monkeypat
                                        ("fp16", False, False, False)):
             runs = ok or not needs
             assert kq.runs_on(cuda, fmt, sr, decode) is runs, (cc, fmt, sr, decode)
-            assert (api._triton("auto", cuda, fmt, sr, decode) is kq) is runs, (cc, fmt, sr, decode)
-            assert api._triton("triton", cuda, fmt, sr, decode) is kq
+            # (None: the torch reference; the registered module may be imported under a second name, so no `is kq`)
+            assert (api._triton("auto", cuda, fmt, sr, decode) is not None) is runs, (cc, fmt, sr, decode)
+            assert api._triton("triton", cuda, fmt, sr, decode) is not None
     x = torch.zeros(2, 16, device="cpu")
     assert kq.runs_on(x.device, "nvfp4", decode=True)     # CPU tensors: the interpreter takes every format
