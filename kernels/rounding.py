@@ -551,7 +551,8 @@ def nvfp4_decode(codes, scale_bits, s_enc, NAN_BITS: tl.constexpr = True):
     ``s_enc`` -> fp32 ``[R, C]``; value = fp32(q * fp32(s_b / s_enc)), NaN stored as 0x7FC00000
     (``NAN_BITS=False``, for kernels that only compute with the values: some NaN).
 
-    One division per 16-element block; per element a nibble-to-fp32 bit formula and one multiply.
+    One division per 16-element block; per element the E2M1 value (:func:`_e2m1_values`: the scaled decode of
+    :func:`_e2m1_pairs_scaled` times 2**6) and one multiply by the block factor.
     The nibbles are interleaved with ``join`` + ``reshape`` (in registers when a thread holds whole
     code bytes), the factors broadcast over the 16 elements of their block."""
     R: tl.constexpr = codes.shape[0]
