@@ -24,6 +24,7 @@ from .naive import DELTA_RULE, PER_KEY_DECAY
 from .reference import block_k, nonflush_kc, replay_flush_rows
 
 FLUSH_PROGRAMS_PER_SM = 4          # persistent flush launch: 4 programs of 4 warps x 128 registers fill an SM
+FLUSH_WARPS = 4                    # warps of a flush program (16-row sub-blocks of 128 keys: 16 elements per thread)
 REPLAY_MAXNREG = 128               # register cap of a large replay launch (4 programs of 4 warps per SM)
 CONVENTIONAL_SR8_MAXNREG = 80      # conventional 8-warp launch rounding stochastically into 8 bits: 3 per SM
 CONVENTIONAL_NVFP4_MAXNREG = 128   # conventional nvfp4 head programs on large grids: 2 of 8 warps per SM
@@ -65,6 +66,11 @@ class LaunchKnobs:
         nonflush_stages: software-pipeline stages of the non-flush key-chunk loop (0: unrolled, up to 8).
         nonflush_xscratch: park the key row's ``gamma q``, ``gamma k`` in a scratch row for the chunks.
         flush_stages: ``num_stages`` of the flush sub-block loops (1: no pipeline, up to 8).
+        flush_warps: warps of a flush program (a power of two from 1 to 32; None: :data:`FLUSH_WARPS`, more for
+            sub-blocks of more than 4096 elements). Fewer warps per program split a sub-block's 16-row dots without
+            duplicating them across warps (docs/TUNING.md, "Flush launch").
+        flush_programs_per_sm: programs per SM of the persistent flush grid (1..32; None: :data:`FLUSH_PROGRAMS_PER_SM`,
+            times ``4 // flush_warps`` below 4 warps: the same warps per SM).
         flush_dot: input precision of the flush's fp32 dots, ``"ieee"`` or ``"tf32x3"``.
         flush_stream: a split step's flush launches on a side stream (1, the default) or the caller's (0).
         flush_nvfp4_items: few flush rows of an nvfp4 checkpoint flushed in sub-block items (True / False).
@@ -89,6 +95,8 @@ class LaunchKnobs:
     nonflush_stages: int | None = None
     nonflush_xscratch: bool | None = None
     flush_stages: int | None = None
+    flush_warps: int | None = None
+    flush_programs_per_sm: int | None = None
     flush_dot: str | None = None
     flush_stream: int = 1
     flush_nvfp4_items: bool | None = None
@@ -102,7 +110,7 @@ class LaunchKnobs:
         for name in ("block_v", "flush_block_v", "verify_split", "flush_nvfp4_item_blocks"):
             if getattr(self, name) is not None:
                 _check(name, getattr(self, name), pow2, "a power of two")
-        for name in ("num_warps", "nonflush_warps", "verify_warps"):
+        for name in ("num_warps", "nonflush_warps", "verify_warps", "flush_warps"):
             if getattr(self, name) is not None:
                 _check(name, getattr(self, name), lambda x: x in _WARPS, "a power of two from 1 to 32")
         if self.maxnreg is not None:
@@ -114,6 +122,9 @@ class LaunchKnobs:
         if self.nonflush_stages is not None:
             _check("nonflush_stages", self.nonflush_stages, lambda x: 0 <= x <= 8,
                    "pipeline stages of the key-chunk loop, 0 (none) to 8")
+        if self.flush_programs_per_sm is not None:
+            _check("flush_programs_per_sm", self.flush_programs_per_sm, lambda x: 1 <= x <= 32,
+                   "programs per SM of the persistent flush grid, 1 to 32")
         if self.flush_stages is not None:
             _check("flush_stages", self.flush_stages, lambda x: 1 <= x <= 8,
                    "pipeline stages of the flush sub-block loops, 1 (none) to 8")
@@ -332,8 +343,10 @@ def plan_flush(cache, batch: int, step: StepPlan | None = None) -> FlushPlan:
     items = knobs.flush_nvfp4_items
     if items is None:
         items = batch * cache.num_heads <= NVFP4_ITEMS_MAX_PAIRS_PER_SM * _num_sms(cache.device)
-    return FlushPlan(item_rows=BVI, sub_block_rows=BVF, num_warps=max(4, min(16, BVF * block_k(cache.head_k) // 1024)),
-                     maxnreg=step.maxnreg, scratch=scratch, programs_per_sm=FLUSH_PROGRAMS_PER_SM, stages=stages, dot=dot,
+    warps = knobs.flush_warps or max(FLUSH_WARPS, min(16, BVF * block_k(cache.head_k) // 1024))
+    programs = knobs.flush_programs_per_sm or FLUSH_PROGRAMS_PER_SM * max(1, FLUSH_WARPS // warps)
+    return FlushPlan(item_rows=BVI, sub_block_rows=BVF, num_warps=warps,
+                     maxnreg=step.maxnreg, scratch=scratch, programs_per_sm=programs, stages=stages, dot=dot,
                      nvfp4_items=bool(items) and scratch, nvfp4_item_blocks=knobs.flush_nvfp4_item_blocks or 0,
                      side_stream=bool(knobs.flush_stream) and _on_gpu(cache))
 

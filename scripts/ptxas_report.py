@@ -87,10 +87,11 @@ class _Recorder:
 
     def __init__(self):
         self.kwargs = None
+        self.grid = None
 
     def __getitem__(self, grid):
         def launch(**kw):
-            self.kwargs = kw
+            self.kwargs, self.grid = kw, grid
         return launch
 
 
@@ -159,6 +160,14 @@ def ptxas_info(fn, kwargs: dict, num_warps: int, num_stages: int = 3, maxnreg: i
     info = dict(regs=regs, spill_store_B=st, spill_load_B=ld, smem_B=k.metadata.shared,
                 programs_per_sm_by_regs=65536 // (32 * num_warps * max(regs, 1)))
     return dict(info, sass=text) if sass else info
+
+
+def resident_programs(info: dict, num_warps: int) -> int:
+    """Programs of ``num_warps`` warps one H200 SM holds at once: the least of the register limit
+    (``programs_per_sm_by_regs``), the shared-memory limit (228 KB per SM, 227 KB per block usable, 1 KB reserved
+    per block) and 64 warps / 32 blocks per SM."""
+    by_smem = (228 * 1024) // (info["smem_B"] + 1024)
+    return min(info["programs_per_sm_by_regs"], by_smem, 64 // num_warps, 32)
 
 
 def _sass_listing(sass: str) -> tuple[list[tuple[int, str, str]], dict[str, int]]:
@@ -240,7 +249,7 @@ def split_launch_kwargs(family: str, spec: str, batch: int, kernel: str = "flush
             items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel, flush._flush_rows_kernel = saved
     if rec.kwargs is None:
         raise SystemExit(f"ptxas_report: the step of {family} {spec} at batch {batch} launches no {kernel} kernel")
-    return dict(rec.kwargs, maxnreg=(plan.nonflush if kernel == "nonflush" else plan.flush).maxnreg)
+    return dict(rec.kwargs, maxnreg=(plan.nonflush if kernel == "nonflush" else plan.flush).maxnreg, _grid=rec.grid)
 
 
 def _mix(ops) -> dict:
@@ -297,7 +306,10 @@ def flush_report(a) -> list[dict]:
         rows.append(dict(family=fam, spec=spec, dot=kw["DOTP"], knobs=variant.strip() or "default", BVF=kw["BVF"],
                          warps=opts["num_warps"], maxnreg=opts.get("maxnreg"), **info, loop_instr=len(sub),
                          instr_per_elem=round(len(sub) / per_thread, 1),
-                         inner_loops=";".join(str(len(x)) for x in loops), **_mix(sub)))
+                         inner_loops=";".join(str(len(x)) for x in loops),
+                         program_loop_instr=opts["num_warps"] * sum(len(x) for x in loops if len(x) > 1),
+                         grid_programs_per_sm=kw["_grid"][0] // H200_SMS,
+                         resident_programs_per_sm=resident_programs(info, opts["num_warps"]), **_mix(sub)))
         print(rows[-1], flush=True)
     return rows
 

@@ -472,6 +472,16 @@ def test_split_nvfp4_items_any_sub_blocks_per_item_bit_exact(family, spec, block
                                                             flush_nvfp4_item_blocks=blocks), V=V)
 
 
+@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("kda", "fp8+sr")])
+def test_split_flush_other_grid_bit_exact(family, spec):
+    """The persistent flush grid at another size and warps per program (knobs ``flush_programs_per_sm=3``,
+    ``flush_warps=2``): 1 or 2 flush rows x 2 heads are 2-4 work items for 3 programs, so a program may take a
+    second item (the whole-head two-pass nvfp4 item, its scratch reused; or the small fp8 items), bit for bit the
+    torch reference. (The interpreter runs any warp count alike; the GPU compiles 2-warp programs.)"""
+    _staggered_split_flush_bit_exact(family, spec, 32, dict(block_v=16, flush_block_v=16, flush_nvfp4_items=False,
+                                                            flush_warps=2, flush_programs_per_sm=3))
+
+
 def _staggered_split_flush_bit_exact(family, spec, K, knobs, V=40):
     """Split steps over staggered ring positions, so most steps flush one row and (after a reload puts two slots in
     phase) some flush two; every stored tensor bit for bit the torch reference, outputs within 1e-5."""

@@ -149,6 +149,20 @@ def test_flush_plan(monkeypatch):
     assert cfg("nvfp4/fp16").stages is None
     assert cfg("nvfp4+sr", flush_dot="tf32x3").stages == 1 and cfg("nvfp4/fp32").stages is None
     assert cfg("fp32", flush_stages=3).stages == 3
+    # warps per flush program: fewer warps keep the warps per SM (more programs) unless the grid is set too; 64-row
+    # sub-blocks (8192 elements) take 8 warps at the same 4 programs per SM
+    assert pick(cfg("nvfp4/fp16", flush_warps=2), "num_warps", "programs_per_sm") == (2, 8)
+    assert pick(cfg("nvfp4/fp16", flush_warps=1), "num_warps", "programs_per_sm") == (1, 16)
+    assert pick(cfg("nvfp4/fp16", flush_warps=2, flush_programs_per_sm=5), "num_warps", "programs_per_sm") == (2, 5)
+    assert pick(cfg("fp32", flush_programs_per_sm=3), "num_warps", "programs_per_sm") == (4, 3)
+    assert pick(cfg("fp32", flush_block_v=64), "num_warps", "programs_per_sm") == (8, 4)
+    for bad in (3, 0, 64, True):
+        with pytest.raises(ValueError, match=f"flush_warps={bad!r}: a power of two from 1 to 32"):
+            cfg("fp32", flush_warps=bad)
+    for bad in (0, 33, False, 2.0):
+        with pytest.raises(ValueError, match=f"flush_programs_per_sm={bad!r}: programs per SM of the persistent "
+                                             "flush grid, 1 to 32"):
+            cfg("fp32", flush_programs_per_sm=bad)
     for bad in (0, 9, True, 1.0):
         with pytest.raises(ValueError, match="flush_stages=.*: pipeline stages of the flush sub-block loops, 1 .none. to 8"):
             cfg("fp32", flush_stages=bad)

@@ -122,7 +122,8 @@ def test_tree_compare_hashes_only(tmp_path):
 def test_ptxas_report_flush_launch_is_the_h200_plan():
     """scripts/ptxas_report.py --flush records _flush_kernel's keywords from the launcher's own step with the H200
     plan (132 SMs) on a CPU cache: at B = 256 whole-head items of 16-row sub-blocks, 4 warps, the 128-register cap,
-    IEEE dots for a single 8-bit spec and 3xTF32 for a dual nvfp4 one; the planner is restored afterwards.
+    IEEE dots for a single 8-bit spec and 3xTF32 for a dual nvfp4 one, a grid of 4 programs per SM (the warps and grid
+    knobs change them); the planner is restored afterwards.
     --nonflush: _nonflush_kernel's, with knobs applied. And sass_loops finds the innermost loops of an nvdisasm
     listing."""
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
@@ -139,6 +140,15 @@ def test_ptxas_report_flush_launch_is_the_h200_plan():
         (16, 128, 1, 4, 128, "ieee", True)
     assert ptxas_report.split_launch_kwargs("gdn", "nvfp4/fp16", 256)["DOTP"] == "tf32x3"
     assert ptxas_report.split_launch_kwargs("gdn", "fp8+sr", 256, "flush", {"flush_dot": "tf32x3"})["DOTP"] == "tf32x3"
+    # the persistent grid as launched (4 programs per SM), and as the flush_warps / flush_programs_per_sm knobs set it
+    assert kw["_grid"] == (4 * 132,)
+    kw2 = ptxas_report.split_launch_kwargs("gdn", "nvfp4/fp16", 256, "flush", {"flush_warps": 2, "maxnreg": 255})
+    assert (kw2["num_warps"], kw2["maxnreg"], kw2["_grid"]) == (2, 255, (8 * 132,))
+    assert ptxas_report.split_launch_kwargs("gdn", "fp32", 256, "flush", {"flush_programs_per_sm": 5})["_grid"] == (660,)
+    # programs one SM holds: registers, shared memory (228 KB, 1 KB reserved per block), 64 warps
+    assert ptxas_report.resident_programs(dict(programs_per_sm_by_regs=4, smem_B=43008), 2) == 4
+    assert ptxas_report.resident_programs(dict(programs_per_sm_by_regs=8, smem_B=40960), 1) == 5
+    assert ptxas_report.resident_programs(dict(programs_per_sm_by_regs=32, smem_B=0), 4) == 16
     nf = ptxas_report.split_launch_kwargs("gdn", "fp8+sr", 256, "nonflush")   # 2 warps, capped, unrolled + prefetch
     assert (nf["num_warps"], nf["maxnreg"], nf["STAGES"], nf["PREFETCH"], nf["BVA"]) == (2, 128, 0, True, 128)
     assert ptxas_report.split_launch_kwargs("gdn", "fp8+sr", 256, "nonflush", {"nonflush_stages": 3})["STAGES"] == 3
