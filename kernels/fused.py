@@ -162,7 +162,7 @@ def _step_program(
                 Gt, Gts = _current_log_decay(Gr, offs_j, h, gt, gts, GK, BK)
                 cq, ck = _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK)
                 o, u = _nonflush_rows(S_nf, SB_nf, inv_nf, Ur, cq, ck, tl.exp(Gt), q, kt, vt, beta, DELTA,
-                                      FMT_LP == fcode.NVFP4)
+                                      FMT_LP == fcode.NVFP4, FMT_LP == fcode.FP8 or FMT_LP == fcode.INT8)
                 tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
                 eh = ring0 + h
                 _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)

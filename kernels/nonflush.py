@@ -15,7 +15,7 @@ from replayssm_quant.quant import format_codes as fcode
 
 from .ring import _append_keys, _append_rows, _current_log_decay, _load_ring_keys, _ring_coeffs
 from .rounding import pow2_f32
-from .tiles import _load_read, _load_step_inputs, _nvfp4_chunk_sums, _nvfp4_unscale, _read_scale, _vec4
+from .tiles import _load_read, _load_step_inputs, _nvfp4_chunk_sums, _read_scale, _read_unscale, _vec4
 
 
 @triton.jit
@@ -33,12 +33,13 @@ def _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v, mv, V: tl.constex
 
 @triton.jit
 def _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, pk, K: tl.constexpr, GK: tl.constexpr,
-                   DELTA: tl.constexpr, NV4R: tl.constexpr):
+                   DELTA: tl.constexpr, XSC: tl.constexpr):
     """K chunk ``kc`` of gamma_{1:t} * q_t and (delta rule) gamma_{1:t} * k_t, fp32 ``[KC]``, from (cache-hit)
     reloads of the inputs in the chunk's layout. GK = 1: ``gam`` is the scalar decay; per-key decays (GK = K):
     the chunk of gamma_{1:t} = exp(G_{h-1} + g_t), G_{h-1} from the ring row at ``gp_ptr`` (0 unless
-    ``has_prev``): the fused kernel's whole-row arithmetic, element by element. ``NV4R``: the scaled inputs of
-    :func:`.ring._read_rowdot`, ``(gamma pq) q`` and ``(gamma pk) k`` (``pq = 2**s_q``, ``pk = 2**s_k``)."""
+    ``has_prev``): the fused kernel's whole-row arithmetic, element by element. ``XSC`` (a scaled read: nvfp4 or
+    row-scaled): the scaled inputs of :func:`.ring._read_rowdot`, ``(gamma pq) q`` and ``(gamma pk) k``
+    (``pq = 2**s_q``, ``pk = 2**s_k``)."""
     q = tl.load(q_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
     k = tl.load(k_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
     if GK == 1:
@@ -46,15 +47,15 @@ def _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, 
     else:
         Gp = tl.load(gp_ptr + kc, mask=mkc & has_prev, other=0.0)
         gamc = tl.exp(Gp + tl.load(g_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32))
-    return _product_inputs(gamc, q, k, pq, pk, DELTA, NV4R)
+    return _product_inputs(gamc, q, k, pq, pk, DELTA, XSC)
 
 
 @triton.jit
-def _product_inputs(gam, q, k, pq, pk, DELTA: tl.constexpr, NV4R: tl.constexpr):
+def _product_inputs(gam, q, k, pq, pk, DELTA: tl.constexpr, XSC: tl.constexpr):
     """The inputs of the read-copy products from gamma (a scalar or like ``q``), q and k: ``gamma q`` and (delta
-    rule) ``gamma k``; ``NV4R``: scaled as :func:`.ring._read_rowdot` does, ``(gamma pq) q`` and ``(gamma pk) k``.
-    Returns ``(xq, xk)`` (``xk = xq`` without the delta rule)."""
-    if NV4R:
+    rule) ``gamma k``; ``XSC`` (a scaled read): scaled as :func:`.ring._read_rowdot` does, ``(gamma pq) q`` and
+    ``(gamma pk) k``. Returns ``(xq, xk)`` (``xk = xq`` without the delta rule)."""
+    if XSC:
         xq = (gam * pq) * q
         xk = (gam * pk) * k if DELTA else xq
     else:
@@ -66,11 +67,12 @@ def _product_inputs(gam, q, k, pq, pk, DELTA: tl.constexpr, NV4R: tl.constexpr):
 @triton.jit
 def _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, pk, xs_ptr,
                        K: tl.constexpr, BK: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
-                       NV4R: tl.constexpr, XSCR: tl.constexpr):
+                       NV4R: tl.constexpr, XSC: tl.constexpr, XSCR: tl.constexpr):
     """Add key chunk ``kc`` of the read copy, ``S``, ``SB`` ``[BVA, KC]`` (:func:`.tiles._load_read`), to the row sums:
     ``acc_q += S_c (gamma q)_c`` and (delta rule) ``acc_k += S_c (gamma k)_c`` (``[BVA]`` each; gamma chunks:
-    :func:`_chunk_factors`). ``NV4R`` (nvfp4 read copy): the chunk's block sums of :func:`.ring._read_rowdot` with the
-    whole key row's scalings ``pq = 2**s_q``, ``pk = 2**s_k`` (the caller unscales the totals). ``XSCR``: the
+    :func:`_chunk_factors`). ``XSC`` (a scaled read, :func:`.ring._read_rowdot`): the inputs carry the whole key row's
+    scalings ``pq = 2**s_q``, ``pk = 2**s_k`` and ``S`` the stored values before their scales (the caller unscales
+    the totals); ``NV4R`` (nvfp4 read copy): the chunk's block sums with the block scales ``SB``. ``XSCR``: the
     chunk's inputs are loaded from the program's scratch row ``xs_ptr`` (``[2, BK]``: the q and k inputs of the
     whole row, the same values :func:`_chunk_factors` computes). Returns ``(acc_q, acc_k)``."""
     if XSCR:   # the row's inputs were computed once and parked in the program's scratch row (see the kernel)
@@ -81,7 +83,7 @@ def _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, has_pre
             xk = xq
     else:
         xq, xk = _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, pk, K, GK, DELTA,
-                                NV4R)
+                                XSC)
     if NV4R:
         R: tl.constexpr = S.shape[0]
         acc_q += tl.reshape(_nvfp4_chunk_sums(S, SB, xq, 1), (R,))
@@ -116,7 +118,7 @@ def _nonflush_kernel(
     Per-key decays (kda): each chunk computes its own slice of gamma_{1:t} from the ring's last cumulative log
     decay (:func:`_chunk_factors`).
     ``xs_ptr`` (:class:`.launch.NonflushPlan` ``input_scratch``; else None): the inputs of the chunks' products, ``gamma q`` and ``gamma k``
-    (nvfp4: scaled, :func:`.ring._read_rowdot`), are computed once for the whole key row and stored in the program's
+    (nvfp4 and row-scaled: scaled, :func:`.ring._read_rowdot`), are computed once for the whole key row and stored in the program's
     scratch row ``xs_ptr + (b * HV + head) * 2 * BK`` (fp32 ``[2, BK]``); after a barrier each chunk loads its
     slice. Otherwise every thread recomputes the chunk's inputs for the columns it holds, in every chunk.
     Flush rows (``h + 1 >= L``) are left to the flush launches."""
@@ -135,6 +137,8 @@ def _nonflush_kernel(
     ring0 = sh * L1
     h = tl.load(cnt_ptr + tl.maximum(slot, 0))
     NV4R: tl.constexpr = FMT_LP == fcode.NVFP4
+    RSR: tl.constexpr = FMT_LP == fcode.FP8 or FMT_LP == fcode.INT8
+    XSC: tl.constexpr = NV4R or RSR   # a scaled read (ring._read_rowdot)
     if STAGES == 0:   # the first chunk before h is known
         S_next, SB_next = _load_read(lp0, lp1, lp2, sh, offs_v, offs_c, mv, offs_c < K, K, V, FMT_LP, KC, 0)
     q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
@@ -164,7 +168,7 @@ def _nonflush_kernel(
             gam_row = gam
         else:
             gam_row = tl.exp(Gt)
-        if NV4R:   # the power-of-two scalings of _read_rowdot, from the whole key row of gamma q and gamma k
+        if XSC:   # the power-of-two scalings of _read_rowdot, from the whole key row of gamma q and gamma k
             if GK == 1:
                 gmax = gam
             else:
@@ -173,13 +177,16 @@ def _nonflush_kernel(
             sk = _read_scale(gam_row * kt, gmax)
             pq = pow2_f32(sq)
             pk = pow2_f32(sk)
-            inv = tl.math.div_rn(1.0, tl.load(lp2 + sh))
+            if NV4R:
+                f = tl.math.div_rn(1.0, tl.load(lp2 + sh))
+            else:   # the rows' decode scales
+                f = tl.load(lp1 + sh * V + offs_v, mask=mv, other=1.0)
         else:
             pq = 1.0
             pk = 1.0
         if XSCR:   # the chunks' inputs, computed once for the whole key row
             xs = xs_ptr + bh * (2 * BK)
-            xq_row, xk_row = _product_inputs(gam_row, q, kt, pq, pk, DELTA, NV4R)
+            xq_row, xk_row = _product_inputs(gam_row, q, kt, pq, pk, DELTA, XSC)
             tl.store(xs + offs_k, xq_row)
             if DELTA:
                 tl.store(xs + BK + offs_k, xk_row)
@@ -195,7 +202,7 @@ def _nonflush_kernel(
                 mkc = kc < K
                 S, SB = _load_read(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, c * KC)
                 acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam,
-                                                  kc, mkc, pq, pk, xs, K, BK, GK, DELTA, NV4R, XSCR)
+                                                  kc, mkc, pq, pk, xs, K, BK, GK, DELTA, NV4R, XSC, XSCR)
         else:
             for c in tl.static_range(NKC):
                 kc = c * KC + offs_c
@@ -209,11 +216,11 @@ def _nonflush_kernel(
                     S_next, SB_next = _load_read(lp0, lp1, lp2, sh, offs_v, kc + KC, mv, kc + KC < K, K, V, FMT_LP,
                                                  KC, (c + 1) * KC)
                 acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam,
-                                                  kc, mkc, pq, pk, xs, K, BK, GK, DELTA, NV4R, XSCR)
-        if NV4R:
-            acc_q = _nvfp4_unscale(acc_q, inv, sq)
+                                                  kc, mkc, pq, pk, xs, K, BK, GK, DELTA, NV4R, XSC, XSCR)
+        if XSC:
+            acc_q = _read_unscale(acc_q, f, sq, 6 if NV4R else 0)
             if DELTA:
-                acc_k = _nvfp4_unscale(acc_k, inv, sk)
+                acc_k = _read_unscale(acc_k, f, sk, 6 if NV4R else 0)
         if DELTA:
             acc_q = ring_q + acc_q
             acc_k = ring_k + acc_k

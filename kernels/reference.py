@@ -42,6 +42,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from replayssm_quant.quant.reference import rowscaled_values
+
 from .storage import nvfp4_parts, sr_rbits
 
 
@@ -355,8 +357,20 @@ def _read_dot(cache, slots, BK: int):
     read copies as ``ring._read_rowdot``: with ``x' = (gam 2**s) v``, per chunk ``sum_b s_b sum_{k in b}
     (q_k 2**-6) x'_k``, the chunk sums added in order, then ``((acc / s_enc) 2**c) 2**d`` with c + d = 6 - s
     (``1 / s_enc`` rounded once): the exact values ``q s_b / s_enc`` enter the products, not their fp32
-    roundings."""
+    roundings. Row-scaled (fp8, int8) read copies likewise: per chunk ``sum_k q_k x'_k`` (q the codes' values
+    before the row scale d), the chunk sums added in order, then ``((acc d) 2**c) 2**e`` with c + e = -s."""
     lp = cache.lp
+    if lp.fmt.row_scaled:
+        q = _np(rowscaled_values(lp.data[slots], lp.fmt.name), BK)              # [n, HV, V, BK] exact
+        d = lp.scales[slots].cpu().numpy()                                      # [n, HV, V]
+
+        def dot_rows(gam, v):
+            s = _read_scale(gam * v, np.max(gam, axis=-1))
+            acc = _chunked_npsum(q * ((gam * _pow2(s)[..., None]) * v)[:, :, None, :])
+            t = -s
+            c = t >> 1
+            return ((acc * d) * _pow2(c)[..., None]) * _pow2(t - c)[..., None]
+        return dot_rows
     if lp.fmt.name != "nvfp4":
         S = _np(lp.decode(slots), BK)                                           # [n, HV, V, BK]
         return lambda gam, v: _chunked_npsum(S * (gam * v)[:, :, None, :])

@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from .rounding import pow2_f32
-from .tiles import _nvfp4_chunk_sums, _nvfp4_unscale, _read_scale, _vec4
+from .tiles import _nvfp4_chunk_sums, _read_scale, _read_unscale, _vec4
 
 @triton.jit
 def _load_ring_keys(rk_ptr, rg_ptr, ej, mrow, offs_k, mk, K: tl.constexpr, GK: tl.constexpr):
@@ -89,36 +89,44 @@ def _chunks_in_order(p):
 
 
 @triton.jit
-def _read_rowdot(S, SB, inv, gam, v, NV4R: tl.constexpr):
+def _read_rowdot(S, SB, inv, gam, v, NV4R: tl.constexpr, RSR: tl.constexpr):
     """``sum_k S[r, k] gam[k] v[k]`` of a read-copy tile ``[R, BK]`` (:func:`.tiles._load_read`; ``gam``, ``v`` ``[BK]``) in
     the non-flush order: the sums of the ``BK // KC`` (<= 4) K chunks of ``KC = max(16, BK // 4)``
-    (:func:`.reference.nonflush_kc`), added in chunk order (:func:`_chunks_in_order`). ``NV4R`` (an nvfp4 read
-    copy): ``S`` holds the E2M1 values times 2**-6 and ``SB`` the block scales; each chunk sums its blocks'
-    ``s_b sum raw x'`` with the input scaled by a power of two, ``x' = (gam 2**s) v`` (:func:`.tiles._read_scale`), and the
-    total is divided by ``s_enc`` (``inv = 1 / s_enc``) and unscaled (:func:`_nvfp4_unscale`): two multiplies per
-    element fewer than decoding the values first, and the exact values q s_b / s_enc enter the products."""
+    (:func:`.reference.nonflush_kc`), added in chunk order (:func:`_chunks_in_order`). A scaled read sums the
+    products of the stored values before their scales, with the input scaled by a power of two,
+    ``x' = (gam 2**s) v`` (:func:`.tiles._read_scale`), and unscales the total (:func:`.tiles._read_unscale`):
+    ``NV4R`` (an nvfp4 read copy): ``S`` holds the E2M1 values times 2**-6 and ``SB`` the block scales; each chunk
+    sums its blocks' ``s_b sum raw x'``, and the total is divided by ``s_enc`` (``inv = 1 / s_enc``): two
+    multiplies per element fewer than decoding the values first, and the exact values q s_b / s_enc enter the
+    products. ``RSR`` (a row-scaled fp8 / int8 read copy): ``S`` holds the codes' values q and ``SB`` the rows'
+    decode scales d (``[R]``); each chunk sums ``q x'``, and the total is multiplied by d: one multiply per element
+    fewer, and the exact values q d enter the products."""
     R: tl.constexpr = S.shape[0]
     BK: tl.constexpr = S.shape[1]
     KC: tl.constexpr = BK // 4 if BK >= 64 else 16
     NKC: tl.constexpr = BK // KC
-    if NV4R:
+    if NV4R or RSR:
         s = _read_scale(gam * v, tl.max(gam, 0))
-        acc = _chunks_in_order(_nvfp4_chunk_sums(S, SB, (gam * pow2_f32(s)) * v, NKC))
-        return _nvfp4_unscale(acc, inv, s)
+        x = (gam * pow2_f32(s)) * v
+        if NV4R:
+            return _read_unscale(_chunks_in_order(_nvfp4_chunk_sums(S, SB, x, NKC)), inv, s, 6)
+        else:
+            return _read_unscale(_chunks_in_order(tl.sum(tl.reshape(S * x[None, :], (R, NKC, KC)), 2)), SB, s, 0)
     else:
         return _chunks_in_order(tl.sum(tl.reshape(S * (gam * v)[None, :], (R, NKC, KC)), 2))
 
 
 @triton.jit
-def _nonflush_rows(S, SB, inv, Ur, cq, ck, gam, q, kt, vt, beta, DELTA: tl.constexpr, NV4R: tl.constexpr):
+def _nonflush_rows(S, SB, inv, Ur, cq, ck, gam, q, kt, vt, beta, DELTA: tl.constexpr, NV4R: tl.constexpr,
+                   RSR: tl.constexpr):
     """Output rows of a non-flush step from the read-copy tile ``S``, ``SB`` [BV, BK] (:func:`.tiles._load_read`;
-    ``inv = 1 / s_enc`` for an nvfp4 one, ``NV4R``) and the ring's corrections
+    ``inv = 1 / s_enc`` for an nvfp4 one, ``NV4R``; ``RSR`` a row-scaled one) and the ring's corrections
     (mamba2: raw inputs) ``Ur`` [L1P, BV] (zero at j >= h): o = S (gam q) + sum_j u_j cq_j + u_t (k_t . q_t)
     with u_t = beta (v_t - S (gam k_t) - sum_j u_j ck_j) (delta rule) or v_t. Returns (o, u_t), [BV] each."""
     acc_q = tl.sum(Ur * cq[:, None], 0)                                       # [BV]
-    acc_q = acc_q + _read_rowdot(S, SB, inv, gam, q, NV4R)
+    acc_q = acc_q + _read_rowdot(S, SB, inv, gam, q, NV4R, RSR)
     if DELTA:
-        acc_k = tl.sum(Ur * ck[:, None], 0) + _read_rowdot(S, SB, inv, gam, kt, NV4R)
+        acc_k = tl.sum(Ur * ck[:, None], 0) + _read_rowdot(S, SB, inv, gam, kt, NV4R, RSR)
         u = beta * (vt - acc_k)
     else:
         u = vt

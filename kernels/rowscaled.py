@@ -19,6 +19,9 @@ Public (all ``@triton.jit``; ``FMT`` the constexpr format code ``fcode.FP8`` or 
 * ``row_encode_scaled(x, d, r, FMT, SR, rbits)``: the same with the row's scales already computed.
 * ``row_decode(codes [R, C], d [R], FMT, NAN_BITS=True)`` -> fp32 ``[R, C]``, value = fp32(q * d);
   ``NAN_BITS=False`` (kernels that only compute with the values) skips the NaN canonicalisation.
+* ``row_values(codes, FMT, NAN_BITS=True)``: the codes' values q (exact, before the row scale), as the non-flush
+  read takes them (its products with the inputs are summed first and scaled by ``d`` per row).
+* ``load_row_codes``: a ``[BV, BK]`` tile's codes and its rows' scales, as stored.
 * ``load_row_tile`` / ``store_row_tile``: a decode kernel's ``[BV, BK]`` tile of a stored state (codes
   ``[.., V, K]``, scales ``[.., V]``): decode, or encode whole rows (amax over the K real columns).
 """
@@ -98,26 +101,43 @@ def _int8_values(codes):
 
 
 @triton.jit
-def row_decode(codes, d, FMT: tl.constexpr, NAN_BITS: tl.constexpr = True):
-    """codes (uint8 E4M3 bits for fp8, int8 for int8, or int32 holding them) ``[R, C]`` and decode scales
-    ``d`` ``[R]`` -> fp32 ``[R, C]`` = fp32(q * d), NaN as 0x7FC00000 unless ``NAN_BITS=False``."""
+def row_values(codes, FMT: tl.constexpr, NAN_BITS: tl.constexpr = True):
+    """The codes' values q before the row scale, fp32 exactly: codes (uint8 E4M3 bits for fp8, int8 for int8, or
+    int32 holding them), any shape. A NaN code gives a NaN (0x7FC00000 for int8, and for fp8 unless
+    ``NAN_BITS=False``)."""
     if FMT == fcode.FP8:
         q = decode_bits(codes.to(tl.int32) & 0xFF, fcode.E4M3, NAN_BITS)
     else:
         q = _int8_values(codes)
-    v = q * d[:, None]
+    return q
+
+
+@triton.jit
+def row_decode(codes, d, FMT: tl.constexpr, NAN_BITS: tl.constexpr = True):
+    """codes (uint8 E4M3 bits for fp8, int8 for int8, or int32 holding them) ``[R, C]`` and decode scales
+    ``d`` ``[R]`` -> fp32 ``[R, C]`` = fp32(q * d), NaN as 0x7FC00000 unless ``NAN_BITS=False``."""
+    v = row_values(codes, FMT, NAN_BITS) * d[:, None]
     if NAN_BITS:
         v = _canonical_nan(v)
     return v
 
 
 @triton.jit
-def load_row_tile(p0, p1, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, NAN_BITS: tl.constexpr = False):
-    """Decode rows ``offs_v``, key columns ``offs_k`` of the row-scaled state ``sh`` (slot * HV + head): codes
-    ``p0 [.., V, K]``, scales ``p1 [.., V]`` -> fp32 ``[BV, BK]``, 0 outside [V, K] (zero codes, scale 1)."""
+def load_row_codes(p0, p1, sh, offs_v, offs_k, mv, mk, K, V):
+    """The stored parts of rows ``offs_v``, key columns ``offs_k`` of the row-scaled state ``sh`` (slot * HV + head):
+    codes ``p0 [.., V, K]`` -> ``[BV, BK]`` in the storage dtype (0 outside [V, K]) and decode scales ``p1 [.., V]``
+    -> fp32 ``[BV]`` (1 outside V)."""
     m = mv[:, None] & mk[None, :]
     codes = tl.load(p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :], mask=m, other=0)
     d = tl.load(p1 + sh * V + offs_v, mask=mv, other=1.0)
+    return codes, d
+
+
+@triton.jit
+def load_row_tile(p0, p1, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, NAN_BITS: tl.constexpr = False):
+    """Decode rows ``offs_v``, key columns ``offs_k`` of the row-scaled state ``sh`` (:func:`load_row_codes`) ->
+    fp32 ``[BV, BK]``, 0 outside [V, K] (zero codes, scale 1)."""
+    codes, d = load_row_codes(p0, p1, sh, offs_v, offs_k, mv, mk, K, V)
     return row_decode(codes, d, FMT, NAN_BITS)
 
 

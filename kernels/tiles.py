@@ -2,7 +2,8 @@
 
 A tile is ``[rows, BK]`` of one (slot, head) state in its storage format (docs/CONTRACTS.md, storage table;
 format codes :mod:`replayssm_quant.quant.format_codes`), decoded to fp32 on load and rounded on store. The nvfp4
-helpers at the end serve the non-flush read, which sums products with the read copy without decoding each element.
+helpers at the end serve the non-flush read, which sums products with the nvfp4 or row-scaled read copy's values
+before its scales (:func:`.ring._read_rowdot`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from replayssm_quant.quant import format_codes as fcode
 
 from .rounding import (decode_bits, encode_bits, nvfp4_block_scale, nvfp4_decode, nvfp4_encode, nvfp4_raw,
                        pow2_f32, sr_bits8)
-from .rowscaled import load_row_tile, store_row_tile
+from .rowscaled import load_row_codes, load_row_tile, row_values, store_row_tile
 
 
 @triton.jit
@@ -67,11 +68,16 @@ def _load_nvfp4_parts(p0, p1, sh, offs_v, mv, K, V, BK: tl.constexpr, K0=0):
 def _load_read(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, BK: tl.constexpr, K0=0):
     """A non-flush step's read-copy tile ``[BV, BK]`` (key columns ``offs_k = K0 + arange(0, BK)``) as
     :func:`.ring._read_rowdot` takes it: ``(S, SB)``. nvfp4: ``S`` the E2M1 values times 2**-6
-    (:func:`.rounding.nvfp4_raw`), ``SB`` the block scales s_b fp32 ``[BV, BK // 16]``; other formats: the
-    decoded values (:func:`_load_tile`, ``VALUES``) and ``SB = S`` (unused)."""
+    (:func:`.rounding.nvfp4_raw`), ``SB`` the block scales s_b fp32 ``[BV, BK // 16]``; row-scaled fp8 / int8:
+    ``S`` the codes' values q (:func:`.rowscaled.row_values`; a NaN code gives some NaN), ``SB`` the rows' decode
+    scales d fp32 ``[BV]``; other formats: the decoded values (:func:`_load_tile`, ``VALUES``) and ``SB = S``
+    (unused)."""
     if FMT == fcode.NVFP4:
         codes, sb = _load_nvfp4_parts(p0, p1, sh, offs_v, mv, K, V, BK, K0)
         return nvfp4_raw(codes), nvfp4_block_scale(sb)
+    elif FMT == fcode.FP8 or FMT == fcode.INT8:
+        codes, d = load_row_codes(p0, p1, sh, offs_v, offs_k, mv, mk, K, V)
+        return row_values(codes, FMT, False), d
     else:
         S = _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT, BK, True, K0)
         return S, S
@@ -149,11 +155,12 @@ def _vec4(offs):
 
 @triton.jit
 def _read_scale(x, gmax):
-    """Power-of-two scaling 2**s of an nvfp4 non-flush reduction's input ``x = gamma * v`` fp32 ``[BK]`` (v = q or
+    """Power-of-two scaling 2**s of a scaled non-flush reduction's input ``x = gamma * v`` fp32 ``[BK]`` (v = q or
     k, the whole key row; ``gmax`` = max gamma): int32 scalar ``s = min(132 - e, 133 - e_gamma, 7)``, ``e`` the
     biased exponent of max |x|. The scaled input ``x' = (gamma 2**s) v`` then has max |.| < 2**6 and
-    ``gamma 2**s`` < 2**7 (no overflow), and its products with the read copy's E2M1 values times 2**-6
-    (:func:`.rounding.nvfp4_raw`) are below 2**3. A NaN or inf gives s = -123 (it propagates)."""
+    ``gamma 2**s`` < 2**7 (no overflow), and its products are below 2**3 with the nvfp4 read copy's E2M1 values
+    times 2**-6 (:func:`.rounding.nvfp4_raw`), below 2**15 with the row-scaled codes' values (|q| <= 448). A NaN or
+    inf gives s = -123 (it propagates)."""
     e = (tl.max(tl.abs(x), 0).to(tl.int32, bitcast=True) >> 23) & 0xFF
     eg = (gmax.to(tl.int32, bitcast=True) >> 23) & 0xFF
     return tl.minimum(tl.minimum(132 - e, 133 - eg), 7)
@@ -172,10 +179,12 @@ def _nvfp4_chunk_sums(raw, SB, xs, NKC: tl.constexpr):
 
 
 @triton.jit
-def _nvfp4_unscale(acc, inv, s):
-    """The chunk sums' total ``acc`` back to the read copy's values: the products carried 2**-6 (the E2M1
-    values of :func:`.rounding.nvfp4_raw`) and 2**s (the scaled input), so ``((acc / s_enc) 2**c) 2**d`` with
-    c + d = 6 - s (``inv = 1 / s_enc``; two power-of-two steps in [-1, 65], each a normal fp32)."""
-    t = 6 - s
+def _read_unscale(acc, f, s, SHIFT: tl.constexpr):
+    """The scaled read's row sums ``acc`` back to the read copy's values: the products carried 2**-SHIFT (nvfp4:
+    6, the E2M1 values of :func:`.rounding.nvfp4_raw`; row-scaled: 0) and 2**s (the scaled input,
+    :func:`_read_scale`), so ``((acc * f) 2**c) 2**d`` with c + d = SHIFT - s: ``f`` = ``1 / s_enc`` (nvfp4, a
+    scalar) or the rows' decode scales d (row-scaled, like ``acc``); two power-of-two steps in [-4, 65], each a
+    normal fp32."""
+    t = SHIFT - s
     c = t >> 1
-    return ((acc * inv) * pow2_f32(c)) * pow2_f32(t - c)
+    return ((acc * f) * pow2_f32(c)) * pow2_f32(t - c)

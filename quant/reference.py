@@ -412,12 +412,16 @@ def rowscaled_dequantize(codes: torch.Tensor, d: torch.Tensor, fmt) -> torch.Ten
     if not isinstance(d, torch.Tensor) or d.dtype != torch.float32 or tuple(d.shape) != tuple(codes.shape[:-1]):
         raise ValueError(f"{name} scales must be float32 of shape {tuple(codes.shape[:-1])} (one per row), got "
                          f"{getattr(d, 'dtype', None)} {tuple(getattr(d, 'shape', ()))}")
-    if name == "fp8":
-        q = decode_bits(codes, "e4m3")
-    else:
-        c = codes.to(torch.int32)
-        q = torch.where(c == INT8_NAN, float("nan"), c.to(torch.float32))
-    return canonical_nan(q * d[..., None])
+    return canonical_nan(rowscaled_values(codes, name) * d[..., None])
+
+
+def rowscaled_values(codes: torch.Tensor, fmt) -> torch.Tensor:
+    """The values q of row-scaled codes before their row's scale: uint8 E4M3 bits (``fp8``) or int8 (``int8``)
+    ``[..., C]`` -> float32 ``[..., C]`` exactly (the NaN codes: NaN)."""
+    if _rowscaled_name(fmt) == "fp8":
+        return decode_bits(codes, "e4m3")
+    c = codes.to(torch.int32)
+    return torch.where(c == INT8_NAN, float("nan"), c.to(torch.float32))
 
 
 def round_to_format(x: torch.Tensor, fmt, rounding: str = "rne", rbits: torch.Tensor | None = None) -> torch.Tensor:

@@ -6,9 +6,9 @@ per (V-block, head)) in four key chunks, as ``_nonflush_kernel`` does, and store
 with the slot index and ring count loaded first (the dependent loads a decode step starts with); and cuBLAS's
 matrix-vector product over the same bytes. ``--formats``: the same read of a state stored in a compressed read
 format, decoded as ``_nonflush_kernel`` decodes it (``kernels.tiles._load_read``: fp16 bits, row-scaled fp8 / int8
-codes and their row scales, nvfp4 codes, block scales and the E2M1 raw values summed per 16-element block), with
-the non-flush launch's tiles (all V rows, 32-key chunks, 2 warps, 3 stages) and a few others; the bytes are the
-stored format's (codes and scales). Prints GB/s and the fraction of the copy bandwidth measured in the same run
+codes' values summed per row then times the row's scale, nvfp4 codes, block scales and the E2M1 raw values summed
+per 16-element block), with the non-flush launch's tiles (all V rows, 32-key chunks, 2 warps, 3 stages) and a
+few others; the bytes are the stored format's (codes and scales). Prints GB/s and the fraction of the copy bandwidth measured in the same run
 (``kernels.bench.copy_bandwidth``) and writes ``OUT/read_ceiling.csv`` / ``.md``. Each format's state is at least
 4x the L2 (more heads than ``--heads`` where needed).
 
@@ -73,7 +73,8 @@ def _read_format_kernel(p0, p1, p2, x_ptr, out_ptr, K: tl.constexpr, V: tl.const
     """out[n, v] = sum_k S[n, v, k] x[k] for a state stored in format FMT (``p0, p1, p2`` = ``StoredState``'s
     ``kernel_tensors()``), each key chunk of KC decoded by ``tiles._load_read`` as the non-flush read decodes it
     (nvfp4: E2M1 raw values times x summed per 16-element block, times the block scales, then ``/ s_enc`` and the
-    raw values' 2**6; other formats: the decoded values)."""
+    raw values' 2**6; row-scaled fp8 / int8: the codes' values times x, each row's sum times its scale d; other
+    formats: the decoded values)."""
     pv = tl.program_id(0)
     n = tl.program_id(1).to(tl.int64)
     offs_v = pv * BVA + tl.arange(0, BVA)
@@ -91,6 +92,8 @@ def _read_format_kernel(p0, p1, p2, x_ptr, out_ptr, K: tl.constexpr, V: tl.const
             acc += tl.sum(S * xc[None, :], 1)
     if FMT == fcode.NVFP4:
         acc = acc / tl.load(p2 + n) * 64.0   # the raw values carry 2**-6 (rounding.nvfp4_raw)
+    elif FMT == fcode.FP8 or FMT == fcode.INT8:
+        acc = acc * SB                       # the rows' decode scales (the same for every chunk)
     tl.store(out_ptr + n * V + offs_v, acc)
 
 

@@ -862,8 +862,8 @@ def test_nonflush_read_reduction_bit_exact(family, spec, launch, scale):
     ``u = -beta S_lp (gamma k)`` lands in the ring. Both equal the torch reference bit for bit in the
     interpreter (a stored
     correction or an output that rounds one block sum in another order differs), and stay within 1e-6 of the
-    float64 sum over the decoded read copy, also for inputs scaled by 1e6 or 1e-12 (nvfp4: the power-of-two
-    scaling of the reduction, tiles._read_scale; K = 48: a padded key chunk). ``split-flipxs``: the chunks'
+    float64 sum over the decoded read copy, also for inputs scaled by 1e6 or 1e-12 (nvfp4 and row-scaled: the
+    power-of-two scaling of the reduction, tiles._read_scale; K = 48: a padded key chunk). ``split-flipxs``: the chunks'
     inputs from the scratch row (LaunchKnobs.nonflush_xscratch) where the default computes them per chunk and
     the other way round."""
     HV, K, V = 2, 48, 11
@@ -902,3 +902,14 @@ def test_nonflush_read_reduction_bit_exact(family, spec, launch, scale):
         o64 = r_q + u64 * (x["k"][0].double() * x["q"][0].double()).sum(-1, keepdim=True)
         assert _rel(u[1], u64) < 1e-6
     assert _rel(outs[1], o64) < 1e-6
+
+
+@pytest.mark.parametrize("family", ["gdn", "mamba2"])
+@pytest.mark.parametrize("spec", ["fp8+sr", "int8"])
+@pytest.mark.parametrize("launch", ["fused", "split-staged", "split-flipxs"])
+@pytest.mark.parametrize("scale", [1.0, 1e6, 1e-12])
+def test_nonflush_rowscaled_read_reduction_bit_exact(family, spec, launch, scale):
+    """The test above on row-scaled read copies, whose products take the codes' values before the row scale (the
+    scale multiplies each row's sum once, ring._read_rowdot): bit for bit the torch reference, within 1e-6 of the
+    float64 sum over the decoded copy."""
+    test_nonflush_read_reduction_bit_exact(family, spec, launch, scale)

@@ -8,7 +8,8 @@
 # (2) the bits of both trees' decode runs (tree_compare.py --no-bench; the products are those of the old scaling, so
 #     the hashes must be equal);
 # (3) the non-flush launch and the aligned step of nvfp4/fp16, nvfp4/fp8+sr and int8+sr at B = 256 (gdn, mamba2),
-#     old tree then new.
+#     old tree then new (run after 2026-12-05, int8+sr's new tree also has that session's row-scaled read:
+#     call_s12b.sh times that change alone).
 # Before the call, unpack the old tree beside this one and carry it:
 #   mkdir -p .gpu/dec_old && git archive 8665907 kernels quant replayssm_quant scripts pyproject.toml eval/__init__.py \
 #     | tar -x -C .gpu/dec_old
@@ -24,6 +25,8 @@ part gpu_tests 110 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_r
 SWEEP="--families gdn,mamba2 --specs nvfp4/fp16,nvfp4/fp8+sr,int8+sr --batch 256 --phases step,nonflush --rep-ms 10"
 part dec_old 150 bash -c "cd .gpu/dec_old && python3 scripts/gpu/launch_sweep.py --out '$R/dec_ab' $SWEEP --stem b256_old_8665907"
 part dec_new 150 python3 scripts/gpu/launch_sweep.py --out "$R/dec_ab" $SWEEP --stem b256_new
+# (int8's decode is checked in an int8 checkpoint's flush: the read of a row-scaled copy changed on 2026-12-05, bits
+# included, call_s12b.sh)
 part dec_bits 120 python3 scripts/gpu/tree_compare.py --old .gpu/dec_old --out "$R/dec_bits" --no-bench \
-  --families gdn,mamba2,kda --specs nvfp4/fp16,nvfp4+sr,int8+sr --batches 1,16,256
+  --families gdn,mamba2,kda --specs nvfp4/fp16,nvfp4+sr,nvfp4/int8+sr --batches 1,16,256
 echo "total wall $(( $(date +%s) - T0 ))s"; cat "$R/parts.tsv"; pack; ls -la "$OUT"
