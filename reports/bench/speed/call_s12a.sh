@@ -6,10 +6,13 @@
 # (sass/flush_warps.csv, sass/README.md): the dual nvfp4 flush loops of gdn / kda take 15-16% (nvfp4/fp16) and
 # 22-25% (nvfp4/fp8+sr) fewer instructions per program at 2 warps and 255 registers (4 programs, 8 warps per SM
 # instead of 16); 1 warp: 23-36% fewer at 5 warps per SM (shared memory: 40 KB a program); fp32 at 1 warp: 18%
-# fewer at 9 warps per SM. Whether the lost occupancy costs more is what this measures:
+# fewer at 9 warps per SM. The pass-1 items of few flush rows (B = 64 staggered, goal 1b's miss) lose 34-45% of
+# their loop and nearly all their spills at 2 warps. Whether the lost occupancy costs more is what this measures:
 # (1) the bits: knob_identity_check against the default (stored tensors should be identical; the flush outputs'
 #     row sums may differ in the last bits: their reduction order follows the layout);
-# (2) the flush and the aligned step at B = 256: gdn, kda x nvfp4/fp16, nvfp4/fp8+sr; gdn, mamba2 x fp32.
+# (2) the flush and the aligned step at B = 256: gdn, kda x nvfp4/fp16, nvfp4/fp8+sr;
+# (3) the staggered step at B = 64 (the pass-1 items launch takes the same warps): the same specs;
+# (4) gdn, mamba2 fp32 at B = 256 at 1 warp (9 programs per SM) and 2.
 # Run: run(command="BUDGET_S=560 bash reports/bench/speed/call_s12a.sh", carry=["TREE.txt", ".whl"]).
 set -u
 source scripts/gpu/setup.sh
@@ -19,10 +22,13 @@ W2="flush_warps=2,maxnreg=255,flush_programs_per_sm=4"
 W1="flush_warps=1,maxnreg=255,flush_programs_per_sm=5"
 part bits 90 python3 scripts/gpu/knob_identity_check.py --families gdn,mamba2 --specs nvfp4/fp16,fp32 --batch 256 \
   --steps 20 --variants "default;$W2;$W1"
-part dual_b256 300 python3 scripts/gpu/launch_sweep.py --out "$R/flush_warps" --families gdn,kda \
+part dual_b256 200 python3 scripts/gpu/launch_sweep.py --out "$R/flush_warps" --families gdn,kda \
   --specs nvfp4/fp16,nvfp4/fp8+sr --batch 256 --phases step,flush --rep-ms 10 --stem b256_dual_flush_warps \
-  --variants "default;$W2;$W1"
-part fp32_b256 120 python3 scripts/gpu/launch_sweep.py --out "$R/flush_warps" --families gdn,mamba2 --specs fp32 \
+  --variants "default;$W2"
+part dual_b64 160 python3 scripts/gpu/launch_sweep.py --out "$R/flush_warps" --families gdn,kda \
+  --specs nvfp4/fp16,nvfp4/fp8+sr --batch 64 --phases step,staggered --rep-ms 10 --stem b64_dual_flush_warps \
+  --variants "default;$W2"
+part fp32_b256 110 python3 scripts/gpu/launch_sweep.py --out "$R/flush_warps" --families gdn,mamba2 --specs fp32 \
   --batch 256 --phases step,flush --rep-ms 10 --stem b256_fp32_flush_warps \
   --variants "default;flush_warps=1,maxnreg=255,flush_programs_per_sm=9;$W2"
 echo "total wall $(( $(date +%s) - T0 ))s"; cat "$R/parts.tsv"; pack; ls -la "$OUT"
