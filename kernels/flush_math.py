@@ -201,28 +201,69 @@ def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, K
             tl.store(out_ptr + bh * V + offs_f, ul, mask=mf)
         U = tl.where(last, ul[:, None], U)
     else:
-        vf = tl.load(v_ptr + bh * V + offs_f, mask=mf, other=0.0).to(tl.float32)
-        Vr = tl.load(rv_ptr + (ring0 + offs_j)[None, :] * V + offs_f[:, None], mask=mf[:, None] & mring[None, :],
-                     other=0.0).to(tl.float32)
-        Vr = tl.where(last, vf[:, None], Vr)                                     # [BVF, LP]
-        S0 = _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
-        if DELTA:
-            if DOTP == "tf32x3":
-                # bf16, fp16, fp8, e5m2 (codes BF16..E5M2): the decoded tile holds TF32 values
-                P = _dot_tf32x3(S0, tl.trans(Kd), tl.trans(Kdl), FMT_HP >= fcode.BF16 and FMT_HP <= fcode.E5M2)   # [BVF, LP]
-            else:
-                P = tl.dot(S0, tl.trans(Kd), input_precision=DOTP)               # [BVF, LP]
-            U = tl.dot((Vr - P) * br[None, :], T, input_precision=DOTP)        # [BVF, LP]
-            if UMODE == 1:
-                tl.store(uptr, U, mask=mf[:, None] & mring[None, :])
-                tl.store(out_ptr + bh * V + offs_f[:, None] + offs_j[None, :] * 0, U, mask=mf[:, None] & last)
-        else:
-            U = Vr
+        S0, U = _uncached_corrections(hp0, hp1, hp2, v_ptr, rv_ptr, sh, bh, ring0, Kd, Kdl, T, br, offs_f, mf, offs_k,
+                                      mk, K, V, L, LP, DELTA, FMT_HP, BK, DOTP)
+        if UMODE == 1:
+            _save_corrections(U, ru_ptr, out_ptr, bh, ring0, offs_f, mf, V, L, LP)
     if DOTP == "tf32x3":
         S = S0 * dL[None, :] + _dot_tf32x3(U, Kd2, Kd2l, False)
     else:
         S = S0 * dL[None, :] + tl.dot(U, Kd2, input_precision=DOTP)
     return S
+
+
+@triton.jit
+def _uncached_corrections(hp0, hp1, hp2, v_ptr, rv_ptr, sh, bh, ring0, Kd, Kdl, T, br, offs_f, mf, offs_k, mk,
+                          K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, LP: tl.constexpr, DELTA: tl.constexpr,
+                          FMT_HP: tl.constexpr, BK: tl.constexpr, DOTP: tl.constexpr):
+    """The checkpoint rows ``offs_f`` (``S0`` fp32 ``[R, BK]``) and their corrections ``U`` ``[R, LP]`` where the
+    ring does not cache them: recomputed for a separate delta-rule spec (Algorithm 3), ``U = ((V - S0 Kd^T) * beta)
+    T``; mamba2: the raw inputs, ``U = V`` (entries 0..L-2 from the ring, L-1 the current v)."""
+    offs_j = tl.arange(0, LP)
+    mring = offs_j < L - 1
+    last = (offs_j == L - 1)[None, :]
+    vf = tl.load(v_ptr + bh * V + offs_f, mask=mf, other=0.0).to(tl.float32)
+    Vr = tl.load(rv_ptr + (ring0 + offs_j)[None, :] * V + offs_f[:, None], mask=mf[:, None] & mring[None, :],
+                 other=0.0).to(tl.float32)
+    Vr = tl.where(last, vf[:, None], Vr)                                         # [R, LP]
+    S0 = _load_tile(hp0, hp1, hp2, sh, offs_f, offs_k, mf, mk, K, V, FMT_HP, BK)
+    if DELTA:
+        if DOTP == "tf32x3":
+            # bf16, fp16, fp8, e5m2 (codes BF16..E5M2): the decoded tile holds TF32 values
+            P = _dot_tf32x3(S0, tl.trans(Kd), tl.trans(Kdl), FMT_HP >= fcode.BF16 and FMT_HP <= fcode.E5M2)   # [R, LP]
+        else:
+            P = tl.dot(S0, tl.trans(Kd), input_precision=DOTP)                   # [R, LP]
+        U = tl.dot((Vr - P) * br[None, :], T, input_precision=DOTP)            # [R, LP]
+    else:
+        U = Vr
+    return S0, U
+
+
+@triton.jit
+def _save_corrections(U, ru_ptr, out_ptr, bh, ring0, offs_f, mf, V: tl.constexpr, L: tl.constexpr,
+                      LP: tl.constexpr):
+    """Save the recomputed corrections ``U`` ``[R, LP]`` of rows ``offs_f`` for a later reload (``UMODE`` 2 of
+    :func:`_flush_chunk`): entries 0..L-2 into the ring's u slots (dead after a flush), entry L-1 into the output
+    row (overwritten later)."""
+    offs_j = tl.arange(0, LP)
+    tl.store(ru_ptr + (ring0 + offs_j)[None, :] * V + offs_f[:, None], U, mask=mf[:, None] & (offs_j < L - 1)[None, :])
+    tl.store(out_ptr + bh * V + offs_f[:, None] + offs_j[None, :] * 0, U, mask=mf[:, None] & (offs_j == L - 1)[None, :])
+
+
+@triton.jit
+def _head_corrections_first(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kdl, T, br, offs_k, mk,
+                            K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, LP: tl.constexpr,
+                            FMT_HP: tl.constexpr, BK: tl.constexpr, DOTP: tl.constexpr, UROWS: tl.constexpr):
+    """A separate delta-rule spec's recomputed corrections of the whole head, ``UROWS`` rows at a time (the rows past
+    V masked), saved for the sub-blocks to reload (:func:`_save_corrections`; the caller puts a barrier before the
+    reloads). A group of UROWS >= 64 rows makes the 16-column dots' M dimension a warpgroup's: the warps split the
+    rows, where a 16-row sub-block at 4 warps computes each 16 x 16 product twice (reports/bench/speed/sass/)."""
+    for r in tl.range(0, (V + UROWS - 1) // UROWS, loop_unroll_factor=1):
+        offs_u = r * UROWS + tl.arange(0, UROWS)
+        mu = offs_u < V
+        S0, U = _uncached_corrections(hp0, hp1, hp2, v_ptr, rv_ptr, sh, bh, ring0, Kd, Kdl, T, br, offs_u, mu, offs_k,
+                                      mk, K, V, L, LP, True, FMT_HP, BK, DOTP)
+        _save_corrections(U, ru_ptr, out_ptr, bh, ring0, offs_u, mu, V, L, LP)
 
 
 @triton.jit

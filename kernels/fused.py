@@ -13,7 +13,7 @@ import triton.language as tl
 
 from replayssm_quant.quant import format_codes as fcode
 
-from .flush_math import _commit_flush_rows, _flush_prep, _flush_S
+from .flush_math import _commit_flush_rows, _flush_prep, _flush_S, _head_corrections_first
 from .ring import (_append_keys, _append_rows, _current_log_decay, _load_ring_keys, _next_counts, _nonflush_rows,
                    _ring_coeffs)
 from .rounding import nvfp4_amax, nvfp4_encode_scale
@@ -30,7 +30,7 @@ def _step_program(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr, scr_ptr=None, DOTP: tl.constexpr = "ieee",
+    CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr, scr_ptr=None, DOTP: tl.constexpr = "ieee", UROWS: tl.constexpr = 0,
 ):
     """One (V-block ``pv``, head, row ``b``) of a decode step: the fused step's program, or (``FLUSH_ONLY``) a
     work item of the split step's flush launch. ``scr_ptr`` (nvfp4 two-pass flush of the flush launch; None
@@ -116,13 +116,18 @@ def _step_program(
                                        seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
                     _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
                 elif pv == 0:
+                    PREU: tl.constexpr = SCRATCH and DELTA and (not CACHED) and L > 1 and UROWS > 0
+                    if PREU:   # the whole head's corrections first, UROWS rows at a time; pass 1 reloads them
+                        _head_corrections_first(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kdl,
+                                                T, br, offs_k, mk, K, V, L, LP, FMT_HP, BK, DOTP, UROWS)
+                        tl.debug_barrier()
                     amax = 0.0
                     for r in tl.range(0, NVF, loop_unroll_factor=1):
                         offs_f = r * BVF + tl.arange(0, BVF)
                         mf = offs_f < V
                         S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd,
                                      Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA,
-                                     FMT_HP, BK, CACHED, 0 if SCRATCH else 1, DOTP=DOTP)
+                                     FMT_HP, BK, CACHED, 2 if PREU else (0 if SCRATCH else 1), DOTP=DOTP)
                         if SCRATCH:
                             tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S)
                         amax = tl.maximum(amax, nvfp4_amax(S))

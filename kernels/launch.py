@@ -69,6 +69,9 @@ class LaunchKnobs:
         flush_warps: warps of a flush program (a power of two from 1 to 32; None: :data:`FLUSH_WARPS`, more for
             sub-blocks of more than 4096 elements). Fewer warps per program split a sub-block's 16-row dots without
             duplicating them across warps (docs/TUNING.md, "Flush launch").
+        flush_corrections_rows: a dual nvfp4 flush of a separate delta-rule spec first computes the whole head's
+            recomputed corrections in groups of this many rows (a power of two >= 16), then reloads them per sub-block;
+            None: per 16-row sub-block, where at 4 warps the 16 x 16 dots repeat over warps (docs/TUNING.md).
         flush_programs_per_sm: programs per SM of the persistent flush grid (1..32; None: :data:`FLUSH_PROGRAMS_PER_SM`,
             times ``4 // flush_warps`` below 4 warps: the same warps per SM).
         flush_dot: input precision of the flush's fp32 dots, ``"ieee"`` or ``"tf32x3"``.
@@ -97,6 +100,7 @@ class LaunchKnobs:
     flush_stages: int | None = None
     flush_warps: int | None = None
     flush_programs_per_sm: int | None = None
+    flush_corrections_rows: int | None = None
     flush_dot: str | None = None
     flush_stream: int = 1
     flush_nvfp4_items: bool | None = None
@@ -122,6 +126,9 @@ class LaunchKnobs:
         if self.nonflush_stages is not None:
             _check("nonflush_stages", self.nonflush_stages, lambda x: 0 <= x <= 8,
                    "pipeline stages of the key-chunk loop, 0 (none) to 8")
+        if self.flush_corrections_rows is not None:
+            _check("flush_corrections_rows", self.flush_corrections_rows, lambda x: x >= 16 and x & (x - 1) == 0,
+                   "rows per group of the whole head's corrections, a power of two from 16")
         if self.flush_programs_per_sm is not None:
             _check("flush_programs_per_sm", self.flush_programs_per_sm, lambda x: 1 <= x <= 32,
                    "programs per SM of the persistent flush grid, 1 to 32")
@@ -176,6 +183,7 @@ class FlushPlan:
     dot: str              # input precision of the fp32 dots
     nvfp4_items: bool     # few flush rows of an nvfp4 checkpoint: sub-block items (:mod:`.nvfp4_items`)
     nvfp4_item_blocks: int   # sub-blocks per pass-1 item (0: the fewest that keep pass 1 within one wave, per step)
+    corrections_rows: int    # two-pass nvfp4, separate delta rule: the head's corrections first, in groups (0: off)
     side_stream: bool     # the flush launches on a side stream
 
 
@@ -348,6 +356,7 @@ def plan_flush(cache, batch: int, step: StepPlan | None = None) -> FlushPlan:
     return FlushPlan(item_rows=BVI, sub_block_rows=BVF, num_warps=warps,
                      maxnreg=step.maxnreg, scratch=scratch, programs_per_sm=programs, stages=stages, dot=dot,
                      nvfp4_items=bool(items) and scratch, nvfp4_item_blocks=knobs.flush_nvfp4_item_blocks or 0,
+                     corrections_rows=knobs.flush_corrections_rows or 0,
                      side_stream=bool(knobs.flush_stream) and _on_gpu(cache))
 
 

@@ -482,6 +482,16 @@ def test_split_flush_other_grid_bit_exact(family, spec):
                                                             flush_warps=2, flush_programs_per_sm=3))
 
 
+@pytest.mark.parametrize("family,spec,rows", [("gdn", "nvfp4/fp16", 32), ("kda", "nvfp4/e4m3+sr", 16),
+                                               ("gdn", "nvfp4/fp8+sr", 64)])
+def test_split_flush_whole_head_corrections_bit_exact(family, spec, rows):
+    """A separate delta-rule spec's two-pass nvfp4 flush with the head's corrections computed first, ``rows`` rows
+    at a time (knob ``flush_corrections_rows``; V = 40: groups past the head, masked), then reloaded by the
+    sub-blocks: bit for bit the torch reference, whose corrections are per 16-row sub-block."""
+    _staggered_split_flush_bit_exact(family, spec, 32, dict(block_v=16, flush_block_v=16, flush_nvfp4_items=False,
+                                                            flush_corrections_rows=rows))
+
+
 def _staggered_split_flush_bit_exact(family, spec, K, knobs, V=40):
     """Split steps over staggered ring positions, so most steps flush one row and (after a reload puts two slots in
     phase) some flush two; every stored tensor bit for bit the torch reference, outputs within 1e-5."""

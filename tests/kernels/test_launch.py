@@ -163,6 +163,12 @@ def test_flush_plan(monkeypatch):
         with pytest.raises(ValueError, match=f"flush_programs_per_sm={bad!r}: programs per SM of the persistent "
                                              "flush grid, 1 to 32"):
             cfg("fp32", flush_programs_per_sm=bad)
+    # the whole head's corrections first, in groups of rows (off by default)
+    assert cfg("nvfp4/fp16").corrections_rows == 0 and cfg("nvfp4/fp16", flush_corrections_rows=64).corrections_rows == 64
+    for bad in (8, 48, 0, True):
+        with pytest.raises(ValueError, match=f"flush_corrections_rows={bad!r}: rows per group of the whole head's "
+                                             "corrections, a power of two from 16"):
+            cfg("nvfp4/fp16", flush_corrections_rows=bad)
     for bad in (0, 9, True, 1.0):
         with pytest.raises(ValueError, match="flush_stages=.*: pipeline stages of the flush sub-block loops, 1 .none. to 8"):
             cfg("fp32", flush_stages=bad)
