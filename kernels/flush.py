@@ -39,7 +39,7 @@ def _flush_item(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, scr, DOTP: tl.constexpr, UROWS: tl.constexpr = 0,
+    CACHED: tl.constexpr, scr, DOTP: tl.constexpr, UROWS: tl.constexpr = 0, SCR_L2: tl.constexpr = False,
 ):
     """Work item ``w`` of the flush launch, ``IPH`` items of ``BVI`` rows of V per (flush row, head): the
     ``w % IPH``-th V-block of head ``(w / IPH) % HV`` of the ``w / (HV IPH)``-th listed flush row."""
@@ -47,7 +47,7 @@ def _flush_item(
     _step_program(w % IPH, (w // IPH) % HV, b, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
                   lp0, lp1, lp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P,
                   LP, LPLOG, BK, BVI, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, True, scr,
-                  DOTP, UROWS)
+                  DOTP, UROWS, SCR_L2)
 
 
 @triton.jit
@@ -61,7 +61,7 @@ def _flush_kernel(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, NVB: tl.constexpr, DOTP: tl.constexpr, scr_ptr=None, amx_ptr=None, NVG: tl.constexpr = 0,
-    UROWS: tl.constexpr = 0,
+    UROWS: tl.constexpr = 0, SCR_L2: tl.constexpr = False,
 ):
     """Split step, flush launch (FLUSH_ONLY): a persistent grid of a few programs per SM loops over the work
     items (flush row, head, V-block) of the rows listed by :func:`_flush_rows_kernel`, each handled like the
@@ -85,7 +85,8 @@ def _flush_kernel(
     sub-blocks per pass-1 item (0: as many as keep pass 1 within one wave, :func:`.nvfp4_items._nvfp4_item_layout`).
     ``UROWS`` (:class:`.launch.FlushPlan` ``corrections_rows``; 0: off): a two-pass nvfp4 flush of a separate
     delta-rule spec computes the head's corrections first, ``UROWS`` rows at a time, and its sub-blocks reload them
-    (:func:`.flush_math._save_recomputed_corrections`)."""
+    (:func:`.flush_math._head_corrections_first`). ``SCR_L2`` (:class:`.launch.FlushPlan` ``scratch_l2``): L2
+    eviction hints on the whole-head items' scratch (:func:`.fused._step_program`)."""
     NV4ITEMS: tl.constexpr = amx_ptr is not None
     FBV: tl.constexpr = BVF if BVF >= 32 else 2 * BVF   # rows of a small item (above)
     SMALL: tl.constexpr = (not NV4) and BV > FBV
@@ -113,7 +114,7 @@ def _flush_kernel(
             _flush_item(w, NVB, BV, rows_ptr, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
                         lp0, lp1, lp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1,
                         L1P, LP, LPLOG, BK, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, scr,
-                        DOTP, UROWS)
+                        DOTP, UROWS, SCR_L2)
             w += tl.num_programs(0)
     else:
         while w < n:
@@ -145,4 +146,4 @@ def launch_flush(plan, args: dict, consts: dict, batch: int, nprog: int, scratch
                                  B=batch, L=consts["L"], BLOCK=block)
     nvb = 1 if consts["NV4"] else triton.cdiv(consts["V"], plan.item_rows)
     _flush_kernel[(nprog,)](rows_ptr=rows, nrows_ptr=nrows, **args, **consts, NVB=nvb, scr_ptr=scr, amx_ptr=amx,
-                            NVG=plan.nvfp4_item_blocks, UROWS=plan.corrections_rows, **opts)
+                            NVG=plan.nvfp4_item_blocks, UROWS=plan.corrections_rows, SCR_L2=plan.scratch_l2, **opts)

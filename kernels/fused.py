@@ -31,11 +31,13 @@ def _step_program(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr, scr_ptr=None, DOTP: tl.constexpr = "ieee", UROWS: tl.constexpr = 0,
+    SCR_L2: tl.constexpr = False,
 ):
     """One (V-block ``pv``, head, row ``b``) of a decode step: the fused step's program, or (``FLUSH_ONLY``) a
     work item of the split step's flush launch. ``scr_ptr`` (nvfp4 two-pass flush of the flush launch; None
     otherwise): pass 1 keeps the fp32 S_L rows in the program's ``[NVF * BVF, BK]`` scratch and pass 2 reloads them
-    instead of recomputing S_L (same values). ``DOTP``: input precision of the flush's fp32 dots
+    instead of recomputing S_L (same values); ``SCR_L2``: with L2 eviction hints (stores ``evict_last``, reloads
+    ``evict_first``). ``UROWS``: :func:`.flush._flush_kernel`. ``DOTP``: input precision of the flush's fp32 dots
     (:func:`.launch.flush_dot_precision`)."""
     SCRATCH: tl.constexpr = scr_ptr is not None
     # FLUSH_ONLY (replay, L > 1): a work item of the split step's flush launch (_flush_kernel, after
@@ -129,7 +131,10 @@ def _step_program(
                                      Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA,
                                      FMT_HP, BK, CACHED, 2 if PREU else (0 if SCRATCH else 1), DOTP=DOTP)
                         if SCRATCH:
-                            tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S)
+                            # SCR_L2: keep the rows in L2 until pass 2 reloads them (a line evicted dirty costs a
+                            # DRAM write and the reload a DRAM read); the reload is their last use
+                            tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S,
+                                     eviction_policy="evict_last" if SCR_L2 else "")
                         amax = tl.maximum(amax, nvfp4_amax(S))
                     s_enc = nvfp4_encode_scale(amax)
                     tl.debug_barrier()   # pass 1's saved corrections / S_L rows are visible to every thread of pass 2
@@ -137,7 +142,8 @@ def _step_program(
                         offs_f = r * BVF + tl.arange(0, BVF)
                         mf = offs_f < V
                         if SCRATCH:
-                            S = tl.load(scr_ptr + offs_f[:, None] * BK + offs_k[None, :])
+                            S = tl.load(scr_ptr + offs_f[:, None] * BK + offs_k[None, :],
+                                        eviction_policy="evict_first" if SCR_L2 else "")
                         else:
                             S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta,
                                          Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP,

@@ -72,6 +72,8 @@ class LaunchKnobs:
         flush_corrections_rows: a dual nvfp4 flush of a separate delta-rule spec first computes the whole head's
             recomputed corrections in groups of this many rows (a power of two >= 16), then reloads them per sub-block;
             None: per 16-row sub-block, where at 4 warps the 16 x 16 dots repeat over warps (docs/TUNING.md).
+        flush_scratch_l2: the whole-head two-pass nvfp4 flush stores its S_L scratch with the L2 hint evict_last
+            and reloads it with evict_first (True), or without hints (None / False); the bits do not change.
         flush_programs_per_sm: programs per SM of the persistent flush grid (1..32; None: :data:`FLUSH_PROGRAMS_PER_SM`,
             times ``4 // flush_warps`` below 4 warps: the same warps per SM).
         flush_dot: input precision of the flush's fp32 dots, ``"ieee"`` or ``"tf32x3"``.
@@ -101,6 +103,7 @@ class LaunchKnobs:
     flush_warps: int | None = None
     flush_programs_per_sm: int | None = None
     flush_corrections_rows: int | None = None
+    flush_scratch_l2: bool | None = None
     flush_dot: str | None = None
     flush_stream: int = 1
     flush_nvfp4_items: bool | None = None
@@ -141,7 +144,7 @@ class LaunchKnobs:
         if isinstance(self.flush_stream, bool) or self.flush_stream not in (0, 1):
             raise ValueError(f"flush_stream={self.flush_stream!r}: allowed 0 (off: the caller's stream), "
                              "1 (side stream)")
-        for name in ("split_flush", "step_advance", "nonflush_prefetch", "nonflush_xscratch"):
+        for name in ("split_flush", "step_advance", "nonflush_prefetch", "nonflush_xscratch", "flush_scratch_l2"):
             _check_flag(name, getattr(self, name))
         _check_flag("flush_nvfp4_items", self.flush_nvfp4_items,
                     "true (sub-block items when few rows flush), false (whole-head items) or none (the default)")
@@ -184,6 +187,7 @@ class FlushPlan:
     nvfp4_items: bool     # few flush rows of an nvfp4 checkpoint: sub-block items (:mod:`.nvfp4_items`)
     nvfp4_item_blocks: int   # sub-blocks per pass-1 item (0: the fewest that keep pass 1 within one wave, per step)
     corrections_rows: int    # two-pass nvfp4, separate delta rule: the head's corrections first, in groups (0: off)
+    scratch_l2: bool         # L2 eviction hints on the whole-head items' S_L scratch
     side_stream: bool     # the flush launches on a side stream
 
 
@@ -356,7 +360,7 @@ def plan_flush(cache, batch: int, step: StepPlan | None = None) -> FlushPlan:
     return FlushPlan(item_rows=BVI, sub_block_rows=BVF, num_warps=warps,
                      maxnreg=step.maxnreg, scratch=scratch, programs_per_sm=programs, stages=stages, dot=dot,
                      nvfp4_items=bool(items) and scratch, nvfp4_item_blocks=knobs.flush_nvfp4_item_blocks or 0,
-                     corrections_rows=knobs.flush_corrections_rows or 0,
+                     corrections_rows=knobs.flush_corrections_rows or 0, scratch_l2=bool(knobs.flush_scratch_l2),
                      side_stream=bool(knobs.flush_stream) and _on_gpu(cache))
 
 

@@ -492,6 +492,14 @@ def test_split_flush_whole_head_corrections_bit_exact(family, spec, rows):
                                                             flush_corrections_rows=rows))
 
 
+def test_split_flush_scratch_l2_hints_bit_exact():
+    """The whole-head two-pass nvfp4 flush with L2 eviction hints on its S_L scratch (knob ``flush_scratch_l2``):
+    bit for bit the torch reference (the interpreter ignores the hints; tests/kernels/test_limit_scripts.py checks
+    that the compiled code carries them)."""
+    _staggered_split_flush_bit_exact("gdn", "nvfp4/fp16", 32, dict(block_v=16, flush_block_v=16, flush_nvfp4_items=False,
+                                                                   flush_scratch_l2=True))
+
+
 def _staggered_split_flush_bit_exact(family, spec, K, knobs, V=40):
     """Split steps over staggered ring positions, so most steps flush one row and (after a reload puts two slots in
     phase) some flush two; every stored tensor bit for bit the torch reference, outputs within 1e-5."""

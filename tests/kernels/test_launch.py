@@ -163,6 +163,10 @@ def test_flush_plan(monkeypatch):
         with pytest.raises(ValueError, match=f"flush_programs_per_sm={bad!r}: programs per SM of the persistent "
                                              "flush grid, 1 to 32"):
             cfg("fp32", flush_programs_per_sm=bad)
+    # L2 hints on the whole-head items' scratch (off by default)
+    assert cfg("nvfp4/fp16").scratch_l2 is False and cfg("nvfp4/fp16", flush_scratch_l2=True).scratch_l2 is True
+    with pytest.raises(ValueError, match="flush_scratch_l2=2: true, false or none"):
+        cfg("nvfp4/fp16", flush_scratch_l2=2)
     # the whole head's corrections first, in groups of rows (off by default)
     assert cfg("nvfp4/fp16").corrections_rows == 0 and cfg("nvfp4/fp16", flush_corrections_rows=64).corrections_rows == 64
     for bad in (8, 48, 0, True):

@@ -170,3 +170,40 @@ def test_ptxas_report_flush_launch_is_the_h200_plan():
         /*0060*/                   BRA `(.L_x_2);
 """
     assert ptxas_report.sass_loops(listing) == [["SHFL", "BRA"], ["BRA"]]
+
+
+_L2_HINTS_PTX = """
+import sys
+sys.path.insert(0, "scripts")
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+import ptxas_report
+import replayssm_quant.kernels.flush as flush
+for knobs in ({"flush_scratch_l2": True}, {}):
+    kw = ptxas_report.split_launch_kwargs("gdn", "nvfp4/fp16", 256, "flush", knobs)
+    kw.pop("_grid")
+    opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
+    sig, consts = {}, {}
+    for i, p in enumerate(flush._flush_kernel.params):
+        v = kw.get(p.name, p.default)
+        ty = "constexpr" if p.is_constexpr or v is None else ptxas_report.jit_specialization(v)[0]
+        sig[p.name] = ty
+        if ty == "constexpr":
+            consts[(i,)] = v
+    k = triton.compile(ASTSource(fn=flush._flush_kernel, signature=sig, constexprs=consts, attrs={}),
+                       target=GPUTarget("cuda", 90, 32), options=dict(num_warps=opts["num_warps"], num_stages=1))
+    ptx = k.asm["ptx"]
+    print(kw["SCR_L2"], "L2::evict_last" in ptx, "L2::evict_first" in ptx, ptx.count("L2::cache_hint") > 0)
+"""
+
+
+def test_flush_scratch_l2_hints_reach_the_compiled_code():
+    """Knob ``flush_scratch_l2``: the flush launch of a dual nvfp4 step at B = 256 (the H200 plan), compiled for sm_90a
+    on the CPU (no interpreter), stores its S_L scratch with an L2 evict_last policy and reloads it with evict_first;
+    without the knob the kernel carries no L2 policy."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", _L2_HINTS_PTX], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                       env=dict(env, PYTHONPATH=ROOT))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split("\n")[:2] == ["True True True True", "False False False False"], r.stdout
