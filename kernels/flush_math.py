@@ -246,8 +246,10 @@ def _save_corrections(U, ru_ptr, out_ptr, bh, ring0, offs_f, mf, V: tl.constexpr
     :func:`_flush_chunk`): entries 0..L-2 into the ring's u slots (dead after a flush), entry L-1 into the output
     row (overwritten later)."""
     offs_j = tl.arange(0, LP)
-    tl.store(ru_ptr + (ring0 + offs_j)[None, :] * V + offs_f[:, None], U, mask=mf[:, None] & (offs_j < L - 1)[None, :])
-    tl.store(out_ptr + bh * V + offs_f[:, None] + offs_j[None, :] * 0, U, mask=mf[:, None] & (offs_j == L - 1)[None, :])
+    tl.store(ru_ptr + (ring0 + offs_j)[None, :] * V + offs_f[:, None], U,
+             mask=mf[:, None] & (offs_j < L - 1)[None, :])
+    tl.store(out_ptr + bh * V + offs_f[:, None] + offs_j[None, :] * 0, U,
+             mask=mf[:, None] & (offs_j == L - 1)[None, :])
 
 
 @triton.jit
