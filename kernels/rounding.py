@@ -388,8 +388,8 @@ def nvfp4_encode_pairs(x_even, x_odd, s_enc, SR: tl.constexpr, rb_even, rb_odd):
     xe, ne = _nvfp4_prep(x_even, s_enc)
     xo, no = _nvfp4_prep(x_odd, s_enc)
     bmax = tl.maximum(tl.max(tl.abs(xe), axis=1), tl.max(tl.abs(xo), axis=1))
-    sbits = _encode_ieee(tl.math.div_rn(bmax, tl.full(bmax.shape, 6.0, tl.float32)), 8, 3, 7, 0x7E, 0x7F, False, None)
-    s_b = _decode_ieee(sbits, 8, 4, 3, 7, 0x7F, False, 0.001953125)[:, None]
+    sbits = encode_bits(tl.math.div_rn(bmax, tl.full(bmax.shape, 6.0, tl.float32)), fcode.E4M3, False, None)
+    s_b = decode_bits(sbits, fcode.E4M3, False)[:, None]   # (never the NaN code: the block max is finite)
     bnan = tl.maximum(tl.max(ne.to(tl.int32), axis=1), tl.max(no.to(tl.int32), axis=1)) > 0
     codes = _nvfp4_elem_codes(xe, s_b, SR, rb_even) | (_nvfp4_elem_codes(xo, s_b, SR, rb_odd) << 4)
     codes = tl.where(bnan[:, None], 0, codes).to(tl.uint8)
@@ -407,8 +407,9 @@ def _e2m1_raw(n, SHIFT: tl.constexpr):
 
 @triton.jit
 def nvfp4_block_scale(scale_bits):
-    """E4M3 block-scale bits (uint8/int32, any shape) -> s_b fp32 of the same shape (the NaN code -> NaN)."""
-    return _decode_ieee(scale_bits.to(tl.int32) & 0xFF, 8, 4, 3, 7, 0x7F, False, 0.001953125)
+    """E4M3 block-scale bits (uint8/int32, any shape) -> s_b fp32 of the same shape (the NaN code -> a NaN; on the
+    GPU through the hardware cvt, :func:`decode_bits`)."""
+    return decode_bits(scale_bits.to(tl.int32) & 0xFF, fcode.E4M3, False)
 
 
 @triton.jit

@@ -3,6 +3,7 @@
 # of that session against the kernels before them (commit 8665907) in one run: the nvfp4 decode through the E4M3
 # image of the codes (rounding._e2m1_pairs_scaled: inline PTX and the hardware e4m3x2 -> f16x2 cvt on the GPU;
 # sass/nvfp4_decode.md) and int8 codes to floats without the conversion instruction (rowscaled._int8_values):
+# (Since 2026-12-05 the nvfp4 block scales also take the E4M3 hardware casts: the same tests and bits cover it.)
 # (1) its GPU tests: every code byte bit for bit against the torch reference, the nvfp4 quantizers and decodes, the
 #     decode steps' nvfp4 and int8 tests (the interpreter cannot run inline PTX: this is the first run of that path);
 # (2) the bits of both trees' decode runs (tree_compare.py --no-bench; the products are those of the old scaling, so
