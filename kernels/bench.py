@@ -272,6 +272,8 @@ def plan_columns(plan, window: int) -> dict:
                 flush_programs=fl.programs_per_sm if fl else None, flush_scratch=bool(fl and fl.scratch),
                 flush_nvfp4_items=bool(fl and fl.nvfp4_items),
                 flush_nvfp4_item_blocks=fl.nvfp4_item_blocks if fl and fl.nvfp4_items else None,
+                flush_corrections_rows=fl.corrections_rows if fl else None,
+                flush_scratch_l2=bool(fl and fl.scratch_l2),
                 flush_dot=(fl.dot if fl else plan.dot) if window > 1 else None,
                 flush_stream=int(fl.side_stream) if fl else None, flush_stages=fl.stages if fl else plan.stages)
 
