@@ -69,13 +69,13 @@ class LaunchKnobs:
         flush_warps: warps of a flush program (a power of two from 1 to 32; None: :data:`FLUSH_WARPS`, more for
             sub-blocks of more than 4096 elements). Fewer warps per program split a sub-block's 16-row dots without
             duplicating them across warps (docs/TUNING.md, "Flush launch").
+        flush_programs_per_sm: programs per SM of the persistent flush grid (1..32; None: :data:`FLUSH_PROGRAMS_PER_SM`,
+            times ``4 // flush_warps`` below 4 warps: the same warps per SM).
         flush_corrections_rows: a dual nvfp4 flush of a separate delta-rule spec first computes the whole head's
             recomputed corrections in groups of this many rows (a power of two >= 16), then reloads them per sub-block;
             None: per 16-row sub-block, where at 4 warps the 16 x 16 dots repeat over warps (docs/TUNING.md).
         flush_scratch_l2: the whole-head two-pass nvfp4 flush stores its S_L scratch with the L2 hint evict_last
             and reloads it with evict_first (True), or without hints (None / False); the bits do not change.
-        flush_programs_per_sm: programs per SM of the persistent flush grid (1..32; None: :data:`FLUSH_PROGRAMS_PER_SM`,
-            times ``4 // flush_warps`` below 4 warps: the same warps per SM).
         flush_dot: input precision of the flush's fp32 dots, ``"ieee"`` or ``"tf32x3"``.
         flush_stream: a split step's flush launches on a side stream (1, the default) or the caller's (0).
         flush_nvfp4_items: few flush rows of an nvfp4 checkpoint flushed in sub-block items (True / False).
