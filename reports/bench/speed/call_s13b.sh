@@ -1,6 +1,7 @@
 #!/bin/bash
 # Session 2026-12-05, device call s13b (issue 28; not run: no device was lent in that session). SECOND of the next
-# device session, after call_s13a.sh has passed: the kernels of 0fff0c1 (the last ones timed, calls s10a-s10c) against
+# device session, after call_s13a.sh has passed: the kernels of 0fff0c1 (before the five changes; calls s10a-s10c timed
+# them, except the one-sub-block pass-1 item of b51dbb8, B <= 32 staggered only) against
 # this tree's in one run, at B = 256, old tree then new, the aligned step and its non-flush and flush launches:
 # nvfp4/fp16 (goal 1a: the E2M1 decode, the block-scale casts), nvfp4+sr (those and the SR path), fp8+sr and int8+sr
 # (goal 4: the SR path, the int8 decode, the row-scaled read). The offline counts of each change are in sass/README.md;
