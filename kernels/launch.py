@@ -130,7 +130,7 @@ class LaunchKnobs:
             _check("nonflush_stages", self.nonflush_stages, lambda x: 0 <= x <= 8,
                    "pipeline stages of the key-chunk loop, 0 (none) to 8")
         if self.flush_corrections_rows is not None:
-            _check("flush_corrections_rows", self.flush_corrections_rows, lambda x: x >= 16 and x & (x - 1) == 0,
+            _check("flush_corrections_rows", self.flush_corrections_rows, lambda x: x >= 16 and pow2(x),
                    "rows per group of the whole head's corrections, a power of two from 16")
         if self.flush_programs_per_sm is not None:
             _check("flush_programs_per_sm", self.flush_programs_per_sm, lambda x: 1 <= x <= 32,

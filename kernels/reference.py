@@ -351,6 +351,14 @@ def _read_scale(x: np.ndarray, gmax: np.ndarray) -> np.ndarray:
     return np.minimum(np.minimum(132 - e, 133 - eg), 7).astype(np.int32)
 
 
+def _read_unscale(acc: np.ndarray, f, s: np.ndarray, shift: int) -> np.ndarray:
+    """``tiles._read_unscale``: the scaled read's sums ``acc [..., V]`` times ``f`` (``1 / s_enc`` or the rows' d),
+    then ``2**c 2**e`` with c + e = shift - s (``s [...]``)."""
+    t = shift - s
+    c = t >> 1
+    return ((acc * f) * _pow2(c)[..., None]) * _pow2(t - c)[..., None]
+
+
 def _read_dot(cache, slots, BK: int):
     """The non-flush reduction ``(gam [n, HV, BK], v [n, HV, BK]) -> sum_k S_lp[..., r, k] gam_k v_k``
     ``[n, HV, V]`` over the read copy of ``slots``, in the kernels' order (:func:`_chunked_npsum` chunks). nvfp4
@@ -366,10 +374,7 @@ def _read_dot(cache, slots, BK: int):
 
         def dot_rows(gam, v):
             s = _read_scale(gam * v, np.max(gam, axis=-1))
-            acc = _chunked_npsum(q * ((gam * _pow2(s)[..., None]) * v)[:, :, None, :])
-            t = -s
-            c = t >> 1
-            return ((acc * d) * _pow2(c)[..., None]) * _pow2(t - c)[..., None]
+            return _read_unscale(_chunked_npsum(q * ((gam * _pow2(s)[..., None]) * v)[:, :, None, :]), d, s, 0)
         return dot_rows
     if lp.fmt.name != "nvfp4":
         S = _np(lp.decode(slots), BK)                                           # [n, HV, V, BK]
@@ -387,9 +392,7 @@ def _read_dot(cache, slots, BK: int):
         for c in range(BK // KC):
             p = _npsum(prod[..., c * KC:(c + 1) * KC].reshape(*prod.shape[:-1], KC // 16, 16))
             acc = acc + _npsum(p * sbv[..., c * KC // 16:(c + 1) * KC // 16])
-        t = 6 - s
-        c = t >> 1
-        return ((acc * inv) * _pow2(c)[..., None]) * _pow2(t - c)[..., None]
+        return _read_unscale(acc, inv, s, 6)
     return dot
 
 

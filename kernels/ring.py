@@ -108,12 +108,14 @@ def _read_rowdot(S, SB, inv, gam, v, NV4R: tl.constexpr, RSR: tl.constexpr):
     if NV4R or RSR:
         s = _read_scale(gam * v, tl.max(gam, 0))
         x = (gam * pow2_f32(s)) * v
-        if NV4R:
-            return _read_unscale(_chunks_in_order(_nvfp4_chunk_sums(S, SB, x, NKC)), inv, s, 6)
-        else:
-            return _read_unscale(_chunks_in_order(tl.sum(tl.reshape(S * x[None, :], (R, NKC, KC)), 2)), SB, s, 0)
     else:
-        return _chunks_in_order(tl.sum(tl.reshape(S * (gam * v)[None, :], (R, NKC, KC)), 2))
+        x = gam * v
+    if NV4R:
+        return _read_unscale(_chunks_in_order(_nvfp4_chunk_sums(S, SB, x, NKC)), inv, s, 6)
+    acc = _chunks_in_order(tl.sum(tl.reshape(S * x[None, :], (R, NKC, KC)), 2))
+    if RSR:
+        acc = _read_unscale(acc, SB, s, 0)
+    return acc
 
 
 @triton.jit

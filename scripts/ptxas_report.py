@@ -121,9 +121,10 @@ def jit_specialization(value) -> tuple[str, bool]:
 
 
 def ptxas_info(fn, kwargs: dict, num_warps: int, num_stages: int = 3, maxnreg: int | None = None,
-               sass: bool = False) -> dict:
+               sass: bool = False, ptx: bool = False) -> dict:
     """Compile ``fn`` for sm_90 with ``kwargs`` (and a register cap, as a launch's ``maxnreg``) and return
-    registers, spill bytes and shared memory (``sass``: also the cubin's ``nvdisasm`` text as ``"sass"``).
+    registers, spill bytes and shared memory (``sass``: also the cubin's ``nvdisasm`` text as ``"sass"``; ``ptx``:
+    the PTX as ``"ptx"``).
 
     Each argument is specialized as the JIT specializes a launch's (:func:`jit_specialization`): a pointer whose
     address and an integer whose value is a multiple of 16 get ``tt.divisibility = 16`` (vector loads), an integer
@@ -159,7 +160,11 @@ def ptxas_info(fn, kwargs: dict, num_warps: int, num_stages: int = 3, maxnreg: i
     st, ld = map(int, re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log).groups())
     info = dict(regs=regs, spill_store_B=st, spill_load_B=ld, smem_B=k.metadata.shared,
                 programs_per_sm_by_regs=65536 // (32 * num_warps * max(regs, 1)))
-    return dict(info, sass=text) if sass else info
+    if sass:
+        info["sass"] = text
+    if ptx:
+        info["ptx"] = k.asm["ptx"]
+    return info
 
 
 def resident_programs(info: dict, num_warps: int) -> int:

@@ -175,25 +175,13 @@ def test_ptxas_report_flush_launch_is_the_h200_plan():
 _L2_HINTS_PTX = """
 import sys
 sys.path.insert(0, "scripts")
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 import ptxas_report
 import replayssm_quant.kernels.flush as flush
 for knobs in ({"flush_scratch_l2": True}, {}):
     kw = ptxas_report.split_launch_kwargs("gdn", "nvfp4/fp16", 256, "flush", knobs)
-    kw.pop("_grid")
     opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
-    sig, consts = {}, {}
-    for i, p in enumerate(flush._flush_kernel.params):
-        v = kw.get(p.name, p.default)
-        ty = "constexpr" if p.is_constexpr or v is None else ptxas_report.jit_specialization(v)[0]
-        sig[p.name] = ty
-        if ty == "constexpr":
-            consts[(i,)] = v
-    k = triton.compile(ASTSource(fn=flush._flush_kernel, signature=sig, constexprs=consts, attrs={}),
-                       target=GPUTarget("cuda", 90, 32), options=dict(num_warps=opts["num_warps"], num_stages=1))
-    ptx = k.asm["ptx"]
+    ptx = ptxas_report.ptxas_info(flush._flush_kernel, kw, opts["num_warps"], opts.get("num_stages", 3),
+                                  maxnreg=opts.get("maxnreg"), ptx=True)["ptx"]
     print(kw["SCR_L2"], "L2::evict_last" in ptx, "L2::evict_first" in ptx, ptx.count("L2::cache_hint") > 0)
 """
 
