@@ -7,6 +7,7 @@ one launch (continuous batching).
 """
 
 import os
+import zlib
 
 import pytest
 import torch
@@ -29,6 +30,12 @@ FAMILIES = ["mamba2", "gdn", "kda"]
 
 def _gen(seed):
     return torch.Generator().manual_seed(seed)
+
+
+def _seed(*key) -> int:
+    """A seed in [0, 1000) fixed by ``key``: not Python's ``hash``, which is salted per process, so that a failing
+    case reproduces."""
+    return zlib.crc32(repr(key).encode()) % 1000
 
 
 def _rel(a, b):
@@ -207,7 +214,7 @@ def test_triton_bit_exact_vs_torch(family, spec, mode, block_v, split):
     """split: the replay step as two launches (non-flush rows, then flush rows; forced: the heuristic only
     splits large GPU grids)."""
     HV, K, V, L = 2, 48, 13, 4
-    x = random_decode_inputs(family, 9, 4, HV, K, V, generator=_gen(hash((family, spec, mode)) % 1000),
+    x = random_decode_inputs(family, 9, 4, HV, K, V, generator=_gen(_seed(family, spec, mode)),
                              device=DEV)
     S0 = torch.randn(3, HV, V, K, generator=_gen(7)).to(DEV)
     kw = dict(flush_block_v=None) if block_v == "default" else dict(block_v=block_v)
@@ -235,6 +242,11 @@ def test_triton_bit_exact_vs_torch(family, spec, mode, block_v, split):
         # counters bit for bit (in the interpreter; on a GPU, see _assert_stored_match)
         for a, b in zip(_all_tensors(cs[0]), _all_tensors(cs[1])):
             _assert_stored_match(a, b)
+        if DEV != "cpu" and cs[0].spec.recur.name != "fp32":
+            # on a GPU a flipped rounding of a lossy recurrence checkpoint re-enters the recurrence, and the two
+            # caches drift apart by design: each step is checked from the reference's state
+            for name, t in cs[0].stored_tensors().items():
+                cs[1].stored_tensors()[name].copy_(t)
     assert cs[1].flush_count[:-1].max() >= 2 if mode == "replay" else True
 
 
