@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 2026-12-05, device call s13a (issue 28; not run: no device was lent in that session). FIRST of the next
+# Session 2026-12-05, device call s13a (issue 28; ran in session 2026-12-05b: results in ab_0fff0c1/s13a_*). FIRST of the next
 # device session: the GPU checks of every kernel change since the last device run (2026-12-04c), before any timing.
 # The changes: stochastic rounding with 16 random bits (2026-12-04d, same bits); the nvfp4 decode through the E4M3
 # image of its codes (inline PTX, never executed yet) and int8 codes without the conversion instruction (2026-12-04e,

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 2026-12-05, device call s13b (issue 28; not run: no device was lent in that session). SECOND of the next
+# Session 2026-12-05, device call s13b (issue 28; ran in session 2026-12-05b: results in ab_0fff0c1/b256_*). SECOND of the next
 # device session, after call_s13a.sh has passed: the kernels of 0fff0c1 (before the five changes; calls s10a-s10c timed
 # them, except the one-sub-block pass-1 item of b51dbb8, B <= 32 staggered only) against
 # this tree's in one run, at B = 256, old tree then new, the aligned step and its non-flush and flush launches:
