@@ -268,6 +268,7 @@ def plan_columns(plan, window: int) -> dict:
                 num_warps=plan.num_warps, maxnreg=plan.maxnreg or 0, split_flush=plan.split,
                 step_advance=plan.step_advance, prefetch=bool(nf and nf.prefetch), nonflush_warps=nf.num_warps if nf else None,
                 nonflush_maxnreg=(nf.maxnreg or 0) if nf else None, nonflush_stages=nf.stages if nf else None,
+                nonflush_e2m1_ptx=nf.e2m1_ptx if nf else None,
                 flush_item_v=fl.item_rows if fl else None, flush_warps=fl.num_warps if fl else None,
                 flush_programs=fl.programs_per_sm if fl else None, flush_scratch=bool(fl and fl.scratch),
                 flush_nvfp4_items=bool(fl and fl.nvfp4_items),

@@ -65,6 +65,9 @@ class LaunchKnobs:
         nonflush_maxnreg: register cap of the non-flush launch (24..255; 0: none).
         nonflush_stages: software-pipeline stages of the non-flush key-chunk loop (0: unrolled, up to 8).
         nonflush_xscratch: park the key row's ``gamma q``, ``gamma k`` in a scratch row for the chunks.
+        nonflush_e2m1_ptx: an nvfp4 read copy's E2M1 codes decoded through their E4M3 image and the hardware cvt
+            (inline PTX, True) or by integer operations (False); the same bits. None: PTX for the delta rule,
+            integers for mamba2, whose staged chunk loop ptxas unrolls whole with the PTX decode (docs/TUNING.md).
         flush_stages: ``num_stages`` of the flush sub-block loops (1: no pipeline, up to 8).
         flush_warps: warps of a flush program (a power of two from 1 to 32; None: :data:`FLUSH_WARPS`, more for
             sub-blocks of more than 4096 elements). Fewer warps per program split a sub-block's 16-row dots without
@@ -99,6 +102,7 @@ class LaunchKnobs:
     nonflush_maxnreg: int | None = None
     nonflush_stages: int | None = None
     nonflush_xscratch: bool | None = None
+    nonflush_e2m1_ptx: bool | None = None
     flush_stages: int | None = None
     flush_warps: int | None = None
     flush_programs_per_sm: int | None = None
@@ -144,7 +148,8 @@ class LaunchKnobs:
         if isinstance(self.flush_stream, bool) or self.flush_stream not in (0, 1):
             raise ValueError(f"flush_stream={self.flush_stream!r}: allowed 0 (off: the caller's stream), "
                              "1 (side stream)")
-        for name in ("split_flush", "step_advance", "nonflush_prefetch", "nonflush_xscratch", "flush_scratch_l2"):
+        for name in ("split_flush", "step_advance", "nonflush_prefetch", "nonflush_xscratch", "nonflush_e2m1_ptx",
+                     "flush_scratch_l2"):
             _check_flag(name, getattr(self, name))
         _check_flag("flush_nvfp4_items", self.flush_nvfp4_items,
                     "true (sub-block items when few rows flush), false (whole-head items) or none (the default)")
@@ -170,6 +175,7 @@ class NonflushPlan:
     maxnreg: int | None   # register cap (None: none)
     stages: int           # 0: unrolled chunk loop; > 0: software-pipelined over that many stages
     input_scratch: bool   # the chunks' inputs from a scratch row (``XSCR``)
+    e2m1_ptx: bool        # an nvfp4 read's E2M1 decode through the inline-PTX E4M3 image (else integer operations)
 
 
 @dataclass(frozen=True)
@@ -331,8 +337,10 @@ def plan_nonflush(cache, batch: int) -> NonflushPlan:
         capped = delta and (not per_key or warps >= 4 or (stages > 0 and bits != 32))
         maxnreg = NONFLUSH_DELTA_MAXNREG if capped else 0
     xscratch = cache.spec.read.name == "nvfp4" if knobs.nonflush_xscratch is None else bool(knobs.nonflush_xscratch)
+    e2m1_ptx = cache.spec.read.name == "nvfp4" and (delta if knobs.nonflush_e2m1_ptx is None
+                                                    else bool(knobs.nonflush_e2m1_ptx))
     return NonflushPlan(rows=BVA, key_chunk=KC, prefetch=prefetch and not stages, num_warps=warps,
-                        maxnreg=maxnreg or None, stages=stages, input_scratch=xscratch)
+                        maxnreg=maxnreg or None, stages=stages, input_scratch=xscratch, e2m1_ptx=e2m1_ptx)
 
 
 def plan_flush(cache, batch: int, step: StepPlan | None = None) -> FlushPlan:

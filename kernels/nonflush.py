@@ -102,7 +102,7 @@ def _nonflush_kernel(
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr,
     HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr, BK: tl.constexpr,
     BVA: tl.constexpr, KC: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_LP: tl.constexpr,
-    CACHED: tl.constexpr, PREFETCH: tl.constexpr, STAGES: tl.constexpr, xs_ptr=None,
+    CACHED: tl.constexpr, PREFETCH: tl.constexpr, STAGES: tl.constexpr, xs_ptr=None, E2M1_PTX: tl.constexpr = True,
 ):
     """First launch of a split replay step: the non-flush rows (and the padded rows' zero output).
 
@@ -121,6 +121,7 @@ def _nonflush_kernel(
     (nvfp4 and row-scaled: scaled, :func:`.ring._read_rowdot`), are computed once for the whole key row and stored in the program's
     scratch row ``xs_ptr + (b * HV + head) * 2 * BK`` (fp32 ``[2, BK]``); after a barrier each chunk loads its
     slice. Otherwise every thread recomputes the chunk's inputs for the columns it holds, in every chunk.
+    ``E2M1_PTX``: an nvfp4 read copy's E2M1 decode (:func:`.rounding.nvfp4_raw`; the same bits either way).
     Flush rows (``h + 1 >= L``) are left to the flush launches."""
     NKC: tl.constexpr = BK // KC
     XSCR: tl.constexpr = xs_ptr is not None
@@ -140,7 +141,7 @@ def _nonflush_kernel(
     RSR: tl.constexpr = FMT_LP == fcode.FP8 or FMT_LP == fcode.INT8
     XSC: tl.constexpr = NV4R or RSR   # a scaled read (ring._read_rowdot)
     if STAGES == 0:   # the first chunk before h is known
-        S_next, SB_next = _load_read(lp0, lp1, lp2, sh, offs_v, offs_c, mv, offs_c < K, K, V, FMT_LP, KC, 0)
+        S_next, SB_next = _load_read(lp0, lp1, lp2, sh, offs_v, offs_c, mv, offs_c < K, K, V, FMT_LP, KC, 0, E2M1_PTX)
     q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
     if slot < 0:
         tl.store(out_ptr + bh * V + offs_v, tl.zeros([BVA], dtype=tl.float32), mask=mv)
@@ -200,7 +201,7 @@ def _nonflush_kernel(
             for c in tl.range(0, NKC, num_stages=STAGES):
                 kc = c * KC + offs_c
                 mkc = kc < K
-                S, SB = _load_read(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, c * KC)
+                S, SB = _load_read(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, c * KC, E2M1_PTX)
                 acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam,
                                                   kc, mkc, pq, pk, xs, K, BK, GK, DELTA, NV4R, XSC, XSCR)
         else:
@@ -211,10 +212,10 @@ def _nonflush_kernel(
                     S = S_next
                     SB = SB_next
                 else:
-                    S, SB = _load_read(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, c * KC)
+                    S, SB = _load_read(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, c * KC, E2M1_PTX)
                 if PREFETCH and c + 1 < NKC:    # the next chunk's loads before this chunk is reduced
                     S_next, SB_next = _load_read(lp0, lp1, lp2, sh, offs_v, kc + KC, mv, kc + KC < K, K, V, FMT_LP,
-                                                 KC, (c + 1) * KC)
+                                                 KC, (c + 1) * KC, E2M1_PTX)
                 acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam,
                                                   kc, mkc, pq, pk, xs, K, BK, GK, DELTA, NV4R, XSC, XSCR)
         if XSC:
@@ -246,4 +247,5 @@ def launch_nonflush(plan, args: dict, consts: dict, batch: int, xs, device) -> N
     cnames = ("K", "V", "L", "L1", "L1P", "BK", "GK", "DELTA", "FMT_LP", "CACHED")
     _nonflush_kernel[(1, args["HV"], batch)](
         **{n: args[n] for n in names}, **{n: consts[n] for n in cnames}, BVA=plan.rows, KC=plan.key_chunk,
-        PREFETCH=plan.prefetch, STAGES=plan.stages, xs_ptr=xs, **launch_options(device, plan.num_warps, plan.maxnreg))
+        PREFETCH=plan.prefetch, STAGES=plan.stages, xs_ptr=xs, E2M1_PTX=plan.e2m1_ptx,
+        **launch_options(device, plan.num_warps, plan.maxnreg))

@@ -463,13 +463,13 @@ cvt.f32.f16 $7, h7;
 
 
 @triton.jit
-def _e2m1_pairs_scaled(codes):
+def _e2m1_pairs_scaled(codes, PTX: tl.constexpr = True):
     """NVFP4 code bytes (uint8, any shape) -> ``(even, odd)`` fp32 of the same shape: the E2M1 values of the low
-    and the high nibbles times 2**-6, exactly. On the GPU (:data:`HW_CASTS`) by the E4M3 image of each code and
-    the hardware cvt (:data:`_E2M1_E4M3_ASM`; inline PTX, four bytes per call); in the interpreter (which runs no
-    inline assembly) :func:`_e2m1_raw` times 2**120, the same bits (checked on the device by
-    tests/kernels/test_rounding_triton.py::test_nvfp4_raw_is_the_e2m1_value_times_2_pow_minus_6)."""
-    if HW_CASTS:
+    and the high nibbles times 2**-6, exactly. On the GPU (:data:`HW_CASTS`) with ``PTX`` by the E4M3 image of
+    each code and the hardware cvt (:data:`_E2M1_E4M3_ASM`; inline PTX, four bytes per call); in the interpreter
+    (which runs no inline assembly) or without ``PTX`` :func:`_e2m1_raw` times 2**120, the same bits (checked on
+    the device by tests/kernels/test_rounding_triton.py::test_nvfp4_raw_is_the_e2m1_value_times_2_pow_minus_6)."""
+    if HW_CASTS and PTX:
         even, odd = tl.inline_asm_elementwise(asm=_E2M1_E4M3_ASM, constraints="=r,=r,=r,=r,=r,=r,=r,=r,r",
                                               args=[codes], dtype=(tl.float32, tl.float32), is_pure=True, pack=4)
     else:
@@ -488,13 +488,13 @@ def _e2m1_values(codes):
 
 
 @triton.jit
-def nvfp4_raw(codes):
+def nvfp4_raw(codes, PTX: tl.constexpr = True):
     """NVFP4 element codes ``uint8 [R, C//2]`` (element 2i in the low nibble) -> fp32 ``[R, C]``: each
-    E2M1 value times 2**-6, exactly (:func:`_e2m1_pairs_scaled`). The block scales are left to the
-    caller (:func:`nvfp4_block_scale`)."""
+    E2M1 value times 2**-6, exactly (:func:`_e2m1_pairs_scaled`, whose decode ``PTX`` picks). The block
+    scales are left to the caller (:func:`nvfp4_block_scale`)."""
     R: tl.constexpr = codes.shape[0]
     C2: tl.constexpr = codes.shape[1]
-    even, odd = _e2m1_pairs_scaled(codes)
+    even, odd = _e2m1_pairs_scaled(codes, PTX)
     return tl.reshape(tl.join(even, odd), (R, 2 * C2))
 
 

@@ -65,16 +65,18 @@ def _load_nvfp4_parts(p0, p1, sh, offs_v, mv, K, V, BK: tl.constexpr, K0=0):
 
 
 @triton.jit
-def _load_read(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, BK: tl.constexpr, K0=0):
+def _load_read(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, BK: tl.constexpr, K0=0,
+               E2M1_PTX: tl.constexpr = True):
     """A non-flush step's read-copy tile ``[BV, BK]`` (key columns ``offs_k = K0 + arange(0, BK)``) as
     :func:`.ring._read_rowdot` takes it: ``(S, SB)``. nvfp4: ``S`` the E2M1 values times 2**-6
-    (:func:`.rounding.nvfp4_raw`), ``SB`` the block scales s_b fp32 ``[BV, BK // 16]``; row-scaled fp8 / int8:
+    (:func:`.rounding.nvfp4_raw`; ``E2M1_PTX`` picks its decode, the same bits), ``SB`` the block scales s_b fp32
+    ``[BV, BK // 16]``; row-scaled fp8 / int8:
     ``S`` the codes' values q (:func:`.rowscaled.row_values`; a NaN code gives some NaN), ``SB`` the rows' decode
     scales d fp32 ``[BV]``; other formats: the decoded values (:func:`_load_tile`, ``VALUES``) and ``SB = S``
     (unused)."""
     if FMT == fcode.NVFP4:
         codes, sb = _load_nvfp4_parts(p0, p1, sh, offs_v, mv, K, V, BK, K0)
-        return nvfp4_raw(codes), nvfp4_block_scale(sb)
+        return nvfp4_raw(codes, E2M1_PTX), nvfp4_block_scale(sb)
     elif FMT == fcode.FP8 or FMT == fcode.INT8:
         codes, d = load_row_codes(p0, p1, sh, offs_v, offs_k, mv, mk, K, V)
         return row_values(codes, FMT, False), d

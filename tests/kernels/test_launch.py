@@ -126,6 +126,15 @@ def test_nonflush_plan(monkeypatch):
     for bad in (9, -1, True, 2.0):
         with pytest.raises(ValueError, match="nonflush_stages=.*: pipeline stages of the key-chunk loop, 0 .none. to 8"):
             cfg("fp32", nonflush_stages=bad)
+    # an nvfp4 read's E2M1 decode: the inline-PTX E4M3 image for the delta rule, integer operations for mamba2
+    # (whose staged loop ptxas unrolls whole with the PTX decode, call s13b); no E2M1 decode without an nvfp4 read
+    assert cfg("nvfp4/fp16").e2m1_ptx is False and cfg("nvfp4+sr", V=64).e2m1_ptx is False
+    assert cfg("nvfp4/fp16", **gdn).e2m1_ptx is True and cfg("nvfp4/fp8+sr", **kda).e2m1_ptx is True
+    assert cfg("nvfp4/fp16", nonflush_e2m1_ptx=True).e2m1_ptx is True
+    assert cfg("nvfp4/fp16", nonflush_e2m1_ptx=False, **gdn).e2m1_ptx is False
+    assert cfg("fp8+sr", **gdn).e2m1_ptx is False and cfg("fp32", nonflush_e2m1_ptx=True, **kda).e2m1_ptx is False
+    with pytest.raises(ValueError, match="nonflush_e2m1_ptx='yes': true, false or none"):
+        cfg("nvfp4/fp16", nonflush_e2m1_ptx="yes")
 
 
 def test_flush_plan(monkeypatch):

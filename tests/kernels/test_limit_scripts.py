@@ -195,3 +195,29 @@ def test_flush_scratch_l2_hints_reach_the_compiled_code():
                        env=dict(env, PYTHONPATH=ROOT))
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split("\n")[:2] == ["True True True True", "False False False False"], r.stdout
+
+
+_E2M1_PTX = """
+import sys
+sys.path.insert(0, "scripts")
+import ptxas_report
+import replayssm_quant.kernels.nonflush as nonflush
+for family, knobs in (("gdn", {}), ("mamba2", {}), ("mamba2", {"nonflush_e2m1_ptx": True})):
+    kw = ptxas_report.split_launch_kwargs(family, "nvfp4/fp16", 256, "nonflush", knobs)
+    opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
+    ptx = ptxas_report.ptxas_info(nonflush._nonflush_kernel, kw, opts["num_warps"], opts.get("num_stages", 3),
+                                  maxnreg=opts.get("maxnreg"), ptx=True)["ptx"]
+    print(kw["E2M1_PTX"], "0x1C1C1C1C" in ptx)   # the E2M1 -> E4M3 bit move of rounding._E2M1_E4M3_ASM
+"""
+
+
+def test_nonflush_e2m1_decode_reaches_the_compiled_code():
+    """Knob ``nonflush_e2m1_ptx``: the non-flush launch of an nvfp4 read at B = 256 (the H200 plan), compiled for
+    sm_90a on the CPU, decodes E2M1 through the inline-PTX E4M3 image for gdn, by integer operations for mamba2 (none
+    of that inline PTX in its code; its block scales still take the E4M3 cvt), and through the PTX again when the
+    knob asks for it."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", _E2M1_PTX], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                       env=dict(env, PYTHONPATH=ROOT))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split("\n")[:3] == ["True True", "False False", "True True"], r.stdout
