@@ -91,24 +91,29 @@ def row_encode(x, FMT: tl.constexpr, SR: tl.constexpr, rbits):
 
 
 @triton.jit
-def _int8_values(codes):
-    """int8 codes (int8, or int32 holding them) -> fp32 values, the NaN code -128 as 0x7FC00000, without an
-    int -> float conversion (a slow instruction on the GPU): with ``u`` the code's byte, ``(u ^ 0x80) | 0x4B000000``
-    is the fp32 pattern of 2**23 + 128 + c (one unit in the last place at 2**23), minus the float 2**23 + 128."""
-    u = codes.to(tl.int32) & 0xFF
-    v = ((u ^ 0x80) | 0x4B000000).to(tl.float32, bitcast=True) - 8388736.0
-    return tl.where(u == 0x80, 0x7FC00000, v.to(tl.int32, bitcast=True)).to(tl.float32, bitcast=True)
+def _int8_values(codes, NAN_BITS: tl.constexpr = True):
+    """int8 codes (int8, or int32 holding them) -> fp32 values, without an int -> float conversion (a slow
+    instruction on the GPU). The NaN code -128 gives 0x7FC00000 with ``NAN_BITS``, else some NaN without a select:
+    with ``c`` the code sign-extended, ``(c + 127) | 0x4B000000`` is the fp32 pattern of 2**23 + 127 + c (one unit in
+    the last place at 2**23), minus the float 2**23 + 127 the value c; for c = -128 it is all ones, a NaN."""
+    if NAN_BITS:
+        u = codes.to(tl.int32) & 0xFF
+        v = ((u ^ 0x80) | 0x4B000000).to(tl.float32, bitcast=True) - 8388736.0
+        q = tl.where(u == 0x80, 0x7FC00000, v.to(tl.int32, bitcast=True)).to(tl.float32, bitcast=True)
+    else:
+        c = (codes.to(tl.int32) << 24) >> 24
+        q = ((c + 127) | 0x4B000000).to(tl.float32, bitcast=True) - 8388735.0
+    return q
 
 
 @triton.jit
 def row_values(codes, FMT: tl.constexpr, NAN_BITS: tl.constexpr = True):
     """The codes' values q before the row scale, fp32 exactly: codes (uint8 E4M3 bits for fp8, int8 for int8, or
-    int32 holding them), any shape. A NaN code gives a NaN (0x7FC00000 for int8, and for fp8 unless
-    ``NAN_BITS=False``)."""
+    int32 holding them), any shape. A NaN code gives a NaN: 0x7FC00000 with ``NAN_BITS``, else some NaN."""
     if FMT == fcode.FP8:
         q = decode_bits(codes.to(tl.int32) & 0xFF, fcode.E4M3, NAN_BITS)
     else:
-        q = _int8_values(codes)
+        q = _int8_values(codes, NAN_BITS)
     return q
 
 

@@ -7,11 +7,15 @@ import os
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from replayssm_quant.kernels import quantize_rowscaled as kr  # noqa: E402
+from replayssm_quant.kernels.rowscaled import row_values  # noqa: E402
+from replayssm_quant.quant import format_codes as fcode  # noqa: E402
 from replayssm_quant.quant import dequantize, quantize  # noqa: E402
 from replayssm_quant.quant import reference as ref  # noqa: E402
 from replayssm_quant.quant.philox import flat_rbits  # noqa: E402
@@ -134,3 +138,28 @@ def test_kernels_compile_for_sm90_with_ieee_division():
         assert divs == ("div.rn.f32" if name.startswith("q") else "-"), (name, divs)
         assert n_ftz == "0", name
     assert int(rows["q701"][2]) > 0 and int(rows["q811"][2]) == 0   # fp8 RNE: cvt.rn.satfinite.e4m3x2; int8: none
+
+
+@triton.jit
+def _int8_values_kernel(codes_ptr, out_ptr, out_raw_ptr, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < N
+    codes = tl.load(codes_ptr + offs, mask=m, other=0)
+    tl.store(out_ptr + offs, row_values(codes, fcode.INT8, True), mask=m)
+    tl.store(out_raw_ptr + offs, row_values(codes, fcode.INT8, False), mask=m)
+
+
+@pytest.mark.parametrize("dtype,stored", [(torch.int8, "int8"), (torch.int32, "signed"), (torch.int32, "bytes")])
+def test_int8_values_every_code(dtype, stored):
+    """rowscaled.row_values for int8, every code in shuffled positions (int8 storage, int32 holding the signed
+    values or the bytes 0..255), two programs and a masked tail: the value c exactly; the NaN code -128 as
+    0x7FC00000 with NAN_BITS, some NaN without (the select-free path of the non-flush read)."""
+    g = torch.Generator().manual_seed(5)
+    c = torch.arange(-128, 128)[torch.randperm(256, generator=g)].repeat(2)[:301]
+    codes = (c & 0xFF if stored == "bytes" else c).to(dtype).to(DEV)
+    out, raw = torch.full((301,), -1.5, device=DEV), torch.full((301,), -1.5, device=DEV)   # poison: no code's value
+    _int8_values_kernel[(2,)](codes_ptr=codes, out_ptr=out, out_raw_ptr=raw, N=301, BLOCK=256)
+    nan = (c == -128).to(DEV)
+    want = c.to(DEV).float()
+    assert torch.equal(out[~nan], want[~nan]) and torch.equal(raw[~nan], want[~nan])
+    assert torch.all(out[nan].view(torch.int32) == 0x7FC00000) and torch.all(torch.isnan(raw[nan]))
