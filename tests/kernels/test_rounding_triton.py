@@ -150,18 +150,20 @@ def test_nvfp4_device_functions_match_reference(sr, R, C):
 
 
 @triton.jit
-def _nvfp4_raw_kernel(codes_ptr, out_ptr, R: tl.constexpr, C2: tl.constexpr):
+def _nvfp4_raw_kernel(codes_ptr, out_ptr, R: tl.constexpr, C2: tl.constexpr, PTX: tl.constexpr):
     r = tl.arange(0, R)[:, None]
     codes = tl.load(codes_ptr + r * C2 + tl.arange(0, C2)[None, :])
-    tl.store(out_ptr + r * (2 * C2) + tl.arange(0, 2 * C2)[None, :], rd.nvfp4_raw(codes))
+    tl.store(out_ptr + r * (2 * C2) + tl.arange(0, 2 * C2)[None, :], rd.nvfp4_raw(codes, PTX))
 
 
+@pytest.mark.parametrize("ptx", [True, False])
 @pytest.mark.parametrize("R,C2", [(16, 16), (4, 64), (128, 8), (2, 4)])
-def test_nvfp4_raw_is_the_e2m1_value_times_2_pow_minus_6(R, C2):
+def test_nvfp4_raw_is_the_e2m1_value_times_2_pow_minus_6(R, C2, ptx):
     """``nvfp4_raw`` (the non-flush read's decode) gives each E2M1 element times 2**-6 bit for bit, signed zeros
     included: all 256 code bytes (each in several positions of the larger tiles), shuffled, in tiles of several
     shapes and so several register layouts of the packed words the GPU path converts
-    (:data:`rounding._E2M1_E4M3_ASM`). In the interpreter this checks the integer path; on a GPU the cvt path."""
+    (:data:`rounding._E2M1_E4M3_ASM`). In the interpreter both ``ptx`` cases check the integer path; on a GPU
+    ``ptx`` checks the cvt path, without it the integer path (mamba2's non-flush read, ``nonflush_e2m1_ptx``)."""
     g = torch.Generator().manual_seed(R * 1000 + C2)
     n = R * C2
     pool = torch.arange(256, dtype=torch.int64).repeat(-(-n // 256))
@@ -169,7 +171,7 @@ def test_nvfp4_raw_is_the_e2m1_value_times_2_pow_minus_6(R, C2):
     if n >= 256:
         assert codes.unique().numel() == 256
     out = torch.full((R, 2 * C2), float("nan"), device=DEV)
-    _nvfp4_raw_kernel[(1,)](codes.to(DEV), out, R=R, C2=C2)
+    _nvfp4_raw_kernel[(1,)](codes.to(DEV), out, R=R, C2=C2, PTX=ptx)
     q, _ = ref.nvfp4_parts(codes, torch.zeros(R, 1, dtype=torch.uint8))   # (the block scales are not used here)
     want = q * 2.0 ** -6
     assert torch.equal(out.cpu().view(torch.int32), want.view(torch.int32))

@@ -11,7 +11,8 @@
 #     0fff0c1's tree.
 # (2) the decode tests of call s13a that its cap cut, on the GPU, now with seeds fixed by the case and (lossy
 #     recurrence checkpoints) each step checked from the reference's state; the row-scaled tests (the int8 read
-#     without the NaN select of 2026-12-05b runs on the GPU for the first time; call_s15b.sh times it);
+#     without the NaN select of 2026-12-05b runs on the GPU for the first time; call_s15b.sh times it) and the
+#     rounding tests (the nvfp4 decode's integer path on the GPU, now mamba2's non-flush default, beside the PTX one);
 # (3) the bench table's mamba2 rows on this tree with the device checks (as call s10b; call_s15b.sh: gdn, kda).
 # Before the call:
 #   mkdir -p .gpu/sr_old && git archive 0fff0c1 kernels quant replayssm_quant scripts pyproject.toml eval/__init__.py \
@@ -29,8 +30,8 @@ part e2m1_new 70 python3 scripts/gpu/launch_sweep.py --out "$R/e2m1" $AB --stem 
 part e2m1_old 40 bash -c "cd .gpu/sr_old && python3 scripts/gpu/launch_sweep.py --out '$R/e2m1' $AB --stem b256_old_0fff0c1"
 part gpu_tests 150 python3 -m pytest -q -n 4 -rf -p no:cacheprovider tests/kernels/test_decode.py -k "bit_exact_vs_torch \
 or corrections or scratch_l2 or other_grid or nvfp4_flush_sub_block_items"
-part gpu_tests_rowscaled 70 python3 -m pytest -q -n 4 -rf -p no:cacheprovider tests/kernels/test_quantize_rowscaled.py \
-  tests/kernels/test_decode_rowscaled.py
+part gpu_tests_formats 90 python3 -m pytest -q -n 4 -rf -p no:cacheprovider tests/kernels/test_quantize_rowscaled.py \
+  tests/kernels/test_decode_rowscaled.py tests/kernels/test_rounding_triton.py
 python3 -c "import einops, fla; print('fla', fla.__version__, 'einops', einops.__version__)" || echo "fla not importable"
 part bench_mamba2 280 python3 scripts/gpu/bench.py --rep-ms 10 --out "$R/bench" --resume --families mamba2 \
   --specs fp32,nvfp4/fp16,nvfp4/fp8+sr,fp8+sr,int8+sr --batches 256,1,64,512
