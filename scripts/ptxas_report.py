@@ -167,6 +167,15 @@ def ptxas_info(fn, kwargs: dict, num_warps: int, num_stages: int = 3, maxnreg: i
     return info
 
 
+def compile_launch(fn, kw: dict, sass: bool = False, ptx: bool = False) -> tuple[dict, dict]:
+    """Compile ``fn`` offline (:func:`ptxas_info`) with a recorded launch's keywords ``kw`` (:func:`split_launch_kwargs`):
+    returns the launch options taken out of ``kw`` (``num_warps``, ``num_stages``, ``maxnreg``; ``kw`` keeps the
+    kernel's arguments) and the compile's info."""
+    opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
+    return opts, ptxas_info(fn, kw, opts["num_warps"], opts.get("num_stages", 3), maxnreg=opts.get("maxnreg"),
+                            sass=sass, ptx=ptx)
+
+
 def resident_programs(info: dict, num_warps: int) -> int:
     """Programs of ``num_warps`` warps one H200 SM holds at once: the least of the register limit
     (``programs_per_sm_by_regs``), the shared-memory limit (228 KB per SM, 227 KB per block usable, 1 KB reserved
@@ -275,9 +284,7 @@ def nonflush_report(a) -> list[dict]:
     rows = []
     for fam, spec, variant in itertools.product(a.families.split(","), a.specs.split(","), a.knobs.split(";")):
         kw = split_launch_kwargs(fam, spec, a.batch, "nonflush", parse_knobs(variant))
-        opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
-        info = ptxas_info(nonflush._nonflush_kernel, kw, opts["num_warps"], opts.get("num_stages", 3),
-                          maxnreg=opts.get("maxnreg"), sass=True)
+        opts, info = compile_launch(nonflush._nonflush_kernel, kw, sass=True)
         sass = info.pop("sass")
         ops = [op for _, op, _ in _sass_listing(sass)[0]]
         loops = [x for x in sass_loops(sass) if len(x) > 1]   # (a staged kernel's chunk loop)
@@ -302,9 +309,7 @@ def flush_report(a) -> list[dict]:
                                                      a.knobs.split(";")):
         knobs = ({} if dot == "plan" else {"flush_dot": dot}) | parse_knobs(variant)
         kw = split_launch_kwargs(fam, spec, a.batch, "flush", knobs)
-        opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
-        info = ptxas_info(flush._flush_kernel, kw, opts["num_warps"], opts.get("num_stages", 3),
-                          maxnreg=opts.get("maxnreg"), sass=True)
+        opts, info = compile_launch(flush._flush_kernel, kw, sass=True)
         loops = sass_loops(info.pop("sass"))
         sub = loops[0] if loops else []
         per_thread = kw["BVF"] * kw["BK"] // (32 * opts["num_warps"])   # state elements of a thread per sub-block
@@ -335,10 +340,8 @@ def nvfp4_items_report(a) -> list[dict]:
     rows = []
     for fam, spec, variant in itertools.product(a.families.split(","), a.specs.split(","), a.knobs.split(";")):
         kw = nvfp4_part_launch_kwargs(fam, spec, parse_knobs(variant))
-        opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
         for nvg in map(int, a.item_blocks.split(",")):
-            info = ptxas_info(items._nvfp4_part_kernel, dict(kw, NVG=nvg), opts["num_warps"],
-                              opts.get("num_stages", 3), maxnreg=opts.get("maxnreg"), sass=True)
+            opts, info = compile_launch(items._nvfp4_part_kernel, dict(kw, NVG=nvg), sass=True)
             loops = sass_loops(info.pop("sass"))
             rows.append(dict(family=fam, spec=spec, knobs=variant.strip() or "default", dot=kw["DOTP"],
                              item_blocks=nvg, warps=opts["num_warps"], **info,

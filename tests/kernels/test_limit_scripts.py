@@ -172,43 +172,40 @@ def test_ptxas_report_flush_launch_is_the_h200_plan():
     assert ptxas_report.sass_loops(listing) == [["SHFL", "BRA"], ["BRA"]]
 
 
-_L2_HINTS_PTX = """
+_PTX_PROBE = """
 import sys
 sys.path.insert(0, "scripts")
 import ptxas_report
-import replayssm_quant.kernels.flush as flush
-for knobs in ({"flush_scratch_l2": True}, {}):
-    kw = ptxas_report.split_launch_kwargs("gdn", "nvfp4/fp16", 256, "flush", knobs)
-    opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
-    ptx = ptxas_report.ptxas_info(flush._flush_kernel, kw, opts["num_warps"], opts.get("num_stages", 3),
-                                  maxnreg=opts.get("maxnreg"), ptx=True)["ptx"]
-    print(kw["SCR_L2"], "L2::evict_last" in ptx, "L2::evict_first" in ptx, ptx.count("L2::cache_hint") > 0)
+from replayssm_quant.kernels import flush, nonflush
+
+def ptx(kernel, family, spec, knobs):
+    kw = ptxas_report.split_launch_kwargs(family, spec, 256, kernel, knobs)
+    fn = dict(flush=flush._flush_kernel, nonflush=nonflush._nonflush_kernel)[kernel]
+    return kw, ptxas_report.compile_launch(fn, kw, ptx=True)[1]["ptx"]
 """
+
+
+def _ptx_probe(lines: str) -> list[str]:
+    """The printed lines of ``lines`` run after :data:`_PTX_PROBE` in a subprocess without the interpreter, where
+    ``ptx(kernel, family, spec, knobs)`` gives the split step's ``kernel`` launch at B = 256 as planned on an H200
+    (its keywords, its PTX compiled for sm_90a on the CPU)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", _PTX_PROBE + lines], capture_output=True, text=True, cwd=ROOT,
+                       timeout=600, env=dict(env, PYTHONPATH=ROOT))
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout.split("\n")
 
 
 def test_flush_scratch_l2_hints_reach_the_compiled_code():
     """Knob ``flush_scratch_l2``: the flush launch of a dual nvfp4 step at B = 256 (the H200 plan), compiled for sm_90a
     on the CPU (no interpreter), stores its S_L scratch with an L2 evict_last policy and reloads it with evict_first;
     without the knob the kernel carries no L2 policy."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", _L2_HINTS_PTX], capture_output=True, text=True, cwd=ROOT, timeout=600,
-                       env=dict(env, PYTHONPATH=ROOT))
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.split("\n")[:2] == ["True True True True", "False False False False"], r.stdout
-
-
-_E2M1_PTX = """
-import sys
-sys.path.insert(0, "scripts")
-import ptxas_report
-import replayssm_quant.kernels.nonflush as nonflush
-for family, knobs in (("gdn", {}), ("mamba2", {}), ("mamba2", {"nonflush_e2m1_ptx": True})):
-    kw = ptxas_report.split_launch_kwargs(family, "nvfp4/fp16", 256, "nonflush", knobs)
-    opts = {k: kw.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kw}
-    ptx = ptxas_report.ptxas_info(nonflush._nonflush_kernel, kw, opts["num_warps"], opts.get("num_stages", 3),
-                                  maxnreg=opts.get("maxnreg"), ptx=True)["ptx"]
-    print(kw["E2M1_PTX"], "0x1C1C1C1C" in ptx)   # the E2M1 -> E4M3 bit move of rounding._E2M1_E4M3_ASM
-"""
+    out = _ptx_probe("""
+for knobs in ({"flush_scratch_l2": True}, {}):
+    kw, p = ptx("flush", "gdn", "nvfp4/fp16", knobs)
+    print(kw["SCR_L2"], "L2::evict_last" in p, "L2::evict_first" in p, p.count("L2::cache_hint") > 0)
+""")
+    assert out[:2] == ["True True True True", "False False False False"], out
 
 
 def test_nonflush_e2m1_decode_reaches_the_compiled_code():
@@ -216,8 +213,9 @@ def test_nonflush_e2m1_decode_reaches_the_compiled_code():
     sm_90a on the CPU, decodes E2M1 through the inline-PTX E4M3 image for gdn, by integer operations for mamba2 (none
     of that inline PTX in its code; its block scales still take the E4M3 cvt), and through the PTX again when the
     knob asks for it."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", _E2M1_PTX], capture_output=True, text=True, cwd=ROOT, timeout=600,
-                       env=dict(env, PYTHONPATH=ROOT))
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.split("\n")[:3] == ["True True", "False False", "True True"], r.stdout
+    out = _ptx_probe("""
+for family, knobs in (("gdn", {}), ("mamba2", {}), ("mamba2", {"nonflush_e2m1_ptx": True})):
+    kw, p = ptx("nonflush", family, "nvfp4/fp16", knobs)
+    print(kw["E2M1_PTX"], "0x1C1C1C1C" in p)   # the E2M1 -> E4M3 bit move of rounding._E2M1_E4M3_ASM
+""")
+    assert out[:3] == ["True True", "False False", "True True"], out
