@@ -245,8 +245,9 @@ def test_triton_bit_exact_vs_torch(family, spec, mode, block_v, split):
         if DEV != "cpu" and cs[0].spec.recur.name != "fp32":
             # on a GPU a flipped rounding of a lossy recurrence checkpoint re-enters the recurrence, and the two
             # caches drift apart by design: each step is checked from the reference's state
-            for name, t in cs[0].stored_tensors().items():
-                cs[1].stored_tensors()[name].copy_(t)
+            got = cs[1].stored_tensors()
+            for name, ref in cs[0].stored_tensors().items():
+                got[name].copy_(ref)
     assert cs[1].flush_count[:-1].max() >= 2 if mode == "replay" else True
 
 
