@@ -1,4 +1,5 @@
 #!/bin/bash
+# Folded into call_s16a.sh (session 2026-12-05c), which runs its parts after the GPU tests.
 # Session 2026-12-05, device call C (issue 28; not run: no device was lent in that session): two knobs of the dual
 # nvfp4 flush of gdn and kda, both off by default. (a) flush_corrections_rows: a separate delta-rule spec's
 # corrections computed first for the whole head in groups of 64 rows, where each 16-row sub-block's 16 x 16 dots
