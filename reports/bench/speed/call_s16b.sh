@@ -1,0 +1,34 @@
+#!/bin/bash
+# Session 2026-12-05c, device call s16b (issue 28; queued after call_s16a.sh): Nsight Compute on the current
+# kernels. The limits behind each missed goal (speed README, "Nsight Compute readings") were read on the kernels
+# before sessions 2026-12-04d-2026-12-05b (gdn 12-02, kda / mamba2 12-04); since then the SR flush is 17% faster
+# and the nvfp4 non-flush read 9-10% (s15's table). Profiled here at B = 256, each family, replay: the last
+# non-flush step and the flush step (profile_step.py --ncu-window) of nvfp4/fp16 (goal 1a), fp8+sr and int8+sr
+# (goal 4), with the sections and metrics of call s8c; then limits_summary.py's one-line-per-launch table.
+#   git rev-parse --short HEAD > TREE.txt
+#   run(command="BUDGET_S=540 bash reports/bench/speed/call_s16b.sh", carry=["TREE.txt", ".whl"])
+set -u
+source scripts/gpu/setup.sh
+R=${R:-$PWD/.gpu/res_s16b}
+source scripts/gpu/parts.sh s16b "${BUDGET_S:-540}"
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
+echo "ncu: ${NCU:-none}"; [ -n "$NCU" ] && "$NCU" --version | tail -n 1
+NCU_ARGS=(--clock-control none --profile-from-start off -k "regex:_(non)?flush_kernel|_nvfp4_part_kernel"
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats
+          --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis
+          --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum -f)
+for fam in gdn kda mamba2; do
+  if [ -n "$NCU" ]; then
+    part ncu_${fam}_b256 120 "$NCU" "${NCU_ARGS[@]}" -o "$R/ncu_${fam}_b256" python3 scripts/gpu/profile_step.py \
+      --out /tmp/s16b_ncu --families $fam --rounds 0 --ncu-window --no-conventional --batch 256 \
+      --specs nvfp4/fp16,fp8+sr,int8+sr
+    if [ -f "$R/ncu_${fam}_b256.ncu-rep" ]; then
+      timeout 40 "$NCU" -i "$R/ncu_${fam}_b256.ncu-rep" --page details > "$R/ncu_${fam}_b256_details.txt" 2>&1
+      timeout 40 "$NCU" -i "$R/ncu_${fam}_b256.ncu-rep" --page raw --csv --print-units base \
+        > "$R/ncu_${fam}_b256_raw.csv" 2>&1
+      pack
+    fi
+  fi
+done
+timeout 30 python3 scripts/gpu/limits_summary.py "$R" | tail -n 40
+echo "total wall $(( $(date +%s) - T0 ))s"; cat "$R/parts.tsv"; pack; ls -la "$OUT"
