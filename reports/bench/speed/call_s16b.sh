@@ -17,18 +17,21 @@ NCU_ARGS=(--clock-control none --profile-from-start off -k "regex:_(non)?flush_k
           --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats
           --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis
           --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum -f)
-for fam in gdn kda mamba2; do
-  if [ -n "$NCU" ]; then
-    part ncu_${fam}_b256 120 "$NCU" "${NCU_ARGS[@]}" -o "$R/ncu_${fam}_b256" python3 scripts/gpu/profile_step.py \
-      --out /tmp/s16b_ncu --families $fam --rounds 0 --ncu-window --no-conventional --batch 256 \
-      --specs nvfp4/fp16,fp8+sr,int8+sr
-    if [ -f "$R/ncu_${fam}_b256.ncu-rep" ]; then
-      timeout 40 "$NCU" -i "$R/ncu_${fam}_b256.ncu-rep" --page details > "$R/ncu_${fam}_b256_details.txt" 2>&1
-      timeout 40 "$NCU" -i "$R/ncu_${fam}_b256.ncu-rep" --page raw --csv --print-units base \
-        > "$R/ncu_${fam}_b256_raw.csv" 2>&1
-      pack
-    fi
-  fi
-done
+ncu_export() {   # ncu_export NAME: the report's details page and raw CSV (limits_summary.py reads *_raw.csv)
+  [ -f "$R/$1.ncu-rep" ] || return 0
+  timeout 40 "$NCU" -i "$R/$1.ncu-rep" --page details > "$R/$1_details.txt" 2>&1
+  timeout 40 "$NCU" -i "$R/$1.ncu-rep" --page raw --csv --print-units base > "$R/$1_raw.csv" 2>&1
+  pack
+}
+if [ -n "$NCU" ]; then
+  PS="python3 scripts/gpu/profile_step.py --out /tmp/s16b_ncu --rounds 0 --ncu-window --no-conventional --batch 256"
+  part ncu_gdn_b256 120 "$NCU" "${NCU_ARGS[@]}" -o "$R/ncu_gdn_b256" $PS --families gdn --specs nvfp4/fp16,fp8+sr,int8+sr
+  ncu_export ncu_gdn_b256
+  part ncu_kda_b256 120 "$NCU" "${NCU_ARGS[@]}" -o "$R/ncu_kda_b256" $PS --families kda --specs nvfp4/fp16,fp8+sr,int8+sr
+  ncu_export ncu_kda_b256
+  part ncu_mamba2_b256 120 "$NCU" "${NCU_ARGS[@]}" -o "$R/ncu_mamba2_b256" $PS --families mamba2 \
+    --specs nvfp4/fp16,fp8+sr,int8+sr
+  ncu_export ncu_mamba2_b256
+fi
 timeout 30 python3 scripts/gpu/limits_summary.py "$R" | tail -n 40
 echo "total wall $(( $(date +%s) - T0 ))s"; cat "$R/parts.tsv"; pack; ls -la "$OUT"
