@@ -17,6 +17,7 @@ from .flush_math import _commit_flush_rows, _flush_prep, _flush_S, _head_correct
 from .ring import (_append_keys, _append_rows, _current_log_decay, _load_ring_keys, _next_counts, _nonflush_rows,
                    _ring_coeffs)
 from .rounding import nvfp4_amax, nvfp4_encode_scale
+from .rowscaled import is_rowscaled
 from .tiles import _load_read, _load_step_inputs, _store_head_scale, _vec4
 
 
@@ -173,7 +174,7 @@ def _step_program(
                 Gt, Gts = _current_log_decay(Gr, offs_j, h, gt, gts, GK, BK)
                 cq, ck = _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK)
                 o, u = _nonflush_rows(S_nf, SB_nf, inv_nf, Ur, cq, ck, tl.exp(Gt), q, kt, vt, beta, DELTA,
-                                      FMT_LP == fcode.NVFP4, FMT_LP == fcode.FP8 or FMT_LP == fcode.INT8)
+                                      FMT_LP == fcode.NVFP4, is_rowscaled(FMT_LP))
                 tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
                 eh = ring0 + h
                 _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)

@@ -15,6 +15,7 @@ from replayssm_quant.quant import format_codes as fcode
 
 from .ring import _append_keys, _append_rows, _current_log_decay, _load_ring_keys, _ring_coeffs
 from .rounding import pow2_f32
+from .rowscaled import is_rowscaled
 from .tiles import _load_read, _load_step_inputs, _nvfp4_chunk_sums, _read_scale, _read_unscale, _vec4
 
 
@@ -138,7 +139,7 @@ def _nonflush_kernel(
     ring0 = sh * L1
     h = tl.load(cnt_ptr + tl.maximum(slot, 0))
     NV4R: tl.constexpr = FMT_LP == fcode.NVFP4
-    RSR: tl.constexpr = FMT_LP == fcode.FP8 or FMT_LP == fcode.INT8
+    RSR: tl.constexpr = is_rowscaled(FMT_LP)
     XSC: tl.constexpr = NV4R or RSR   # a scaled read (ring._read_rowdot)
     if STAGES == 0:   # the first chunk before h is known
         S_next, SB_next = _load_read(lp0, lp1, lp2, sh, offs_v, offs_c, mv, offs_c < K, K, V, FMT_LP, KC, 0, E2M1_PTX)

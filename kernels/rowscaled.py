@@ -10,6 +10,7 @@ same bits as its ``rowscaled_quantize`` / ``rowscaled_dequantize`` on the GPU an
 Public (all ``@triton.jit``; ``FMT`` the constexpr format code ``fcode.FP8`` or ``fcode.INT8`` of
 :mod:`replayssm_quant.quant.format_codes`):
 
+* ``is_rowscaled(FMT)`` (a ``triton.constexpr_function``): whether ``FMT`` is ``fcode.FP8`` or ``fcode.INT8``.
 * ``row_amax(x [R, C])`` -> fp32 ``[R]``: max |x| per row, NaN ignored, +-inf as FLT_MAX (pad with 0).
 * ``row_scales(amax [R], FMT)`` -> (d, r) fp32 ``[R]``: decode scale and encode factor.
 * ``row_encode(x [R, C], FMT, SR, rbits)`` -> (codes int32 ``[R, C]``, d fp32 ``[R]``): fp8 codes are the
@@ -36,6 +37,13 @@ from replayssm_quant.quant import format_codes as fcode
 from .rounding import _canonical_nan, _encode_ieee, _encode_sr16, decode_bits, encode_bits
 
 FLT_MAX = 3.4028234663852886e38
+
+
+@triton.constexpr_function
+def is_rowscaled(fmt) -> bool:
+    """Whether the constexpr format code ``fmt`` is a row-scaled one (``fcode.FP8`` or ``fcode.INT8``): for the
+    kernels' compile-time branches (``if is_rowscaled(FMT):``)."""
+    return fmt == fcode.FP8 or fmt == fcode.INT8
 
 
 @triton.jit

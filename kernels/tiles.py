@@ -15,7 +15,7 @@ from replayssm_quant.quant import format_codes as fcode
 
 from .rounding import (decode_bits, encode_bits, nvfp4_block_scale, nvfp4_decode, nvfp4_encode, nvfp4_raw,
                        pow2_f32, sr_bits8)
-from .rowscaled import load_row_codes, load_row_tile, row_values, store_row_tile
+from .rowscaled import is_rowscaled, load_row_codes, load_row_tile, row_values, store_row_tile
 
 
 @triton.jit
@@ -39,7 +39,7 @@ def _load_tile(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, 
         S = nvfp4_decode(codes, sb, s_enc, not VALUES)
         if not VALUES:
             S = tl.where(m, S, 0.0)
-    elif FMT == fcode.FP8 or FMT == fcode.INT8:   # codes x the row's decode scale; zero codes outside [V, K]
+    elif is_rowscaled(FMT):   # codes x the row's decode scale; zero codes outside [V, K]
         S = load_row_tile(p0, p1, sh, offs_v, offs_k, mv, mk, K, V, FMT)
     else:
         bits = tl.load(p0 + sh * V * K + offs_v[:, None] * K + offs_k[None, :], mask=m, other=0)
@@ -77,7 +77,7 @@ def _load_read(p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, FMT: tl.constexpr, 
     if FMT == fcode.NVFP4:
         codes, sb = _load_nvfp4_parts(p0, p1, sh, offs_v, mv, K, V, BK, K0)
         return nvfp4_raw(codes, E2M1_PTX), nvfp4_block_scale(sb)
-    elif FMT == fcode.FP8 or FMT == fcode.INT8:
+    elif is_rowscaled(FMT):
         codes, d = load_row_codes(p0, p1, sh, offs_v, offs_k, mv, mk, K, V)
         return row_values(codes, FMT, False), d
     else:
@@ -109,7 +109,7 @@ def _store_tile(S, p0, p1, p2, sh, offs_v, offs_k, mv, mk, K, V, seed, c1, c2, s
                  mask=mv[:, None] & (o2 < K2)[None, :])
         tl.store(p1 + sh * V * K16 + offs_v[:, None] * K16 + o16[None, :], sb,
                  mask=mv[:, None] & (o16 < K16)[None, :])
-    elif FMT == fcode.FP8 or FMT == fcode.INT8:   # whole rows: each row's scale from its amax over K, then codes
+    elif is_rowscaled(FMT):   # whole rows: each row's scale from its amax over K, then codes
         store_row_tile(S, p0, p1, sh, offs_v, offs_k, mv, mk, K, V, FMT, SR, rbits)
     else:
         bits = encode_bits(S, FMT, SR, rbits)
