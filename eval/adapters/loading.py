@@ -112,20 +112,28 @@ def default_models_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "default_models"
 
 
+#: config keys that say where a model was loaded from, not what it is (left out of :func:`model_fingerprint`)
+_LOCATION_KEYS = ("_name_or_path", "_commit_hash")
+
+
 def model_fingerprint(model) -> str:
     """A content hash of ``model``: sha256 (hex, first 16 digits) over its config and every tensor of its state dict.
 
     Each tensor contributes its name, dtype, shape and raw bytes (moved to the CPU one at a time),
-    so a retrained or otherwise changed model gets another hash even under the same name.
+    so a retrained or otherwise changed model gets another hash even under the same name. The config's
+    :data:`_LOCATION_KEYS` (where the model was loaded from) are left out: the same model installed or copied
+    elsewhere keeps its hash, so a run moved with it still resumes.
     """
     import hashlib
+    import json
 
     import torch
 
     h = hashlib.sha256()
     cfg = getattr(model, "config", None)
     if cfg is not None:
-        h.update(cfg.to_json_string(use_diff=False).encode())
+        d = {k: v for k, v in json.loads(cfg.to_json_string(use_diff=False)).items() if k not in _LOCATION_KEYS}
+        h.update(json.dumps(d, sort_keys=True).encode())
     for name, t in sorted(model.state_dict().items()):
         t = t.detach()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
