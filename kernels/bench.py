@@ -462,22 +462,37 @@ def _mamba_ssm_rows(todo, shapes, window, timer, device, copy_bw, src, notes) ->
         return []
 
 
-def _resumed_rows(partial: str, resume: bool, notes) -> list[dict]:
-    """The measurements of a run cut short (``results.partial.csv``) when resuming; else the file is removed."""
+def _resumed_rows(partial: str, resume: bool, notes, finished: str | None = None) -> list[dict]:
+    """The measurements kept when resuming: those of a run cut short (``partial``, ``results.partial.csv``), else
+    those of a finished run (``finished``, ``results.csv``: a resumed run then adds the families, specs or batches
+    it lacks). Without ``resume`` a partial file is removed and nothing is kept."""
     import pandas as pd
 
     if not os.path.exists(partial):
-        return []
-    if not resume:
+        if not (resume and finished and os.path.exists(finished)):
+            return []
+        partial = finished
+    elif not resume:
         os.remove(partial)
         return []
     rows = pd.read_csv(partial).to_dict("records")
     if rows and "copy_GBps" not in rows[0]:
         raise ValueError(f"{partial} has no copy_GBps column (written by an older bench): it cannot be "
                          "resumed; start a new --out folder")
-    notes.append(f"resumed: {len(rows)} measurements from an earlier run into this folder (each row's "
-                 "copy_GBps is the copy bandwidth measured by the run that timed it)")
+    notes.append(f"resumed: {len(rows)} measurements from an earlier run into this folder "
+                 f"({os.path.basename(partial)}; each row's copy_GBps is the copy bandwidth measured by the run that "
+                 "timed it)")
     return rows
+
+
+def _resumed_checks(path: str, resume: bool, families) -> list[dict]:
+    """The device checks of the families outside ``families`` in ``path`` (``correctness.csv``) when resuming: a
+    resumed run into another run's folder keeps their checks beside its own."""
+    import pandas as pd
+
+    if not (resume and os.path.exists(path)):
+        return []
+    return [r for r in pd.read_csv(path).to_dict("records") if r["family"] not in families]
 
 
 def _write_sweep(out, sw) -> None:
@@ -499,7 +514,9 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
     """Run the whole benchmark and write the report; returns the results DataFrame.
     The device checks go to ``out/correctness.csv`` before any timing; the fla anchors are timed first, then every
     configuration. Measurements are appended to ``out/results.partial.csv`` as they finish; ``resume`` keeps the
-    rows of that file (a run cut short) and times only the missing (family, spec, mode, batch) configurations.
+    rows of that file (a run cut short), or else of ``out/results.csv`` (a finished run), and times only the
+    missing (family, spec, mode, batch) configurations; the device checks of families outside ``families`` are
+    kept from ``out/correctness.csv`` too (a run of other families resumed into the folder).
 
     ``split_flush`` (None = the launcher's heuristic, True/False forced): replay step as separate launches
     (non-flush rows, flush rows) or one fused kernel, for the main table (column ``split_flush``).
@@ -538,9 +555,10 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
                             steps=None if device.type == "cuda" else window + 2)
     fla_fams = _fla_families(families, device, notes)
     os.makedirs(out, exist_ok=True)
+    corr += _resumed_checks(os.path.join(out, "correctness.csv"), resume, families)
     pd.DataFrame(corr).to_csv(os.path.join(out, "correctness.csv"), index=False)   # (a run cut short keeps them)
     partial = os.path.join(out, "results.partial.csv")
-    rows = _resumed_rows(partial, resume, notes)
+    rows = _resumed_rows(partial, resume, notes, finished=os.path.join(out, "results.csv"))
     done = {(r["family"], r["spec"], r["mode"], int(r["batch"])) for r in rows}
     # the report covers every family in the folder, resumed ones from another --families included
     report_fams = list(families) + sorted({r["family"] for r in rows if r["family"] not in families})
@@ -575,7 +593,7 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
                 device=torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (Triton interpreter)",
                 versions=_versions(), window=window, copy_GBps=bw["best"], copy_detail=bw, shapes=report_shapes,
                 ring_dtype=ring_dtype)
-    write_report(out, df, memory_table(specs, shapes, window, RING_DTYPES[ring_dtype]), corr, meta, notes)
+    write_report(out, df, memory_table(specs, report_shapes, window, RING_DTYPES[ring_dtype]), corr, meta, notes)
     os.remove(partial)
     if sweep_block_v:
         configs(list(sweep_specs))

@@ -37,8 +37,9 @@ def configure(parser):
                              "(off), or the launcher's heuristic: split large GPU grids (auto, default); the tile "
                              "sweep times both")
     parser.add_argument("--resume", action="store_true",
-                        help="keep the measurements of a run into --out that was cut short (results.partial.csv) "
-                             "and time only the missing configurations")
+                        help="keep the measurements already in --out (a run cut short: results.partial.csv; else a "
+                             "finished run: results.csv, and the device checks of the families not run now) and "
+                             "time only the missing configurations (e.g. add --families to a finished folder)")
     parser.add_argument("--ring-dtype", choices=("float32", "bfloat16"), default="float32",
                         help="dtype in which the replay rings keep k and v (SSMStateCache ring_dtype; bfloat16 holds "
                              "the benchmark's bf16 activations exactly in half the ring bytes; default float32)")

@@ -153,7 +153,18 @@ def test_bench_resume_keeps_finished_measurements(tmp_path, capsys):
     kept.drop(columns=["copy_GBps"]).to_csv(out / "results.partial.csv", index=False)
     assert cli.main(args + ["--resume"]) == 2
     assert "no copy_GBps column" in capsys.readouterr().err
+    # a finished folder (no partial file): --resume of another family keeps its rows and its device checks, as the
+    # device calls that time the table in two parts do
+    (out / "results.partial.csv").unlink()
+    assert cli.main(args) == 0
+    assert cli.main(other + ["--resume"]) == 0
+    joined = pd.read_csv(out / "results.csv")
+    assert sorted(joined.family.value_counts().to_dict().items()) == [("gdn", 2), ("mamba2", 2)]
+    assert set(pd.read_csv(out / "correctness.csv").family) == {"gdn", "mamba2"}
+    assert set(pd.read_csv(out / "memory.csv").family) == {"gdn", "mamba2"}
+    assert "resumed: 2 measurements from an earlier run into this folder (results.csv" in (out / "report.md").read_text()
     # no --resume: the stale partial file is discarded (what the bench's driver calls before it times anything)
+    kept.to_csv(out / "results.partial.csv", index=False)
     from replayssm_quant.kernels.bench import _resumed_rows
     assert _resumed_rows(str(out / "results.partial.csv"), False, []) == []
     assert not (out / "results.partial.csv").exists()
