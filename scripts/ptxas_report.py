@@ -231,10 +231,12 @@ def h200_planner(sms: int = H200_SMS):
 def split_launch_kwargs(family: str, spec: str, batch: int, kernel: str = "flush", knobs: dict | None = None) -> dict:
     """The keyword arguments (launch options included) of the split step's ``kernel`` (``"flush"``:
     ``_flush_kernel``; ``"nonflush"``: ``_nonflush_kernel``; ``"part"``: ``_nvfp4_part_kernel``, launched when the
-    plan has nvfp4 sub-block items) for ``batch`` rows of the bench shape as the launcher
+    plan has nvfp4 sub-block items), or with ``kernel="fused"`` of the fused step's ``_decode_step_kernel`` (small
+    grids, e.g. batch 1), for ``batch`` rows of the bench shape as the launcher
     plans it on an H200 with ``knobs`` (:class:`LaunchKnobs` fields), recorded from the launcher's own call on a CPU
     cache (:func:`h200_planner`; no launch)."""
     import replayssm_quant.kernels.flush as flush
+    import replayssm_quant.kernels.fused as fused
     import replayssm_quant.kernels.nonflush as nonflush
     import replayssm_quant.kernels.nvfp4_items as items
     from replayssm_quant.kernels.bench import bench_inputs
@@ -243,27 +245,33 @@ def split_launch_kwargs(family: str, spec: str, batch: int, kernel: str = "flush
 
     shape = SHAPES[family]
     rec = _Recorder()
-    stand_ins = dict(part=_Recorder(), flush=_Recorder(), nonflush=_Recorder(), rows=_Recorder())
+    stand_ins = dict(part=_Recorder(), flush=_Recorder(), nonflush=_Recorder(), rows=_Recorder(), fused=_Recorder())
     stand_ins[kernel] = rec
-    saved = items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel, flush._flush_rows_kernel
+    saved = (items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel, flush._flush_rows_kernel,
+             fused._decode_step_kernel)
     with h200_planner():
         cache = SSMStateCache(family, spec, batch, shape["num_heads"], shape["head_k"], shape["head_v"], window=16,
                               mode="replay", backend="torch", seed=1, knobs=LaunchKnobs(flush_stream=0, **(knobs or {})))
         plan = plan_step(cache, batch)
-        if not plan.split:
-            raise SystemExit(f"ptxas_report: {family} {spec} at batch {batch} is a fused step on an H200 (no split "
-                             "launches); take a larger --batch")
+        if plan.split == (kernel == "fused"):
+            raise SystemExit(f"ptxas_report: {family} {spec} at batch {batch} is a {'split' if plan.split else 'fused'}"
+                             f" step on an H200 (no {kernel} launch); take a {'smaller' if plan.split else 'larger'} "
+                             "--batch")
         x = bench_inputs(family, batch, shape, 1, torch.device("cpu"))
         items._nvfp4_part_kernel, flush._flush_kernel = stand_ins["part"], stand_ins["flush"]
         nonflush._nonflush_kernel, flush._flush_rows_kernel = stand_ins["nonflush"], stand_ins["rows"]
+        fused._decode_step_kernel = stand_ins["fused"]
         try:
             triton_step(cache, torch.arange(batch, dtype=torch.int32), *(None if x[n] is None else x[n][0]
                                                                           for n in ("q", "k", "v", "g", "beta")))
         finally:
-            items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel, flush._flush_rows_kernel = saved
+            (items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel, flush._flush_rows_kernel,
+             fused._decode_step_kernel) = saved
     if rec.kwargs is None:
         raise SystemExit(f"ptxas_report: the step of {family} {spec} at batch {batch} launches no {kernel} kernel")
-    return dict(rec.kwargs, maxnreg=(plan.nonflush if kernel == "nonflush" else plan.flush).maxnreg, _grid=rec.grid)
+    maxnreg = (plan.maxnreg if kernel == "fused" else plan.nonflush.maxnreg if kernel == "nonflush"
+               else plan.flush.maxnreg)
+    return dict(rec.kwargs, maxnreg=maxnreg, _grid=rec.grid)
 
 
 def _mix(ops) -> dict:
@@ -274,17 +282,20 @@ def _mix(ops) -> dict:
     return dict(sorted(mix.items()))
 
 
-def nonflush_report(a) -> list[dict]:
+def nonflush_report(a, kernel: str = "nonflush") -> list[dict]:
     """``--nonflush``: ``_nonflush_kernel`` per family, spec and ``--knobs`` variant: registers, spills and the SASS
     of one program (its chunk loop is unrolled unless staged: then ``chunk_loop`` is its body), local-memory (spill)
-    instructions counted apart."""
+    instructions counted apart. ``kernel="fused"`` (``--fused``): the same for the fused step's
+    ``_decode_step_kernel`` (the batch-1 step)."""
+    import replayssm_quant.kernels.fused as fused
     import replayssm_quant.kernels.nonflush as nonflush
     from replayssm_quant.kernels.bench import parse_knobs
 
     rows = []
     for fam, spec, variant in itertools.product(a.families.split(","), a.specs.split(","), a.knobs.split(";")):
-        kw = split_launch_kwargs(fam, spec, a.batch, "nonflush", parse_knobs(variant))
-        opts, info = compile_launch(nonflush._nonflush_kernel, kw, sass=True)
+        kw = split_launch_kwargs(fam, spec, a.batch, kernel, parse_knobs(variant))
+        fn = fused._decode_step_kernel if kernel == "fused" else nonflush._nonflush_kernel
+        opts, info = compile_launch(fn, kw, sass=True)
         sass = info.pop("sass")
         ops = [op for _, op, _ in _sass_listing(sass)[0]]
         loops = [x for x in sass_loops(sass) if len(x) > 1]   # (a staged kernel's chunk loop)
@@ -362,17 +373,19 @@ def main(argv=None):
     p.add_argument("--nvfp4-items", action="store_true", help="pass 1 of the nvfp4 flush items instead")
     p.add_argument("--flush", action="store_true", help="the split step's flush launch instead, with its SASS loops")
     p.add_argument("--nonflush", action="store_true", help="the split step's non-flush launch instead, per --knobs")
+    p.add_argument("--fused", action="store_true", help="the fused step's kernel instead (small grids: take --batch 1), "
+                   "per --knobs")
     p.add_argument("--knobs", default="default", help="';'-separated launcher knob sets (--flush, --nonflush, "
                    "--nvfp4-items; name=value,...)")
-    p.add_argument("--batch", type=int, default=256, help="rows of the planned step (--flush, --nonflush)")
+    p.add_argument("--batch", type=int, default=256, help="rows of the planned step (--flush, --nonflush, --fused)")
     p.add_argument("--tree", default=None, help="compile this checkout's kernels (read before the imports)")
     p.add_argument("--item-blocks", default="0,1,2,4", help="flush_nvfp4_item_blocks values (--nvfp4-items)")
     p.add_argument("--csv", default=None)
     a = p.parse_args(argv)
     a.dots = a.dots or ("plan" if a.flush else "ieee")
     rows = (nvfp4_items_report(a) if a.nvfp4_items else flush_report(a) if a.flush
-            else nonflush_report(a) if a.nonflush else [])
-    for fam in [] if a.nvfp4_items or a.flush or a.nonflush else a.families.split(","):
+            else nonflush_report(a) if a.nonflush else nonflush_report(a, "fused") if a.fused else [])
+    for fam in [] if a.nvfp4_items or a.flush or a.nonflush or a.fused else a.families.split(","):
         for spec in a.specs.split(","):
             kw = verify_launch_kwargs(fam, spec)
             for bv in map(int, a.block_v.split(",")):

@@ -152,6 +152,16 @@ def test_ptxas_report_flush_launch_is_the_h200_plan():
     nf = ptxas_report.split_launch_kwargs("gdn", "fp8+sr", 256, "nonflush")   # 2 warps, capped, unrolled + prefetch
     assert (nf["num_warps"], nf["maxnreg"], nf["STAGES"], nf["PREFETCH"], nf["BVA"]) == (2, 128, 0, True, 128)
     assert ptxas_report.split_launch_kwargs("gdn", "fp8+sr", 256, "nonflush", {"nonflush_stages": 3})["STAGES"] == 3
+    # --fused: the fused step's kernel at batch 1 (gdn uncapped; mamba2's 512-program grid capped at 128), and only
+    # where the plan fuses
+    fu = ptxas_report.split_launch_kwargs("gdn", "fp32", 1, "fused")
+    assert fu["maxnreg"] is None and fu["_grid"][-1] == 1 and fu["HV"] == 32
+    assert ptxas_report.split_launch_kwargs("mamba2", "fp32", 1, "fused", {"maxnreg": 0})["maxnreg"] is None
+    assert ptxas_report.split_launch_kwargs("mamba2", "fp32", 1, "fused")["maxnreg"] == 128
+    with pytest.raises(SystemExit, match="is a split step"):
+        ptxas_report.split_launch_kwargs("gdn", "fp32", 256, "fused")
+    with pytest.raises(SystemExit, match="is a fused step"):
+        ptxas_report.split_launch_kwargs("gdn", "fp32", 1, "nonflush")
     # the offline compile specializes launch arguments as the JIT does (else unaligned pointers: other code)
     assert ptxas_report.jit_specialization(1) == ("constexpr", False)
     assert ptxas_report.jit_specialization(32) == ("i32", True) and ptxas_report.jit_specialization(7) == ("i32", False)

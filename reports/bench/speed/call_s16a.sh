@@ -8,6 +8,9 @@
 # dots for the dual 8-bit SR specs (call_s11d.sh). (3) Two B = 1 readings of s15b's table, this tree against
 # 0fff0c1's in one run: gdn's fp8+sr / int8+sr non-flush step 8% slower than s10c's (4.52 -> 4.82 us), and gdn
 # nvfp4/fp8+sr's aligned step (8.02 us) far below the (15 non-flush + flush) / 16 = 9.88 us of its own split.
+# Also at B = 1: mamba2's fused replay fp32 step, whose grid (512 programs) is capped at 128 registers and spills
+# 176 bytes offline (`scripts/ptxas_report.py --fused --batch 1`), against uncapped (168 registers, no spills, but 3
+# programs per SM: not all 512 resident at once).
 #   mkdir -p .gpu/sr_old && git archive 0fff0c1 kernels quant replayssm_quant scripts pyproject.toml eval/__init__.py \
 #     | tar -x -C .gpu/sr_old
 #   git rev-parse --short HEAD > TREE.txt
@@ -23,6 +26,8 @@ part gpu_tests_formats 70 python3 -m pytest -q -n 4 -rf -p no:cacheprovider test
 B1="--families gdn --specs fp8+sr,int8+sr,nvfp4/fp8+sr --batch 1 --phases step,staggered,nonflush,flush --rep-ms 10"
 part b1_new 40 python3 scripts/gpu/launch_sweep.py --out "$R/b1" $B1 --stem b1_new
 part b1_old 40 bash -c "cd .gpu/sr_old && python3 scripts/gpu/launch_sweep.py --out '$R/b1' $B1 --stem b1_old_0fff0c1"
+part b1_m2_cap 30 python3 scripts/gpu/launch_sweep.py --out "$R/b1" --families mamba2 --specs fp32 --batch 1 \
+  --phases step,nonflush,flush --rep-ms 10 --stem b1_mamba2_fp32_cap --variants "default;maxnreg=0"
 C64="flush_corrections_rows=64"
 part bits 60 python3 scripts/gpu/knob_identity_check.py --families gdn,kda --specs nvfp4/fp16,nvfp4/fp8+sr \
   --batch 256 --steps 20 --variants "default;$C64;flush_scratch_l2=true"
