@@ -1,5 +1,5 @@
 #!/bin/bash
-# Folded into call_s16a.sh (session 2026-12-05c), which runs its parts after the GPU tests.
+# Folded into call_s16a.sh (session 2026-12-05c) and queued again (session 2026-12-05d): s16a had no time left for these parts.
 # Session 2026-12-04e, device call D (issue 28; not run: no device was lent in that session): IEEE fp32 flush dots in
 # one stage against the default 3xTF32 for the dual nvfp4 specs with an 8-bit SR checkpoint (nvfp4/fp8+sr,
 # nvfp4/int8+sr). Offline (sass/dual_flush_dots.csv) IEEE dots cut gdn's and kda's flush pass-1 loop by 35-40% (their
