@@ -83,14 +83,17 @@ def test_chunked_session_equals_step(arch):
     assert ref_err <= 1e-5, f"{arch}: fp32 reference logits differ by {ref_err:.3g} (relative)"
     report = []
     # row scales: the same values up to fp32 reassociation of the state, except rows whose state differs by a
-    # flipped code of an earlier flush (counted like the codes: a handful at most)
+    # flipped code of an earlier flush (counted like the codes: a handful at most). Reassociation is not one ulp
+    # here: a later layer's inputs carry the earlier layers' differences, and tiny mamba2's second layer moves row
+    # scales by up to 2.4e-5 relative (tens of rows over 1e-6; measured with OpenBLAS's Haswell and Sandybridge
+    # cores), while a flipped code moves its row's scale only if it is the row's amax, by 1/16 to 1/8 for fp8
     for (_, r1), (_, r2) in zip(cs, cc):
         for key in r1:
             for a, b in zip(r1[key], r2[key]):
                 rel = ((a - b).abs() / b.abs().clamp_min(1e-30)).flatten()
-                moved = int((rel > 1e-5).sum())
+                moved = int((rel > 1e-4).sum())
                 assert moved <= max(2, rel.numel() // 100), (
-                    f"{arch} {key}: {moved} of {rel.numel()} row scales differ beyond 1e-5 (max {rel.max().item():.2e})")
+                    f"{arch} {key}: {moved} of {rel.numel()} row scales differ beyond 1e-4 (max {rel.max().item():.2e})")
     cs, cc = [c for c, _ in cs], [c for c, _ in cc]
     for i, v in enumerate(VARIANTS[1:], 1):
         dkl = (kc[i] - ks[i]).abs()
