@@ -173,7 +173,12 @@ def _step_program(
                     Gr = tl.where(mj[:, None], g_nf, 0.0)                            # [L1P, BK]
                 Gt, Gts = _current_log_decay(Gr, offs_j, h, gt, gts, GK, BK)
                 cq, ck = _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK)
-                o, u = _nonflush_rows(S_nf, SB_nf, inv_nf, Ur, cq, ck, tl.exp(Gt), q, kt, vt, beta, DELTA,
+                gam = tl.exp(Gt)
+                if GK == 1:   # gamma is the head's scalar (Gt = Gts broadcast): its max needs no reduction
+                    gmax = tl.exp(Gts)
+                else:
+                    gmax = tl.max(gam, 0)
+                o, u = _nonflush_rows(S_nf, SB_nf, inv_nf, Ur, cq, ck, gam, gmax, q, kt, vt, beta, DELTA,
                                       FMT_LP == fcode.NVFP4, is_rowscaled(FMT_LP))
                 tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
                 eh = ring0 + h

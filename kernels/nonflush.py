@@ -16,7 +16,7 @@ from replayssm_quant.quant import format_codes as fcode
 from .ring import _append_keys, _append_rows, _current_log_decay, _load_ring_keys, _ring_coeffs
 from .rounding import pow2_f32
 from .rowscaled import is_rowscaled
-from .tiles import _load_read, _load_step_inputs, _nvfp4_chunk_sums, _read_scale, _read_unscale, _vec4
+from .tiles import _load_read, _load_step_inputs, _nvfp4_chunk_sums, _read_scales, _read_unscale, _vec4
 
 
 @triton.jit
@@ -175,8 +175,7 @@ def _nonflush_kernel(
                 gmax = gam
             else:
                 gmax = tl.max(gam_row, 0)
-            sq = _read_scale(gam_row * q, gmax)
-            sk = _read_scale(gam_row * kt, gmax)
+            sq, sk = _read_scales(gam_row * q, gam_row * kt, gmax, DELTA)
             pq = pow2_f32(sq)
             pk = pow2_f32(sk)
             if NV4R:

@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from .rounding import pow2_f32
-from .tiles import _nvfp4_chunk_sums, _read_scale, _read_unscale, _vec4
+from .tiles import _nvfp4_chunk_sums, _read_scales, _read_unscale, _vec4
 
 @triton.jit
 def _load_ring_keys(rk_ptr, rg_ptr, ej, mrow, offs_k, mk, K: tl.constexpr, GK: tl.constexpr):
@@ -89,8 +89,9 @@ def _chunks_in_order(p):
 
 
 @triton.jit
-def _read_rowdot(S, SB, inv, gam, v, NV4R: tl.constexpr, RSR: tl.constexpr):
-    """``sum_k S[r, k] gam[k] v[k]`` of a read-copy tile ``[R, BK]`` (:func:`.tiles._load_read`; ``gam``, ``v`` ``[BK]``) in
+def _read_rowdot(S, SB, inv, gam, s, v, NV4R: tl.constexpr, RSR: tl.constexpr):
+    """``sum_k S[r, k] gam[k] v[k]`` of a read-copy tile ``[R, BK]`` (:func:`.tiles._load_read`; ``gam``, ``v`` ``[BK]``;
+    ``s`` the scaled read's exponent, :func:`.tiles._read_scales`, unused otherwise) in
     the non-flush order: the sums of the ``BK // KC`` (<= 4) K chunks of ``KC = max(16, BK // 4)``
     (:func:`.reference.nonflush_kc`), added in chunk order (:func:`_chunks_in_order`). A scaled read sums the
     products of the stored values before their scales, with the input scaled by a power of two,
@@ -106,7 +107,6 @@ def _read_rowdot(S, SB, inv, gam, v, NV4R: tl.constexpr, RSR: tl.constexpr):
     KC: tl.constexpr = BK // 4 if BK >= 64 else 16
     NKC: tl.constexpr = BK // KC
     if NV4R or RSR:
-        s = _read_scale(gam * v, tl.max(gam, 0))
         x = (gam * pow2_f32(s)) * v
     else:
         x = gam * v
@@ -119,16 +119,22 @@ def _read_rowdot(S, SB, inv, gam, v, NV4R: tl.constexpr, RSR: tl.constexpr):
 
 
 @triton.jit
-def _nonflush_rows(S, SB, inv, Ur, cq, ck, gam, q, kt, vt, beta, DELTA: tl.constexpr, NV4R: tl.constexpr,
+def _nonflush_rows(S, SB, inv, Ur, cq, ck, gam, gmax, q, kt, vt, beta, DELTA: tl.constexpr, NV4R: tl.constexpr,
                    RSR: tl.constexpr):
     """Output rows of a non-flush step from the read-copy tile ``S``, ``SB`` [BV, BK] (:func:`.tiles._load_read`;
     ``inv = 1 / s_enc`` for an nvfp4 one, ``NV4R``; ``RSR`` a row-scaled one) and the ring's corrections
-    (mamba2: raw inputs) ``Ur`` [L1P, BV] (zero at j >= h): o = S (gam q) + sum_j u_j cq_j + u_t (k_t . q_t)
+    (mamba2: raw inputs) ``Ur`` [L1P, BV] (zero at j >= h); ``gam`` [BK] the checkpoint's decay and ``gmax`` its
+    max (:func:`_read_rowdot`): o = S (gam q) + sum_j u_j cq_j + u_t (k_t . q_t)
     with u_t = beta (v_t - S (gam k_t) - sum_j u_j ck_j) (delta rule) or v_t. Returns (o, u_t), [BV] each."""
+    if NV4R or RSR:
+        sq, sk = _read_scales(gam * q, gam * kt, gmax, DELTA)
+    else:
+        sq = 0
+        sk = 0
     acc_q = tl.sum(Ur * cq[:, None], 0)                                       # [BV]
-    acc_q = acc_q + _read_rowdot(S, SB, inv, gam, q, NV4R, RSR)
+    acc_q = acc_q + _read_rowdot(S, SB, inv, gam, sq, q, NV4R, RSR)
     if DELTA:
-        acc_k = tl.sum(Ur * ck[:, None], 0) + _read_rowdot(S, SB, inv, gam, kt, NV4R, RSR)
+        acc_k = tl.sum(Ur * ck[:, None], 0) + _read_rowdot(S, SB, inv, gam, sk, kt, NV4R, RSR)
         u = beta * (vt - acc_k)
     else:
         u = vt

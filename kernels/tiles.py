@@ -156,16 +156,40 @@ def _vec4(offs):
 
 
 @triton.jit
+def _scale_from_amax(amax, gmax):
+    """:func:`_read_scale`'s exponent from ``amax`` = max |x| (fp32 scalar) and ``gmax`` = max gamma."""
+    e = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF
+    eg = (gmax.to(tl.int32, bitcast=True) >> 23) & 0xFF
+    return tl.minimum(tl.minimum(132 - e, 133 - eg), 7)
+
+
+@triton.jit
+def _max_pair(a0, b0, a1, b1):
+    return tl.maximum(a0, a1), tl.maximum(b0, b1)
+
+
+@triton.jit
 def _read_scale(x, gmax):
     """Power-of-two scaling 2**s of a scaled non-flush reduction's input ``x = gamma * v`` fp32 ``[BK]`` (v = q or
     k, the whole key row; ``gmax`` = max gamma): int32 scalar ``s = min(132 - e, 133 - e_gamma, 7)``, ``e`` the
     biased exponent of max |x|. The scaled input ``x' = (gamma 2**s) v`` then has max |.| < 2**6 and
     ``gamma 2**s`` < 2**7 (no overflow), and its products are below 2**3 with the nvfp4 read copy's E2M1 values
-    times 2**-6 (:func:`.rounding.nvfp4_raw`), below 2**15 with the row-scaled codes' values (|q| <= 448). A NaN or
-    inf gives s = -123 (it propagates)."""
-    e = (tl.max(tl.abs(x), 0).to(tl.int32, bitcast=True) >> 23) & 0xFF
-    eg = (gmax.to(tl.int32, bitcast=True) >> 23) & 0xFF
-    return tl.minimum(tl.minimum(132 - e, 133 - eg), 7)
+    times 2**-6 (:func:`.rounding.nvfp4_raw`), below 2**15 with the row-scaled codes' values (|q| <= 448). An inf
+    gives s = -123; a NaN's s is the max's NaN handling (the backend's), and the products carry it either way."""
+    return _scale_from_amax(tl.max(tl.abs(x), 0), gmax)
+
+
+@triton.jit
+def _read_scales(xq, xk, gmax, DELTA: tl.constexpr):
+    """:func:`_read_scale` of ``xq = gamma q`` and (``DELTA``) ``xk = gamma k`` (fp32 ``[BK]``), both maxima in one
+    reduction (one exchange between warps, not two: at batch 1 each is a step of the program's one dependent
+    chain). Returns ``(s_q, s_k)`` (``s_k = s_q`` without the delta rule)."""
+    if DELTA:
+        aq, ak = tl.reduce((tl.abs(xq), tl.abs(xk)), 0, _max_pair)
+        return _scale_from_amax(aq, gmax), _scale_from_amax(ak, gmax)
+    else:
+        sq = _read_scale(xq, gmax)
+        return sq, sq
 
 
 @triton.jit
