@@ -165,6 +165,7 @@ def _scale_from_amax(amax, gmax):
 
 @triton.jit
 def _max_pair(a0, b0, a1, b1):
+    """Combine of a two-operand max reduction (:func:`_read_scales`): tl.max's combine on each operand."""
     return tl.maximum(a0, a1), tl.maximum(b0, b1)
 
 
