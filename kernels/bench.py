@@ -145,7 +145,7 @@ LAUNCH_KNOBS = tuple(f.name for f in dataclasses.fields(LaunchKnobs))
 
 def parse_knobs(text: str) -> dict:
     """Launcher knobs from ``"name=value,name=value"`` (names in :data:`LAUNCH_KNOBS`; values integers, true,
-    false, none, or for ``flush_dot`` a precision name); ``""`` / ``"default"`` -> ``{}``. ValueError on a bad
+    false, none, or for the ``*_dot`` knobs a precision name); ``""`` / ``"default"`` -> ``{}``. ValueError on a bad
     item. ``LaunchKnobs(**parse_knobs(text))`` checks the values."""
     text = text.strip()
     if text in ("", "default"):
@@ -158,7 +158,7 @@ def parse_knobs(text: str) -> dict:
             raise ValueError(f"bad knob {item!r} in {text!r}: write name=value with a name in {', '.join(LAUNCH_KNOBS)}")
         if v in ("true", "false", "none"):
             knobs[name] = {"true": True, "false": False, "none": None}[v]
-        elif name == "flush_dot":
+        elif name.endswith("_dot"):   # flush_dot, flush_items_dot, verify_dot: a precision name
             knobs[name] = v
         else:
             try:
@@ -276,6 +276,7 @@ def plan_columns(plan, window: int) -> dict:
                 flush_corrections_rows=fl.corrections_rows if fl else None,
                 flush_scratch_l2=bool(fl and fl.scratch_l2),
                 flush_dot=(fl.dot if fl else plan.dot) if window > 1 else None,
+                flush_items_dot=fl.items_dot if fl and fl.nvfp4_items else None,
                 flush_stream=int(fl.side_stream) if fl else None, flush_stages=fl.stages if fl else plan.stages)
 
 

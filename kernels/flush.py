@@ -139,7 +139,8 @@ def launch_flush(plan, args: dict, consts: dict, batch: int, nprog: int, scratch
     block = min(1024, triton.next_power_of_2(batch))
     rows, nrows, scr, amx = scratch["rows"], scratch["nrows"], scratch["scr"], scratch["amx"]
     if plan.nvfp4_items:   # lists the flush rows; few of them: pass 1 of their nvfp4 heads in sub-block items
-        _nvfp4_part_kernel[(nprog,)](rows_ptr=rows, nrows_ptr=nrows, B=batch, **args, **consts, scr_ptr=scr,
+        item_consts = dict(consts, DOTP=plan.items_dot)
+        _nvfp4_part_kernel[(nprog,)](rows_ptr=rows, nrows_ptr=nrows, B=batch, **args, **item_consts, scr_ptr=scr,
                                      amx_ptr=amx, NVG=plan.nvfp4_item_blocks, BLOCK=block, **opts)
     else:
         _flush_rows_kernel[(1,)](idx_ptr=args["idx_ptr"], cnt_ptr=args["cnt_ptr"], rows_ptr=rows, nrows_ptr=nrows,

@@ -80,6 +80,10 @@ class LaunchKnobs:
         flush_scratch_l2: the whole-head two-pass nvfp4 flush stores its S_L scratch with the L2 hint evict_last
             and reloads it with evict_first (True), or without hints (None / False); the bits do not change.
         flush_dot: input precision of the flush's fp32 dots, ``"ieee"`` or ``"tf32x3"``.
+        flush_items_dot: input precision of the fp32 dots of the few-flush-rows nvfp4 pass-1 items
+            (:mod:`.nvfp4_items`), ``"ieee"`` or ``"tf32x3"``; None: the flush's (``flush_dot``). Apart from the
+            whole-head flush's because the items run only when few rows flush (staggered rows at small batch),
+            where their spills under 3xTF32 cost most (docs/TUNING.md, "Flush launch").
         flush_stream: a split step's flush launches on a side stream (1, the default) or the caller's (0).
         flush_nvfp4_items: few flush rows of an nvfp4 checkpoint flushed in sub-block items (True / False).
         flush_nvfp4_item_blocks: sub-blocks per pass-1 nvfp4 item (a power of two; None: decided on the device per
@@ -109,6 +113,7 @@ class LaunchKnobs:
     flush_corrections_rows: int | None = None
     flush_scratch_l2: bool | None = None
     flush_dot: str | None = None
+    flush_items_dot: str | None = None
     flush_stream: int = 1
     flush_nvfp4_items: bool | None = None
     flush_nvfp4_item_blocks: int | None = None
@@ -142,7 +147,7 @@ class LaunchKnobs:
         if self.flush_stages is not None:
             _check("flush_stages", self.flush_stages, lambda x: 1 <= x <= 8,
                    "pipeline stages of the flush sub-block loops, 1 (none) to 8")
-        for name in ("flush_dot", "verify_dot"):
+        for name in ("flush_dot", "flush_items_dot", "verify_dot"):
             if getattr(self, name) is not None and getattr(self, name) not in DOT_PRECISIONS:
                 raise ValueError(f"{name}={getattr(self, name)!r}: allowed {', '.join(map(repr, DOT_PRECISIONS))}")
         if isinstance(self.flush_stream, bool) or self.flush_stream not in (0, 1):
@@ -191,6 +196,7 @@ class FlushPlan:
     stages: int | None    # num_stages of the sub-block loops (None: Triton's default)
     dot: str              # input precision of the fp32 dots
     nvfp4_items: bool     # few flush rows of an nvfp4 checkpoint: sub-block items (:mod:`.nvfp4_items`)
+    items_dot: str        # input precision of the pass-1 items' fp32 dots (``dot`` unless asked otherwise)
     nvfp4_item_blocks: int   # sub-blocks per pass-1 item (0: the fewest that keep pass 1 within one wave, per step)
     corrections_rows: int    # two-pass nvfp4, separate delta rule: the head's corrections first, in groups (0: off)
     scratch_l2: bool         # L2 eviction hints on the whole-head items' S_L scratch
@@ -314,6 +320,14 @@ def flush_dot_precision(cache, split: bool = False) -> str:
     return knob or "ieee"
 
 
+def _items_dot(cache, dot: str) -> str:
+    """Input precision of the nvfp4 pass-1 items' fp32 dots: the ``flush_items_dot`` knob, else the flush's ``dot``;
+    IEEE for an fp32 recurrence checkpoint (as :func:`flush_dot_precision`)."""
+    if cache.spec.recur.name == "fp32":
+        return "ieee"
+    return _knobs(cache).flush_items_dot or dot
+
+
 def plan_nonflush(cache, batch: int) -> NonflushPlan:
     """The split step's non-flush launch for ``batch`` rows (rules: docs/TUNING.md, "Non-flush launch")."""
     knobs = _knobs(cache)
@@ -367,7 +381,8 @@ def plan_flush(cache, batch: int, step: StepPlan | None = None) -> FlushPlan:
     programs = knobs.flush_programs_per_sm or FLUSH_PROGRAMS_PER_SM * max(1, FLUSH_WARPS // warps)
     return FlushPlan(item_rows=BVI, sub_block_rows=BVF, num_warps=warps,
                      maxnreg=step.maxnreg, scratch=scratch, programs_per_sm=programs, stages=stages, dot=dot,
-                     nvfp4_items=bool(items) and scratch, nvfp4_item_blocks=knobs.flush_nvfp4_item_blocks or 0,
+                     nvfp4_items=bool(items) and scratch, items_dot=_items_dot(cache, dot),
+                     nvfp4_item_blocks=knobs.flush_nvfp4_item_blocks or 0,
                      corrections_rows=knobs.flush_corrections_rows or 0, scratch_l2=bool(knobs.flush_scratch_l2),
                      side_stream=bool(knobs.flush_stream) and _on_gpu(cache))
 

@@ -158,6 +158,14 @@ def test_flush_plan(monkeypatch):
     assert cfg("nvfp4/fp16").stages is None
     assert cfg("nvfp4+sr", flush_dot="tf32x3").stages == 1 and cfg("nvfp4/fp32").stages is None
     assert cfg("fp32", flush_stages=3).stages == 3
+    # the nvfp4 pass-1 items' dots: the flush's unless flush_items_dot says otherwise; IEEE for an fp32 checkpoint
+    assert cfg("nvfp4/fp16", flush_dot="tf32x3").items_dot == "tf32x3" and cfg("nvfp4/fp16").items_dot == "ieee"
+    assert pick(cfg("nvfp4/fp8+sr", flush_dot="tf32x3", flush_items_dot="ieee"), "dot", "items_dot") == (
+        "tf32x3", "ieee")
+    assert cfg("nvfp4/fp16", flush_items_dot="tf32x3").items_dot == "tf32x3"
+    assert cfg("nvfp4/fp32", flush_items_dot="tf32x3").items_dot == "ieee"
+    with pytest.raises(ValueError, match="flush_items_dot='tf32': allowed 'ieee', 'tf32x3'"):
+        cfg("nvfp4/fp16", flush_items_dot="tf32")
     # warps per flush program: fewer warps keep the warps per SM (more programs) unless the grid is set too; 64-row
     # sub-blocks (8192 elements) take 8 warps at the same 4 programs per SM
     assert pick(cfg("nvfp4/fp16", flush_warps=2), "num_warps", "programs_per_sm") == (2, 8)
@@ -256,6 +264,7 @@ def test_flush_stream_knob():
             LaunchKnobs(flush_stream=bad)
     assert decode.flush_side_stream(SimpleNamespace(knobs=LaunchKnobs()), torch.device("cpu")) is None
     assert parse_knobs("flush_stream=0,split_flush=true") == dict(flush_stream=0, split_flush=True)
+    assert parse_knobs("flush_items_dot=IEEE,flush_dot=tf32x3") == dict(flush_items_dot="ieee", flush_dot="tf32x3")
     assert launch.plan_flush(_standin("fp32", device="cpu"), 4).side_stream is False
     with pytest.raises(ValueError, match="knobs must be a LaunchKnobs"):
         from replayssm_quant.kernels import SSMStateCache
