@@ -18,7 +18,7 @@ from .ring import (_append_keys, _append_rows, _current_log_decay, _load_ring_ke
                    _ring_coeffs)
 from .rounding import nvfp4_amax, nvfp4_encode_scale
 from .rowscaled import is_rowscaled
-from .tiles import _load_read, _load_step_inputs, _store_head_scale, _vec4
+from .tiles import _decay_max, _load_read, _load_step_inputs, _store_head_scale, _vec4
 
 
 @triton.jit
@@ -173,13 +173,9 @@ def _step_program(
                     Gr = tl.where(mj[:, None], g_nf, 0.0)                            # [L1P, BK]
                 Gt, Gts = _current_log_decay(Gr, offs_j, h, gt, gts, GK, BK)
                 cq, ck = _ring_coeffs(Kr, Gr, q, kt, Gt, Gts, GK)
-                gam = tl.exp(Gt)
-                if GK == 1:   # gamma is the head's scalar (Gt = Gts broadcast): its max needs no reduction
-                    gmax = tl.exp(Gts)
-                else:
-                    gmax = tl.max(gam, 0)
-                o, u = _nonflush_rows(S_nf, SB_nf, inv_nf, Ur, cq, ck, gam, gmax, q, kt, vt, beta, DELTA,
-                                      FMT_LP == fcode.NVFP4, is_rowscaled(FMT_LP))
+                gam = tl.exp(Gt)   # GK = 1: Gt is the scalar Gts broadcast, so exp(Gts) is its max
+                o, u = _nonflush_rows(S_nf, SB_nf, inv_nf, Ur, cq, ck, gam, _decay_max(gam, tl.exp(Gts), GK), q, kt,
+                                      vt, beta, DELTA, FMT_LP == fcode.NVFP4, is_rowscaled(FMT_LP))
                 tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
                 eh = ring0 + h
                 _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)

@@ -16,7 +16,8 @@ from replayssm_quant.quant import format_codes as fcode
 from .ring import _append_keys, _append_rows, _current_log_decay, _load_ring_keys, _ring_coeffs
 from .rounding import pow2_f32
 from .rowscaled import is_rowscaled
-from .tiles import _load_read, _load_step_inputs, _nvfp4_chunk_sums, _read_scales, _read_unscale, _vec4
+from .tiles import (_decay_max, _load_read, _load_step_inputs, _nvfp4_chunk_sums, _read_scales, _read_unscale,
+                    _vec4)
 
 
 @triton.jit
@@ -171,11 +172,7 @@ def _nonflush_kernel(
         else:
             gam_row = tl.exp(Gt)
         if XSC:   # the power-of-two scalings of _read_rowdot, from the whole key row of gamma q and gamma k
-            if GK == 1:
-                gmax = gam
-            else:
-                gmax = tl.max(gam_row, 0)
-            sq, sk = _read_scales(gam_row * q, gam_row * kt, gmax, DELTA)
+            sq, sk = _read_scales(gam_row * q, gam_row * kt, _decay_max(gam_row, gam, GK), DELTA)
             pq = pow2_f32(sq)
             pk = pow2_f32(sk)
             if NV4R:

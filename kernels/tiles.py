@@ -181,6 +181,16 @@ def _read_scale(x, gmax):
 
 
 @triton.jit
+def _decay_max(gam_row, gam_head, GK: tl.constexpr):
+    """``gmax`` of :func:`_read_scales`: the max of the checkpoint's decay over the key row ``gam_row`` ``[BK]``;
+    where the decay is per head (``GK`` = 1) its scalar ``gam_head``, with no reduction."""
+    if GK == 1:
+        return gam_head
+    else:
+        return tl.max(gam_row, 0)
+
+
+@triton.jit
 def _read_scales(xq, xk, gmax, DELTA: tl.constexpr):
     """:func:`_read_scale` of ``xq = gamma q`` and (``DELTA``) ``xk = gamma k`` (fp32 ``[BK]``), both maxima in one
     reduction (one exchange between warps, not two: at batch 1 each is a step of the program's one dependent
