@@ -13,21 +13,17 @@
 # (2) the flush and the aligned step at B = 256: gdn, kda x nvfp4/fp16, nvfp4/fp8+sr;
 # (3) the staggered step at B = 64 (the pass-1 items launch takes the same warps): the same specs;
 # (4) gdn, mamba2 fp32 at B = 256 at 1 warp (9 programs per SM) and 2.
-# Run: run(command="BUDGET_S=560 bash reports/bench/speed/call_s12a.sh", carry=["TREE.txt", ".whl"]).
+# Parts (2) and (3) have run since (s15b: B = 256, bits identical for the 2-warp programs, slower; s17b: B = 64) and
+# are dropped here: what is left is (1) with the 1-warp programs and mamba2, and (4).
+# Run: run(command="BUDGET_S=230 bash reports/bench/speed/call_s12a.sh", carry=["TREE.txt", ".whl"]).
 set -u
 source scripts/gpu/setup.sh
 R=${R:-$PWD/.gpu/res_s12a}
-source scripts/gpu/parts.sh s12a "${BUDGET_S:-560}"
+source scripts/gpu/parts.sh s12a "${BUDGET_S:-230}"
 W2="flush_warps=2,maxnreg=255,flush_programs_per_sm=4"
 W1="flush_warps=1,maxnreg=255,flush_programs_per_sm=5"
 part bits 90 python3 scripts/gpu/knob_identity_check.py --families gdn,mamba2 --specs nvfp4/fp16,fp32 --batch 256 \
   --steps 20 --variants "default;$W2;$W1"
-part dual_b256 200 python3 scripts/gpu/launch_sweep.py --out "$R/flush_warps" --families gdn,kda \
-  --specs nvfp4/fp16,nvfp4/fp8+sr --batch 256 --phases step,flush --rep-ms 10 --stem b256_dual_flush_warps \
-  --variants "default;$W2"
-part dual_b64 160 python3 scripts/gpu/launch_sweep.py --out "$R/flush_warps" --families gdn,kda \
-  --specs nvfp4/fp16,nvfp4/fp8+sr --batch 64 --phases step,staggered --rep-ms 10 --stem b64_dual_flush_warps \
-  --variants "default;$W2"
 part fp32_b256 110 python3 scripts/gpu/launch_sweep.py --out "$R/flush_warps" --families gdn,mamba2 --specs fp32 \
   --batch 256 --phases step,flush --rep-ms 10 --stem b256_fp32_flush_warps \
   --variants "default;flush_warps=1,maxnreg=255,flush_programs_per_sm=9;$W2"
