@@ -11,7 +11,7 @@ One step of ``B`` rows runs, as :func:`.launch.plan_step` decides, either
   distinct slots, and a row is either flushing, ``h + 1 >= L``, or not).
 
 With ``advance``, the step then moves the ring and flush counters: in a small fused grid the last program of each
-row does it (``StepPlan.step_advance``, :func:`.fused._advance_row`, no second launch), else :func:`triton_advance`
+row does it (``StepPlan.step_advance``, :func:`.fused._advance_if_last`, no second launch), else :func:`triton_advance`
 (a second small launch; a split step's flush launch lists its rows from the counts while the non-flush launch runs,
 so neither launch may advance them). No host sync, CUDA-graph capturable. The arithmetic (device functions of
 :mod:`.tiles`, :mod:`.ring`, :mod:`.flush_math`) follows the torch reference :mod:`.reference` operation for

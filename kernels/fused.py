@@ -32,14 +32,16 @@ def _step_program(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr, scr_ptr=None, DOTP: tl.constexpr = "ieee", UROWS: tl.constexpr = 0,
-    SCR_L2: tl.constexpr = False,
+    SCR_L2: tl.constexpr = False, arr_ptr=None, nprog=1,
 ):
     """One (V-block ``pv``, head, row ``b``) of a decode step: the fused step's program, or (``FLUSH_ONLY``) a
     work item of the split step's flush launch. ``scr_ptr`` (nvfp4 two-pass flush of the flush launch; None
     otherwise): pass 1 keeps the fp32 S_L rows in the program's ``[NVF * BVF, BK]`` scratch and pass 2 reloads them
     instead of recomputing S_L (same values); ``SCR_L2``: with L2 eviction hints (stores ``evict_last``, reloads
     ``evict_first``). ``UROWS``: :func:`.flush._flush_kernel`. ``DOTP``: input precision of the flush's fp32 dots
-    (:func:`.launch.flush_dot_precision`)."""
+    (:func:`.launch.flush_dot_precision`). ``arr_ptr`` (int32 ``[S + 1]``, ``SSMStateCache.step_arrivals``; None:
+    the counters stay): the program counts in once it has read the row's counters, and the last of the row's
+    ``nprog`` programs advances them (:func:`_arrive`, :func:`_advance_if_last`)."""
     SCRATCH: tl.constexpr = scr_ptr is not None
     # FLUSH_ONLY (replay, L > 1): a work item of the split step's flush launch (_flush_kernel, after
     # _nonflush_kernel): only flush rows are handled (a non-flush row reads h and writes nothing; no
@@ -60,6 +62,7 @@ def _step_program(
     sh = tl.maximum(slot, 0) * HV + head
     ring0 = sh * L1
     h = tl.load(cnt_ptr + tl.maximum(slot, 0))
+    fc = tl.load(fcnt_ptr + tl.maximum(slot, 0))   # with h: the program's only reads of the counters
     q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
     vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
     if L > 1 and not FLUSH_ONLY:
@@ -80,6 +83,7 @@ def _step_program(
         else:
             Ur_nf = tl.load(rv_ptr + ej[:, None] * V + _vec4(offs_v)[None, :], mask=mr[:, None] & mv[None, :],
                             other=0.0).to(tl.float32)
+    arrived = _arrive(arr_ptr, slot)
     at = tl.exp(gt)
     if slot < 0:
         if not FLUSH_ONLY:   # padded row: zero output (written by the fused or the non-flush launch)
@@ -89,7 +93,6 @@ def _step_program(
             # ---- flush: S_hp + ring -> S_L in registers (corrections: cached for shared delta-rule specs,
             # recomputed from S_hp for separate ones) -> both checkpoints.
             # Rows are independent: tiles are processed in sub-blocks of BVF rows (fewer registers).
-            fc = tl.load(fcnt_ptr + slot)
             if L > 1:   # per-(row, head) terms of the chunked flush, shared by the sub-blocks
                 Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta,
                                                                      offs_k, mk, K, L, LP, GK, DELTA, BK, LPLOG,
@@ -180,23 +183,35 @@ def _step_program(
                 eh = ring0 + h
                 _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
                 _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, pv == 0, K, GK, DELTA, CACHED)
+    _advance_if_last(arr_ptr, cnt_ptr, fcnt_ptr, slot, arrived, nprog, h, fc, L)
 
 
 @triton.jit
-def _advance_row(idx_ptr, cnt_ptr, fcnt_ptr, arr_ptr, b, nprog, L: tl.constexpr):
-    """Count this program of row ``b`` in (``arr_ptr``: int32 per slot, zero between steps); the last of the row's
-    ``nprog`` programs advances the row's counters (:func:`.ring._next_counts`) and resets the count. Every program
-    of the row has read the counters before it counts in (the barrier: all its threads' reads are done, and the
-    acquire-release atomic orders them before the last program's writes), so none reads an advanced count."""
-    slot = tl.load(idx_ptr + b).to(tl.int64)
-    if slot >= 0:
-        tl.debug_barrier()
-        arrived = tl.atomic_add(arr_ptr + slot, 1, sem="acq_rel")
+def _arrive(arr_ptr, slot):
+    """Count the program in on its row's slot (``arr_ptr``: int32 per slot, zero between steps) once all its
+    threads have read the slot's counters (the barrier), and return the count before it (-1 for a padded row,
+    ``slot`` < 0; 0 without ``arr_ptr``). Called mid-program, after the loads are issued: a release needs no
+    reply before the program goes on, so the atomic's round trip is off every program's tail but the last's."""
+    arrived = -1
+    if arr_ptr is not None:
+        if slot >= 0:
+            tl.debug_barrier()
+            arrived = tl.atomic_add(arr_ptr + slot, 1, sem="release")
+    return arrived
+
+
+@triton.jit
+def _advance_if_last(arr_ptr, cnt_ptr, fcnt_ptr, slot, arrived, nprog, h, fc, L: tl.constexpr):
+    """The last of the row's ``nprog`` programs to arrive (:func:`_arrive`) advances the counters ``h``, ``fc`` it
+    read (:func:`.ring._next_counts`) and resets the count. Its acquire exchange synchronises with every program's
+    release (one release sequence on the slot's count), so each program's reads of the counters happen before
+    these stores: none reads an advanced count."""
+    if arr_ptr is not None:
         if arrived == nprog - 1:
-            h, fc = _next_counts(tl.load(cnt_ptr + slot), tl.load(fcnt_ptr + slot), L)
-            tl.store(cnt_ptr + slot, h)
-            tl.store(fcnt_ptr + slot, fc)
-            tl.store(arr_ptr + slot, 0)
+            tl.atomic_xchg(arr_ptr + slot, 0, sem="acquire")
+            h1, fc1 = _next_counts(h, fc, L)
+            tl.store(cnt_ptr + slot, h1)
+            tl.store(fcnt_ptr + slot, fc1)
 
 
 @triton.jit
@@ -214,13 +229,11 @@ def _decode_step_kernel(
     program per (V-block, head, row) (:func:`_step_program`). The V-block programs of one (row, head) are
     adjacent in launch order, so the ring tiles they share are read from DRAM once (L2 hits for the others).
     ``arr_ptr`` (int32 ``[S + 1]``, ``SSMStateCache.step_arrivals``; None: the counters stay): the step also
-    advances the rows' counters (:func:`_advance_row`), saving the second launch."""
+    advances the rows' counters (:func:`_arrive`, :func:`_advance_if_last`), saving the second launch."""
     _step_program(tl.program_id(0), tl.program_id(1), tl.program_id(2), q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2,
                   rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P, LP,
                   LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, False,
-                  None, DOTP)
-    if arr_ptr is not None:
-        _advance_row(idx_ptr, cnt_ptr, fcnt_ptr, arr_ptr, tl.program_id(2), tl.num_programs(0) * HV, L)
+                  None, DOTP, arr_ptr=arr_ptr, nprog=tl.num_programs(0) * HV)
 
 
 def launch_fused(plan, args: dict, consts: dict, batch: int, device, arr_ptr=None) -> None:

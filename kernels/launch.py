@@ -59,7 +59,7 @@ class LaunchKnobs:
         maxnreg: register cap of the fused / conventional launch, or of the flush launch when split (0: none).
         split_flush: run a replay step as separate non-flush and flush launches (True) or fused (False).
         step_advance: a fused step advances the rows' counters in its own launch (True: the last program of each
-            row, :func:`.fused._advance_row`) or in a second one (False: ``_advance_kernel``).
+            row, :func:`.fused._advance_if_last`) or in a second one (False: ``_advance_kernel``).
         nonflush_prefetch: load each next read-copy key chunk before reducing the current one (unstaged loop).
         nonflush_warps: warps of the non-flush launch (1..32, a power of two).
         nonflush_maxnreg: register cap of the non-flush launch (24..255; 0: none).

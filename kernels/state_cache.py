@@ -18,7 +18,7 @@ Holds, for ``num_slots`` slots and ``num_heads`` (= HV) heads of ``[V, K]`` stat
   (Philox c2); entry ``S`` is a scratch slot that padded rows write to, so counter
   updates need no host synchronisation; ``step_arrivals int32 [S + 1]``, zero between
   steps: the fused step's programs of a row count themselves in, and the last one
-  advances the row's counters (:func:`.fused._advance_row`).
+  advances the row's counters (:func:`.fused._advance_if_last`).
 
 Speculative decoding (``max_draft`` T_max > 0, :mod:`.spec_decode`): the ring's capacity is ``L - 1 + T_max``
 (room for the verify window past the committed entries); ``draft_g float32 [S, HV, T_max, GK]`` the raw log
