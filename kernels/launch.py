@@ -81,7 +81,8 @@ class LaunchKnobs:
             and reloads it with evict_first (True), or without hints (None / False); the bits do not change.
         flush_dot: input precision of the flush's fp32 dots, ``"ieee"`` or ``"tf32x3"``.
         flush_items_dot: input precision of the fp32 dots of the few-flush-rows nvfp4 pass-1 items
-            (:mod:`.nvfp4_items`), ``"ieee"`` or ``"tf32x3"``; None: the flush's (``flush_dot``). Apart from the
+            (:mod:`.nvfp4_items`), ``"ieee"`` or ``"tf32x3"``; None: ``"ieee"`` for a row-scaled 8-bit recurrence
+            checkpoint with stochastic rounding, else the flush's (``flush_dot``). Apart from the
             whole-head flush's because the items run only when few rows flush (staggered rows at small batch),
             where their spills under 3xTF32 cost most (docs/TUNING.md, "Flush launch").
         flush_stream: a split step's flush launches on a side stream (1, the default) or the caller's (0).
@@ -321,11 +322,16 @@ def flush_dot_precision(cache, split: bool = False) -> str:
 
 
 def _items_dot(cache, dot: str) -> str:
-    """Input precision of the nvfp4 pass-1 items' fp32 dots: the ``flush_items_dot`` knob, else the flush's ``dot``;
-    IEEE for an fp32 recurrence checkpoint (as :func:`flush_dot_precision`)."""
-    if cache.spec.recur.name == "fp32":
+    """Input precision of the nvfp4 pass-1 items' fp32 dots: the ``flush_items_dot`` knob; else IEEE where the
+    recurrence checkpoint is a row-scaled 8-bit format with stochastic rounding (``nvfp4/fp8+sr``, ``nvfp4/int8+sr``:
+    under 3xTF32 their items spill 1.3-1.5 KB, and IEEE items cut the staggered step at B = 64 by 18-20% with the
+    aligned one unchanged: docs/TUNING.md); else the flush's ``dot`` (IEEE for an fp32 recurrence checkpoint)."""
+    knob = _knobs(cache).flush_items_dot
+    if knob is not None and cache.spec.recur.name != "fp32":
+        return knob
+    if cache.spec.recur.row_scaled and cache.spec.sr:
         return "ieee"
-    return _knobs(cache).flush_items_dot or dot
+    return dot
 
 
 def plan_nonflush(cache, batch: int) -> NonflushPlan:

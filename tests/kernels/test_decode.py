@@ -568,7 +568,7 @@ def test_stale_ring_entries_never_leak(family, split):
     cs = [_cache(family, "fp32", HV, K, V, b, L=L, slots=3, block_v=8 if b == "triton" else None,
                  split_flush=split if b == "triton" else None) for b in ("torch", "triton")]
     for c in cs:
-        c.load_state(torch.arange(3), S0)
+        c.load_state(torch.arange(3, device=DEV), S0)
         for t in _ring_tensors(c):
             t.fill_(float("nan"))
         c.ring_k[:, :, -1] = 3e38                      # inf * 0 would be NaN too

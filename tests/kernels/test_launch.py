@@ -158,9 +158,15 @@ def test_flush_plan(monkeypatch):
     assert cfg("nvfp4/fp16").stages is None
     assert cfg("nvfp4+sr", flush_dot="tf32x3").stages == 1 and cfg("nvfp4/fp32").stages is None
     assert cfg("fp32", flush_stages=3).stages == 3
-    # the nvfp4 pass-1 items' dots: the flush's unless flush_items_dot says otherwise; IEEE for an fp32 checkpoint
+    # the nvfp4 pass-1 items' dots: IEEE for a row-scaled 8-bit recurrence checkpoint with stochastic rounding
+    # (call s17c), else the flush's, unless flush_items_dot says otherwise; IEEE for an fp32 checkpoint
     assert cfg("nvfp4/fp16", flush_dot="tf32x3").items_dot == "tf32x3" and cfg("nvfp4/fp16").items_dot == "ieee"
-    assert pick(cfg("nvfp4/fp8+sr", flush_dot="tf32x3", flush_items_dot="ieee"), "dot", "items_dot") == (
+    for spec in ("nvfp4/fp8+sr", "nvfp4/int8+sr"):
+        assert pick(cfg(spec, flush_dot="tf32x3"), "dot", "items_dot") == ("tf32x3", "ieee"), spec
+        assert cfg(spec, flush_items_dot="tf32x3").items_dot == "tf32x3", spec
+    for spec in ("nvfp4/fp8", "nvfp4/e4m3+sr"):   # no stochastic rounding / not row-scaled: the flush's
+        assert pick(cfg(spec, flush_dot="tf32x3"), "dot", "items_dot") == ("tf32x3", "tf32x3"), spec
+    assert pick(cfg("nvfp4/fp8", flush_dot="tf32x3", flush_items_dot="ieee"), "dot", "items_dot") == (
         "tf32x3", "ieee")
     assert cfg("nvfp4/fp16", flush_items_dot="tf32x3").items_dot == "tf32x3"
     assert cfg("nvfp4/fp32", flush_items_dot="tf32x3").items_dot == "ieee"
