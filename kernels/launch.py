@@ -324,8 +324,8 @@ def flush_dot_precision(cache, split: bool = False) -> str:
 def _items_dot(cache, dot: str) -> str:
     """Input precision of the nvfp4 pass-1 items' fp32 dots: the ``flush_items_dot`` knob; else IEEE where the
     recurrence checkpoint is a row-scaled 8-bit format with stochastic rounding (``nvfp4/fp8+sr``, ``nvfp4/int8+sr``:
-    under 3xTF32 their items spill 1.3-1.5 KB, and IEEE items cut the staggered step at B = 64 by 18-20% with the
-    aligned one unchanged: docs/TUNING.md); else the flush's ``dot`` (IEEE for an fp32 recurrence checkpoint)."""
+    their items spill under 3xTF32, the aligned step's whole-head flush keeps ``dot``; docs/TUNING.md, "Flush
+    launch"); else the flush's ``dot`` (IEEE for an fp32 recurrence checkpoint, whose items ignore the knob)."""
     knob = _knobs(cache).flush_items_dot
     if knob is not None and cache.spec.recur.name != "fp32":
         return knob
