@@ -262,8 +262,10 @@ def split_launch_kwargs(family: str, spec: str, batch: int, kernel: str = "flush
         nonflush._nonflush_kernel, flush._flush_rows_kernel = stand_ins["nonflush"], stand_ins["rows"]
         fused._decode_step_kernel = stand_ins["fused"]
         try:
+            # as SSMStateCache.step calls it: a fused step that advances its counters gets the arrival counts
             triton_step(cache, torch.arange(batch, dtype=torch.int32), *(None if x[n] is None else x[n][0]
-                                                                          for n in ("q", "k", "v", "g", "beta")))
+                                                                          for n in ("q", "k", "v", "g", "beta")),
+                        advance=kernel == "fused" and plan.step_advance)
         finally:
             (items._nvfp4_part_kernel, flush._flush_kernel, nonflush._nonflush_kernel, flush._flush_rows_kernel,
              fused._decode_step_kernel) = saved
@@ -374,7 +376,7 @@ def main(argv=None):
     p.add_argument("--flush", action="store_true", help="the split step's flush launch instead, with its SASS loops")
     p.add_argument("--nonflush", action="store_true", help="the split step's non-flush launch instead, per --knobs")
     p.add_argument("--fused", action="store_true", help="the fused step's kernel instead (small grids: take --batch 1), "
-                   "per --knobs")
+                   "per --knobs, with the counters' advance where the plan puts it in the launch")
     p.add_argument("--knobs", default="default", help="';'-separated launcher knob sets (--flush, --nonflush, "
                    "--nvfp4-items; name=value,...)")
     p.add_argument("--batch", type=int, default=256, help="rows of the planned step (--flush, --nonflush, --fused)")

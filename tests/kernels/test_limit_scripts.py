@@ -86,13 +86,14 @@ def test_ptxas_report_nvfp4_items_launch_is_the_gpu_plan():
     kw = ptxas_report.nvfp4_part_launch_kwargs("gdn", "nvfp4/fp16")
     assert (kw["BVF"], kw["NVF"], kw["DOTP"], kw["num_warps"], kw["K"], kw["V"]) == (16, 8, "tf32x3", 4, 128, 128)
     assert kw["scr_ptr"].numel() % (8 * 16 * 128) == 0 and kw["amx_ptr"] is not None   # per program: NVF x BVF x BK
-    # the items' own dot precision (flush_items_dot) reaches pass 1 and leaves the flush launch's (pass 2, whole
-    # heads) at the plan's
-    items = ptxas_report.nvfp4_part_launch_kwargs("gdn", "nvfp4/fp8+sr", {"flush_items_dot": "ieee"})
+    # the items' own dot precision (flush_items_dot; by default IEEE for a row-scaled 8-bit SR checkpoint) reaches
+    # pass 1 and leaves the flush launch's (pass 2, whole heads) at the plan's
+    items = ptxas_report.nvfp4_part_launch_kwargs("gdn", "nvfp4/fp16", {"flush_items_dot": "ieee"})
     assert items["DOTP"] == "ieee"
-    assert ptxas_report.nvfp4_part_launch_kwargs("kda", "nvfp4/int8+sr")["DOTP"] == "tf32x3"
-    assert ptxas_report.split_launch_kwargs("gdn", "nvfp4/fp8+sr", 64, "flush", {"flush_items_dot": "ieee"})[
+    assert ptxas_report.nvfp4_part_launch_kwargs("kda", "nvfp4/int8+sr")["DOTP"] == "ieee"
+    assert ptxas_report.nvfp4_part_launch_kwargs("kda", "nvfp4/int8+sr", {"flush_items_dot": "tf32x3"})[
         "DOTP"] == "tf32x3"
+    assert ptxas_report.split_launch_kwargs("gdn", "nvfp4/fp8+sr", 64, "flush")["DOTP"] == "tf32x3"
 
 
 def _export_tree(dst, src_kernels=None):
@@ -163,6 +164,9 @@ def test_ptxas_report_flush_launch_is_the_h200_plan():
     # where the plan fuses
     fu = ptxas_report.split_launch_kwargs("gdn", "fp32", 1, "fused")
     assert fu["maxnreg"] is None and fu["_grid"][-1] == 1 and fu["HV"] == 32
+    # with the counters' advance in the launch, as SSMStateCache.step runs it (the knob off: none)
+    assert fu["arr_ptr"] is not None
+    assert ptxas_report.split_launch_kwargs("gdn", "fp32", 1, "fused", {"step_advance": False})["arr_ptr"] is None
     assert ptxas_report.split_launch_kwargs("mamba2", "fp32", 1, "fused", {"maxnreg": 0})["maxnreg"] is None
     assert ptxas_report.split_launch_kwargs("mamba2", "fp32", 1, "fused")["maxnreg"] == 128
     with pytest.raises(SystemExit, match="is a split step"):
