@@ -190,8 +190,9 @@ def _step_program(
 def _arrive(arr_ptr, slot):
     """Count the program in on its row's slot (``arr_ptr``: int32 per slot, zero between steps) once all its
     threads have read the slot's counters (the barrier), and return the count before it (-1 for a padded row,
-    ``slot`` < 0, and without ``arr_ptr``). Called mid-program, after the loads are issued: a release needs no
-    reply before the program goes on, so the atomic's round trip is off every program's tail but the last's."""
+    ``slot`` < 0, and without ``arr_ptr``). Called mid-program, after the loads are issued: a release waits for
+    those loads (which the compute waits for anyway), not for the program's stores, as it did at the end. (Triton
+    still hands the reply to every thread right here, through shared memory: one atomic round trip mid-program.)"""
     arrived = -1
     if arr_ptr is not None:
         if slot >= 0:
