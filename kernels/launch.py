@@ -197,7 +197,7 @@ class FlushPlan:
     stages: int | None    # num_stages of the sub-block loops (None: Triton's default)
     dot: str              # input precision of the fp32 dots
     nvfp4_items: bool     # few flush rows of an nvfp4 checkpoint: sub-block items (:mod:`.nvfp4_items`)
-    items_dot: str        # input precision of the pass-1 items' fp32 dots (``dot`` unless asked otherwise)
+    items_dot: str        # input precision of the pass-1 items' fp32 dots (:func:`_items_dot`)
     nvfp4_item_blocks: int   # sub-blocks per pass-1 item (0: the fewest that keep pass 1 within one wave, per step)
     corrections_rows: int    # two-pass nvfp4, separate delta rule: the head's corrections first, in groups (0: off)
     scratch_l2: bool         # L2 eviction hints on the whole-head items' S_L scratch
@@ -326,12 +326,11 @@ def _items_dot(cache, dot: str) -> str:
     recurrence checkpoint is a row-scaled 8-bit format with stochastic rounding (``nvfp4/fp8+sr``, ``nvfp4/int8+sr``:
     their items spill under 3xTF32, the aligned step's whole-head flush keeps ``dot``; docs/TUNING.md, "Flush
     launch"); else the flush's ``dot`` (IEEE for an fp32 recurrence checkpoint, whose items ignore the knob)."""
-    knob = _knobs(cache).flush_items_dot
-    if knob is not None and cache.spec.recur.name != "fp32":
-        return knob
-    if cache.spec.recur.row_scaled and cache.spec.sr:
-        return "ieee"
-    return dot
+    if cache.spec.recur.name == "fp32":
+        return dot
+    if _knobs(cache).flush_items_dot is not None:
+        return _knobs(cache).flush_items_dot
+    return "ieee" if cache.spec.recur.row_scaled and cache.spec.sr else dot
 
 
 def plan_nonflush(cache, batch: int) -> NonflushPlan:
