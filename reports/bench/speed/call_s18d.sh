@@ -7,7 +7,8 @@
 # .whl/mamba_ssm-2.3.2.post1.tar.gz) and the device checks; call_s18e.sh resumes the same folder with gdn and kda.
 #   git rev-parse --short HEAD > TREE.txt
 #   run(command="BUDGET_S=400 bash reports/bench/speed/call_s18d.sh", carry=["TREE.txt", ".whl"])
-# Then copy results.partial.csv from the call's s18d.tgz (bench/) to .gpu/res_s18e/bench/ for call_s18e.sh.
+# Then copy the call's bench/ folder from s18d.tgz (results.csv and correctness.csv when it finished,
+# results.partial.csv when cut) to .gpu/res_s18e/bench/ for call_s18e.sh.
 set -u
 source scripts/gpu/setup.sh
 R=${R:-$PWD/.gpu/res_s18d}

@@ -32,7 +32,7 @@ COMMANDS = {
             "flush_nvfp4_item_blocks=1;flush_nvfp4_item_blocks=2\"",
 }
 NOTES = {"s10b": " (cut by its 200 s cap after gdn)", "s10c": ""}
-MACHINES = {"s10b": "../bench_all/machine_s10b.txt", "s10c": "../bench_all/machine_s10c.txt"}
+MACHINES = {"s10b": "machine_s10b.txt", "s10c": "machine_s10c.txt"}
 
 
 def main():

@@ -1,0 +1,14 @@
+#!/bin/bash
+# Session 2026-12-06c, device call s19a (issue 28). The whole bench table on the current kernels in ONE call, for
+# an H200 (the goals' card; s18d + s18e timed the same table on an H100 this session). All families, the five specs,
+# B = 256, 1, 64, 512, aligned and staggered, the fla and mamba_ssm anchors, the copy bandwidth and the device
+# checks. gdn first, mamba2 last: a call cut by its cap returns results.partial.csv, which --resume continues.
+#   git rev-parse --short HEAD > TREE.txt
+#   run(command="BUDGET_S=585 bash reports/bench/speed/call_s19a.sh", carry=["TREE.txt", ".whl"], needs_h200=true)
+set -u
+source scripts/gpu/setup.sh
+R=${R:-$PWD/.gpu/res_s19a}
+source scripts/gpu/parts.sh s19a "${BUDGET_S:-585}"
+part bench 575 python3 scripts/gpu/bench.py --rep-ms 10 --out "$R/bench" --resume --families gdn,kda,mamba2 \
+  --specs fp32,nvfp4/fp16,nvfp4/fp8+sr,fp8+sr,int8+sr --batches 256,1,64,512
+echo "total wall $(( $(date +%s) - T0 ))s"; cat "$R/parts.tsv"; pack; ls -la "$OUT"
