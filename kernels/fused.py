@@ -32,7 +32,7 @@ def _step_program(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr, scr_ptr=None, DOTP: tl.constexpr = "ieee", UROWS: tl.constexpr = 0,
-    SCR_L2: tl.constexpr = False, arr_ptr=None, nprog=1,
+    SCR_L2: tl.constexpr = False, arr_ptr=None, nprog=1, ARRIVE_LANES: tl.constexpr = 32,
 ):
     """One (V-block ``pv``, head, row ``b``) of a decode step: the fused step's program, or (``FLUSH_ONLY``) a
     work item of the split step's flush launch. ``scr_ptr`` (nvfp4 two-pass flush of the flush launch; None
@@ -41,7 +41,8 @@ def _step_program(
     ``evict_first``). ``UROWS``: :func:`.flush._flush_kernel`. ``DOTP``: input precision of the flush's fp32 dots
     (:func:`.launch.flush_dot_precision`). ``arr_ptr`` (int32 ``[S + 1]``, ``SSMStateCache.step_arrivals``; None:
     the counters stay): the program counts in once it has read the row's counters, and the last of the row's
-    ``nprog`` programs advances them (:func:`_arrive`, :func:`_advance_if_last`)."""
+    ``nprog`` programs advances them (:func:`_arrive`, :func:`_advance_if_last`; ``ARRIVE_LANES``: the program's
+    threads, 32 x its warps)."""
     SCRATCH: tl.constexpr = scr_ptr is not None
     # FLUSH_ONLY (replay, L > 1): a work item of the split step's flush launch (_flush_kernel, after
     # _nonflush_kernel): only flush rows are handled (a non-flush row reads h and writes nothing; no
@@ -83,7 +84,7 @@ def _step_program(
         else:
             Ur_nf = tl.load(rv_ptr + ej[:, None] * V + _vec4(offs_v)[None, :], mask=mr[:, None] & mv[None, :],
                             other=0.0).to(tl.float32)
-    arrived = _arrive(arr_ptr, slot)
+    arrived = _arrive(arr_ptr, slot, ARRIVE_LANES)
     at = tl.exp(gt)
     if slot < 0:
         if not FLUSH_ONLY:   # padded row: zero output (written by the fused or the non-flush launch)
@@ -183,32 +184,40 @@ def _step_program(
                 eh = ring0 + h
                 _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
                 _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, pv == 0, K, GK, DELTA, CACHED)
-    _advance_if_last(arr_ptr, cnt_ptr, fcnt_ptr, slot, arrived, nprog, h, fc, L)
+    _advance_if_last(arr_ptr, cnt_ptr, fcnt_ptr, slot, arrived, nprog, h, fc, L, ARRIVE_LANES)
 
 
 @triton.jit
-def _arrive(arr_ptr, slot):
+def _arrive(arr_ptr, slot, LANES: tl.constexpr):
     """Count the program in on its row's slot (``arr_ptr``: int32 per slot, zero between steps) once all its
-    threads have read the slot's counters (the barrier), and return the count before it (-1 for a padded row,
-    ``slot`` < 0, and without ``arr_ptr``). Called mid-program, after the loads are issued: a release waits for
-    those loads (which the compute waits for anyway), not for the program's stores, as it did at the end. (Triton
-    still hands the reply to every thread right here, through shared memory: one atomic round trip mid-program.)"""
-    arrived = -1
+    threads have read the slot's counters (the barrier). Returns int32 ``[LANES]`` whose lane 0 holds the count
+    before it (read by :func:`_advance_if_last`; every lane -1 for a padded row, ``slot`` < 0, and without
+    ``arr_ptr``). Called mid-program, after the loads are issued: a release waits for those loads (which the compute
+    waits for anyway), not for the program's stores. The count is added by lane 0 of a ``LANES``-lane tensor (one
+    lane per thread: ``LANES`` = 32 x warps, so no lane is held twice) rather than as a scalar, whose reply Triton
+    hands to every thread through shared memory right at the atomic, making each program wait for the round trip
+    mid-program; this reply stays in one thread's register until the end, where only the last program needs it."""
+    lane = tl.arange(0, LANES)
+    arrived = tl.full([LANES], -1, tl.int32)
     if arr_ptr is not None:
         if slot >= 0:
             tl.debug_barrier()
-            arrived = tl.atomic_add(arr_ptr + slot, 1, sem="release")
+            # the masked lanes' addresses differ (never accessed): with one address for the warp, ptxas aggregates
+            # the atomic per warp and shuffles its reply to the lanes right away, the wait this avoids
+            arrived = tl.atomic_add(arr_ptr + slot + lane, tl.full([LANES], 1, tl.int32), mask=lane == 0,
+                                    sem="release")
     return arrived
 
 
 @triton.jit
-def _advance_if_last(arr_ptr, cnt_ptr, fcnt_ptr, slot, arrived, nprog, h, fc, L: tl.constexpr):
-    """The last of the row's ``nprog`` programs to arrive (:func:`_arrive`) advances the counters ``h``, ``fc`` it
-    read (:func:`.ring._next_counts`) and resets the count. Its acquire exchange synchronises with every program's
-    release (one release sequence on the slot's count), so each program's reads of the counters happen before
-    these stores: none reads an advanced count."""
+def _advance_if_last(arr_ptr, cnt_ptr, fcnt_ptr, slot, arrived, nprog, h, fc, L: tl.constexpr, LANES: tl.constexpr):
+    """The last of the row's ``nprog`` programs to arrive (:func:`_arrive`: lane 0 of ``arrived``) advances the
+    counters ``h``, ``fc`` it read (:func:`.ring._next_counts`) and resets the count. Its acquire exchange
+    synchronises with every program's release (one release sequence on the slot's count), so each program's reads
+    of the counters happen before these stores: none reads an advanced count."""
     if arr_ptr is not None:
-        if arrived == nprog - 1:
+        before = tl.max(tl.where(tl.arange(0, LANES) == 0, arrived, -1), axis=0)   # (the other lanes hold no reply)
+        if before == nprog - 1:
             tl.atomic_xchg(arr_ptr + slot, 0, sem="acquire")
             h1, fc1 = _next_counts(h, fc, L)
             tl.store(cnt_ptr + slot, h1)
@@ -224,7 +233,7 @@ def _decode_step_kernel(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, DOTP: tl.constexpr, arr_ptr=None,
+    CACHED: tl.constexpr, DOTP: tl.constexpr, arr_ptr=None, ARRIVE_LANES: tl.constexpr = 128,
 ):
     """The fused step (every row, flush or not) and conventional decoding: grid ``(cdiv(V, BV), HV, B)``, one
     program per (V-block, head, row) (:func:`_step_program`). The V-block programs of one (row, head) are
@@ -234,7 +243,7 @@ def _decode_step_kernel(
     _step_program(tl.program_id(0), tl.program_id(1), tl.program_id(2), q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2,
                   rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P, LP,
                   LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, False,
-                  None, DOTP, arr_ptr=arr_ptr, nprog=tl.num_programs(0) * HV)
+                  None, DOTP, arr_ptr=arr_ptr, nprog=tl.num_programs(0) * HV, ARRIVE_LANES=ARRIVE_LANES)
 
 
 def launch_fused(plan, args: dict, consts: dict, batch: int, device, arr_ptr=None) -> None:
@@ -247,4 +256,5 @@ def launch_fused(plan, args: dict, consts: dict, batch: int, device, arr_ptr=Non
     grid = (triton.cdiv(consts["V"], plan.block_v), args["HV"], batch)
     _decode_step_kernel[grid](**args, **consts, BV=plan.block_v, BVF=plan.flush_block_v,
                               NVF=triton.cdiv(consts["V"], plan.flush_block_v), DOTP=plan.dot, arr_ptr=arr_ptr,
+                              ARRIVE_LANES=32 * plan.num_warps,
                               **launch_options(device, plan.num_warps, plan.maxnreg, plan.stages))
