@@ -32,7 +32,7 @@ def _step_program(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr, scr_ptr=None, DOTP: tl.constexpr = "ieee", UROWS: tl.constexpr = 0,
-    SCR_L2: tl.constexpr = False, arr_ptr=None, nprog=1, ARRIVE_LANES: tl.constexpr = 32,
+    SCR_L2: tl.constexpr = False, arr_ptr=None, nprog=1, ARRIVE_LANES: tl.constexpr = 0,
 ):
     """One (V-block ``pv``, head, row ``b``) of a decode step: the fused step's program, or (``FLUSH_ONLY``) a
     work item of the split step's flush launch. ``scr_ptr`` (nvfp4 two-pass flush of the flush launch; None
@@ -41,8 +41,8 @@ def _step_program(
     ``evict_first``). ``UROWS``: :func:`.flush._flush_kernel`. ``DOTP``: input precision of the flush's fp32 dots
     (:func:`.launch.flush_dot_precision`). ``arr_ptr`` (int32 ``[S + 1]``, ``SSMStateCache.step_arrivals``; None:
     the counters stay): the program counts in once it has read the row's counters, and the last of the row's
-    ``nprog`` programs advances them (:func:`_arrive`, :func:`_advance_if_last`; ``ARRIVE_LANES``: the program's
-    threads, 32 x its warps)."""
+    ``nprog`` programs advances them (:func:`_arrive`, :func:`_advance_if_last`; ``ARRIVE_LANES``: 0, or the
+    program's threads, 32 x its warps, to keep the arrival's reply in one thread: ``StepPlan.arrive_lanes``)."""
     SCRATCH: tl.constexpr = scr_ptr is not None
     # FLUSH_ONLY (replay, L > 1): a work item of the split step's flush launch (_flush_kernel, after
     # _nonflush_kernel): only flush rows are handled (a non-flush row reads h and writes nothing; no
@@ -190,33 +190,44 @@ def _step_program(
 @triton.jit
 def _arrive(arr_ptr, slot, LANES: tl.constexpr):
     """Count the program in on its row's slot (``arr_ptr``: int32 per slot, zero between steps) once all its
-    threads have read the slot's counters (the barrier). Returns int32 ``[LANES]`` whose lane 0 holds the count
-    before it (read by :func:`_advance_if_last`; every lane -1 for a padded row, ``slot`` < 0, and without
-    ``arr_ptr``). Called mid-program, after the loads are issued: a release waits for those loads (which the compute
-    waits for anyway), not for the program's stores. The count is added by lane 0 of a ``LANES``-lane tensor (one
-    lane per thread: ``LANES`` = 32 x warps, so no lane is held twice) rather than as a scalar, whose reply Triton
-    hands to every thread through shared memory right at the atomic, making each program wait for the round trip
-    mid-program; this reply stays in one thread's register until the end, where only the last program needs it."""
-    lane = tl.arange(0, LANES)
-    arrived = tl.full([LANES], -1, tl.int32)
-    if arr_ptr is not None:
-        if slot >= 0:
-            tl.debug_barrier()
-            # the masked lanes' addresses differ (never accessed): with one address for the warp, ptxas aggregates
-            # the atomic per warp and shuffles its reply to the lanes right away, the wait this avoids
-            arrived = tl.atomic_add(arr_ptr + slot + lane, tl.full([LANES], 1, tl.int32), mask=lane == 0,
-                                    sem="release")
+    threads have read the slot's counters (the barrier); the count before it is read by :func:`_advance_if_last`
+    (-1 for a padded row, ``slot`` < 0, and without ``arr_ptr``). Called mid-program, after the loads are issued:
+    a release waits for those loads (which the compute waits for anyway), not for the program's stores.
+
+    ``LANES`` = 0: a scalar atomic, returns the count. Triton hands a scalar atomic's reply to every thread through
+    shared memory right at the atomic, so every program waits one atomic round trip here. ``LANES`` = the program's
+    threads (32 x warps: one lane per thread, none held twice): lane 0 of a ``[LANES]`` tensor adds the count and
+    the reply stays in that thread's register until :func:`_advance_if_last` reduces it at the program's end;
+    returns int32 ``[LANES]``. The masked lanes' addresses differ (never accessed): with one address for the warp,
+    ptxas aggregates the atomic per warp and shuffles its reply at once, the wait this form avoids."""
+    if LANES == 0:
+        arrived = -1
+        if arr_ptr is not None:
+            if slot >= 0:
+                tl.debug_barrier()
+                arrived = tl.atomic_add(arr_ptr + slot, 1, sem="release")
+    else:
+        lane = tl.arange(0, LANES)
+        arrived = tl.full([LANES], -1, tl.int32)
+        if arr_ptr is not None:
+            if slot >= 0:
+                tl.debug_barrier()
+                arrived = tl.atomic_add(arr_ptr + slot + lane, tl.full([LANES], 1, tl.int32), mask=lane == 0,
+                                        sem="release")
     return arrived
 
 
 @triton.jit
 def _advance_if_last(arr_ptr, cnt_ptr, fcnt_ptr, slot, arrived, nprog, h, fc, L: tl.constexpr, LANES: tl.constexpr):
-    """The last of the row's ``nprog`` programs to arrive (:func:`_arrive`: lane 0 of ``arrived``) advances the
-    counters ``h``, ``fc`` it read (:func:`.ring._next_counts`) and resets the count. Its acquire exchange
-    synchronises with every program's release (one release sequence on the slot's count), so each program's reads
-    of the counters happen before these stores: none reads an advanced count."""
+    """The last of the row's ``nprog`` programs to arrive (:func:`_arrive`: its count, or lane 0 of ``arrived``
+    when ``LANES`` > 0) advances the counters ``h``, ``fc`` it read (:func:`.ring._next_counts`) and resets the
+    count. Its acquire exchange synchronises with every program's release (one release sequence on the slot's
+    count), so each program's reads of the counters happen before these stores: none reads an advanced count."""
     if arr_ptr is not None:
-        before = tl.max(tl.where(tl.arange(0, LANES) == 0, arrived, -1), axis=0)   # (the other lanes hold no reply)
+        if LANES == 0:
+            before = arrived
+        else:
+            before = tl.max(tl.where(tl.arange(0, LANES) == 0, arrived, -1), axis=0)   # (no reply in other lanes)
         if before == nprog - 1:
             tl.atomic_xchg(arr_ptr + slot, 0, sem="acquire")
             h1, fc1 = _next_counts(h, fc, L)
@@ -233,7 +244,7 @@ def _decode_step_kernel(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, DOTP: tl.constexpr, arr_ptr=None, ARRIVE_LANES: tl.constexpr = 128,
+    CACHED: tl.constexpr, DOTP: tl.constexpr, arr_ptr=None, ARRIVE_LANES: tl.constexpr = 0,
 ):
     """The fused step (every row, flush or not) and conventional decoding: grid ``(cdiv(V, BV), HV, B)``, one
     program per (V-block, head, row) (:func:`_step_program`). The V-block programs of one (row, head) are
@@ -256,5 +267,5 @@ def launch_fused(plan, args: dict, consts: dict, batch: int, device, arr_ptr=Non
     grid = (triton.cdiv(consts["V"], plan.block_v), args["HV"], batch)
     _decode_step_kernel[grid](**args, **consts, BV=plan.block_v, BVF=plan.flush_block_v,
                               NVF=triton.cdiv(consts["V"], plan.flush_block_v), DOTP=plan.dot, arr_ptr=arr_ptr,
-                              ARRIVE_LANES=32 * plan.num_warps,
+                              ARRIVE_LANES=plan.arrive_lanes,
                               **launch_options(device, plan.num_warps, plan.maxnreg, plan.stages))

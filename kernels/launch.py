@@ -60,6 +60,9 @@ class LaunchKnobs:
         split_flush: run a replay step as separate non-flush and flush launches (True) or fused (False).
         step_advance: a fused step advances the rows' counters in its own launch (True: the last program of each
             row, :func:`.fused._advance_if_last`) or in a second one (False: ``_advance_kernel``).
+        arrive_deferred: in a fused step that advances its counters, each program's arrival reply stays in one
+            thread until the program's end (True) or reaches every thread at the atomic, mid-program (False); the
+            same bits. None: deferred for conventional decoding (window 1), at the atomic for replay (docs/TUNING.md).
         nonflush_prefetch: load each next read-copy key chunk before reducing the current one (unstaged loop).
         nonflush_warps: warps of the non-flush launch (1..32, a power of two).
         nonflush_maxnreg: register cap of the non-flush launch (24..255; 0: none).
@@ -102,6 +105,7 @@ class LaunchKnobs:
     maxnreg: int | None = None
     split_flush: bool | None = None
     step_advance: bool | None = None
+    arrive_deferred: bool | None = None
     nonflush_prefetch: bool | None = None
     nonflush_warps: int | None = None
     nonflush_maxnreg: int | None = None
@@ -154,8 +158,8 @@ class LaunchKnobs:
         if isinstance(self.flush_stream, bool) or self.flush_stream not in (0, 1):
             raise ValueError(f"flush_stream={self.flush_stream!r}: allowed 0 (off: the caller's stream), "
                              "1 (side stream)")
-        for name in ("split_flush", "step_advance", "nonflush_prefetch", "nonflush_xscratch", "nonflush_e2m1_ptx",
-                     "flush_scratch_l2"):
+        for name in ("split_flush", "step_advance", "arrive_deferred", "nonflush_prefetch", "nonflush_xscratch",
+                     "nonflush_e2m1_ptx", "flush_scratch_l2"):
             _check_flag(name, getattr(self, name))
         _check_flag("flush_nvfp4_items", self.flush_nvfp4_items,
                     "true (sub-block items when few rows flush), false (whole-head items) or none (the default)")
@@ -217,6 +221,7 @@ class StepPlan:
     dot: str              # input precision of the fused grid's flush dots
     stages: int | None    # num_stages of the fused grid (None: Triton's default)
     step_advance: bool = False   # fused: the step's own programs advance the counters (no second launch)
+    arrive_lanes: int = 0        # with step_advance: 32 x num_warps to keep the arrival reply in one thread, else 0
     nonflush: NonflushPlan | None = None   # when split
     flush: FlushPlan | None = None         # when split
 
@@ -404,12 +409,23 @@ def _step_advance(cache, batch: int, BV: int, split: bool) -> bool:
     return not (_on_gpu(cache) and batch * cache.num_heads * _cdiv(cache.head_v, BV) > 8 * _num_sms(cache.device))
 
 
+def _arrive_lanes(cache, num_warps: int, step_advance: bool) -> int:
+    """``StepPlan.arrive_lanes``: where a fused step advances its counters, its programs' threads (the arrival's
+    reply kept in one thread to the program's end, :func:`.fused._arrive`) for conventional decoding (window 1),
+    whose batch-1 step that makes 5-9% faster, and 0 (the reply at the atomic) for replay, where it moved the batch-1
+    step by -1.6% to +1.6% (docs/TUNING.md); the knob ``arrive_deferred`` overrides."""
+    knob = _knobs(cache).arrive_deferred
+    deferred = knob if knob is not None else cache.window == 1
+    return 32 * num_warps if step_advance and deferred else 0
+
+
 def _fused_plan(cache, batch: int) -> StepPlan:
     BV, BVF, num_warps, nvfp4 = _fused_tiles(cache, batch)
     maxnreg, split = _fused_maxnreg_and_split(cache, batch, BV, num_warps, nvfp4)
+    advance = _step_advance(cache, batch, BV, split)
     return StepPlan(block_v=BV, flush_block_v=BVF, num_warps=num_warps, nvfp4=nvfp4, maxnreg=maxnreg, split=split,
-                    dot=flush_dot_precision(cache), stages=_knobs(cache).flush_stages,
-                    step_advance=_step_advance(cache, batch, BV, split))
+                    dot=flush_dot_precision(cache), stages=_knobs(cache).flush_stages, step_advance=advance,
+                    arrive_lanes=_arrive_lanes(cache, num_warps, advance))
 
 
 def plan_step(cache, batch: int) -> StepPlan:

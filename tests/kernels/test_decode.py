@@ -19,7 +19,7 @@ if not torch.cuda.is_available():
 
 from replayssm_quant.kernels import SSMStateCache, oracle_sequence  # noqa: E402
 from replayssm_quant.kernels.flush_math import _tf32_split  # noqa: E402
-from replayssm_quant.kernels.launch import LaunchKnobs  # noqa: E402
+from replayssm_quant.kernels.launch import LaunchKnobs, plan_step  # noqa: E402
 from replayssm_quant.kernels.inputs import random_decode_inputs  # noqa: E402
 from replayssm_quant.kernels.storage import sr_rbits  # noqa: E402
 from replayssm_quant.quant.reference import round_to_format  # noqa: E402
@@ -695,7 +695,6 @@ def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
     outputs, checkpoints, ring (cached corrections included), counters, on a schedule where one launch mixes
     flushing and non-flushing rows, padded rows and permuted slots; the output is NaN-poisoned before every
     step and must be fully overwritten (padded rows: zeros) in both modes. Stale ring entries hold 1e30."""
-    from replayssm_quant.kernels.launch import plan_step
 
     knobs = dict(knobs)
     HV, K, V = 2, knobs.pop("K", 48), knobs.pop("V", 13)
@@ -736,17 +735,20 @@ def test_split_flush_bit_identical_to_fused(family, spec, block_v, knobs):
     assert cs[1].flush_count[:-1].max() >= 2
 
 
-@pytest.mark.parametrize("family,spec,mode,split,step_advance", [
-    ("gdn", "fp32", "replay", False, None), ("kda", "nvfp4/e4m3+sr", "replay", False, None),
-    ("mamba2", "e4m3+sr", "replay", False, None), ("gdn", "fp32", "conventional", False, None),
-    ("gdn", "fp32", "conventional", False, False), ("kda", "fp32", "replay", False, False),
-    ("gdn", "fp32", "replay", True, None)])
-def test_step_advances_counters_fused_in_the_step_launch(family, spec, mode, split, step_advance, monkeypatch):
+@pytest.mark.parametrize("family,spec,mode,split,step_advance,arrive_deferred", [
+    ("gdn", "fp32", "replay", False, None, None), ("kda", "nvfp4/e4m3+sr", "replay", False, None, None),
+    ("mamba2", "e4m3+sr", "replay", False, None, None), ("gdn", "fp32", "conventional", False, None, None),
+    ("gdn", "fp32", "conventional", False, False, None), ("kda", "fp32", "replay", False, False, None),
+    ("gdn", "fp32", "replay", True, None, None), ("gdn", "fp32", "replay", False, None, True),
+    ("kda", "nvfp4/e4m3+sr", "replay", False, None, True), ("mamba2", "e4m3+sr", "conventional", False, None, False)])
+def test_step_advances_counters_fused_in_the_step_launch(family, spec, mode, split, step_advance, arrive_deferred,
+                                                         monkeypatch):
     """A small fused step advances the ring and flush counters itself (the last program of each row; no
     ``_advance_kernel`` launch; the default off the GPU); with ``step_advance=False`` and on a split step
     ``_advance_kernel`` runs once per step. Counters equal the torch reference's after every step (padded rows,
     permuted slots, flushing and non-flushing rows mixed, several V-block programs per row), and the arrival
-    counts are back to zero."""
+    counts are back to zero. Both forms of the arrival (``arrive_deferred``: the reply kept in one thread, the
+    conventional default; or handed to every thread at the atomic, the replay default) on both kinds of step."""
     from replayssm_quant.kernels import decode
 
     launches = []
@@ -762,7 +764,8 @@ def test_step_advances_counters_fused_in_the_step_launch(family, spec, mode, spl
     x = random_decode_inputs(family, 8, 3, HV, K, V, generator=_gen(70), device=DEV)
     ref = _cache(family, spec, HV, K, V, "torch", mode=mode, L=L, slots=4, seed=3)
     tri = _cache(family, spec, HV, K, V, "triton", mode=mode, L=L, slots=4, seed=3, block_v=4,
-                 split_flush=split if mode == "replay" else None, step_advance=step_advance)
+                 split_flush=split if mode == "replay" else None, step_advance=step_advance,
+                 arrive_deferred=arrive_deferred)
     schedule = [[0, 2, -1], [2, -1, 0], [1, 0, 2], [3, 1, -1], [0, 3, 2], [-1, -1, -1], [2, 0, 1], [1, 2, 3]]
     for t, rows in enumerate(schedule):
         idx = torch.tensor(rows)
@@ -773,6 +776,9 @@ def test_step_advances_counters_fused_in_the_step_launch(family, spec, mode, spl
         assert torch.all(tri.step_arrivals == 0), t
     assert int(ref.flush_count.sum()) >= 3
     assert len(launches) == (len(schedule) if split or step_advance is False else 0)
+    assert (plan_step(tri, 3).arrive_lanes > 0) == (False if split or step_advance is False
+                                                      else arrive_deferred if arrive_deferred is not None
+                                                      else mode == "conventional")
 
 
 @pytest.mark.parametrize("phase", [1, 2])

@@ -60,6 +60,14 @@ def test_step_plan_heuristic(monkeypatch):
     assert cfg("fp32", 1, 256, step_advance=True).step_advance is True
     assert cfg("fp32", 16, 1, step_advance=False).step_advance is False
     assert launch.plan_step(_standin("fp32", window=16, device="cpu"), 256).step_advance is True   # interpreter
+    # where it advances them, the arrival's reply waits in one thread for the program's end (arrive_lanes = its
+    # threads) on conventional grids (window 1), and reaches every thread at the atomic on replay ones (0)
+    conv, rep = cfg("fp32", 1, 1), cfg("fp32", 16, 1)
+    assert conv.arrive_lanes == 32 * conv.num_warps > 0 and rep.arrive_lanes == 0
+    assert cfg("fp32", 1, 256).arrive_lanes == 0 and cfg("fp32", 1, 256, arrive_deferred=True).arrive_lanes == 0
+    assert cfg("fp32", 16, 1, arrive_deferred=True).arrive_lanes == 32 * rep.num_warps
+    assert cfg("fp32", 1, 1, arrive_deferred=False).arrive_lanes == 0
+    assert cfg("fp32", 16, 1, num_warps=8, arrive_deferred=True).arrive_lanes == 256
     # the split_flush knob forces it either way; conventional never splits
     assert cfg("fp32", 16, 256, split_flush=False).split is False
     assert cfg("fp32", 16, 1, split_flush=True).split is True
