@@ -19,7 +19,8 @@ with input_precision="ieee": no TF32). Replay rows also report the time of a non
 main replay time (``time_us``) starts every slot of a group at the same ring position, so a group's flushes
 all fall on one of the L steps; ``staggered_us`` spreads the positions (:func:`stagger_slots`: B / L rows
 flush on every step, as in serving, where sequences join at different steps). Both carry one flush per slot
-per L steps, and both are reported with their ratios.
+per L steps, and both are reported with their ratios; after each, the counters must say that every step ran
+(``rounds_ok``: :func:`whole_rounds_ok`; a failing row is named in the report's notes).
 
 Writes ``results.csv``, ``memory.csv``, ``correctness.csv``, ``report.md`` and
 ``bench.png`` under ``--out`` (plus ``sweep.csv`` with ``--sweep-block-v``: replay times over V-block
@@ -186,6 +187,22 @@ def stagger_slots(cache, groups, x, window: int) -> None:
                        None if x["beta"] is None else x["beta"][t][rows], validate=False)
 
 
+def counters_snapshot(cache) -> tuple[torch.Tensor, torch.Tensor]:
+    """Copies of every slot's ring and flush counts (``SSMStateCache.ring_count``, ``flush_count``, int32 ``[S]``)."""
+    return cache.ring_count[:-1].clone(), cache.flush_count[:-1].clone()
+
+
+def whole_rounds_ok(cache, before: tuple[torch.Tensor, torch.Tensor]) -> bool:
+    """Whether the counters after timing whole rounds of L steps over every slot say every step ran: each slot's
+    ring count is back at its value in ``before`` (:func:`counters_snapshot`), every slot's flush count moved by
+    the same positive number (one flush per slot and round), and no arrival count is left over
+    (``step_arrivals``). A timed configuration whose steps skipped or repeated a flush fails it."""
+    h0, f0 = before
+    moved = cache.flush_count[:-1] - f0
+    return bool(torch.equal(cache.ring_count[:-1], h0) and (moved == moved[0]).all() and moved[0] > 0
+                and (cache.step_arrivals == 0).all())
+
+
 def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, knobs=None,
                  phases=("step", "staggered", "nonflush", "flush"), ring_dtype=torch.float32):
     """Time one decode configuration on inputs ``x`` (:func:`bench_inputs`); returns a dict row.
@@ -224,13 +241,18 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
                            None if x["beta"] is None else x["beta"][t], out=out, validate=False)
 
     t_us = st_us = nf_us = fl_us = float("nan")
+    rounds_ok = []   # whole_rounds_ok after each phase of whole rounds (step, staggered)
     if "step" in phases:
+        before = counters_snapshot(cache)
         t_us = timer(lambda: rounds(range(window))) * 1e3 / (window * R)
+        rounds_ok.append(whole_rounds_ok(cache, before))
     if "staggered" in phases:
         if mode == "replay" and window > 1:
             cache.ring_count.zero_()   # (whole rounds of L steps end where they began)
             stagger_slots(cache, groups, x, window)
+            before = counters_snapshot(cache)
             st_us = timer(lambda: rounds(range(window))) * 1e3 / (window * R)
+            rounds_ok.append(whole_rounds_ok(cache, before))
         else:
             st_us = t_us
     if mode == "replay" and window > 1 and "nonflush" in phases:
@@ -253,7 +275,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
                nonflush_us=nf_us, flush_us=fl_us, min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9,
                rotation=R, **plan_columns(plan_step(cache, batch), window),
                ring_dtype=str(ring_dtype).replace("torch.", "") if mode == "replay" else None,
-               finite=bool(torch.isfinite(out).all()))
+               finite=bool(torch.isfinite(out).all()), rounds_ok=all(rounds_ok) if rounds_ok else None)
     del cache, out
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -589,6 +611,11 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
     if not df.finite.all():
         notes.append("non-finite outputs in: " + ", ".join(
             f"{r.family} {r.spec} {r['mode']} B={r.batch}" for _, r in df[~df.finite].iterrows()))
+    skipped = df[df.get("rounds_ok", pd.Series(True, index=df.index)).eq(False)]
+    if len(skipped):
+        notes.append("counters off after timing whole rounds (a step skipped or repeated a flush; the row's time "
+                     "is not of the configuration): " + ", ".join(
+                         f"{r.family} {r.spec} {r['mode']} B={r.batch}" for _, r in skipped.iterrows()))
     notes.append(f"bench wall time {time.time() - t_start:.0f} s")
     meta = dict(command=command or " ".join(sys.argv), date=datetime.datetime.now(datetime.timezone.utc)
                 .strftime("%Y-%m-%d %H:%M UTC"),

@@ -54,7 +54,7 @@ def test_bench_cpu_smoke_writes_report(tmp_path, capfd):
     df = pd.read_csv(out / "results.csv")
     assert not (out / "results.partial.csv").exists()   # the incremental copy is gone once the report is written
     assert set(zip(df.spec, df["mode"])) == {("fp32", "conventional"), ("fp32", "replay"), ("nvfp4/fp16", "replay")}
-    assert (df.time_us > 0).all() and df.finite.all()
+    assert (df.time_us > 0).all() and df.finite.all() and df.rounds_ok.all()
     assert (df.staggered_us > 0).all()                  # (batch 1: the one slot's phase is the only one)
     conv = df[df["mode"] == "conventional"]
     assert (conv.staggered_us == conv.time_us).all() and df.staggered_speedup_vs_conv_fp32.notna().all()
@@ -190,6 +190,45 @@ def test_bench_kernel_knobs_and_phases():
         bench_kernel("gdn", "fp32", "replay", 1, shape, 2, Timer(dev, 1), dev, x, phases=("stagger",))
     with pytest.raises(ValueError, match="unknown launcher knob.*allowed: " + ", ".join(LAUNCH_KNOBS[:2])):
         bench_kernel("gdn", "fp32", "replay", 1, shape, 2, Timer(dev, 1), dev, x, dict(blockv=16))
+
+
+@pytest.mark.skipif(torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") != "1",
+                    reason="CPU interpreter smoke run")
+@pytest.mark.parametrize("spec,mode", [("fp32", "replay"), ("nvfp4/fp16", "replay"), ("fp8+sr", "conventional")])
+def test_bench_kernel_counters_after_whole_rounds(spec, mode):
+    """After the aligned and the staggered phases (whole rounds of L steps over 3 rows) every slot's counters say
+    each step ran (``rounds_ok``); phases that are not whole rounds leave it unset."""
+    from replayssm_quant.kernels.bench import Timer, bench_inputs, bench_kernel
+
+    dev = torch.device("cpu")
+    shape = dict(num_heads=2, head_k=16, head_v=16)
+    x = bench_inputs("gdn", 3, shape, 3, dev)
+    r = bench_kernel("gdn", spec, mode, 3, shape, 3, Timer(dev, 1), dev, x, phases=("step", "staggered"))
+    assert r["rounds_ok"] is True and r["time_us"] > 0 and r["staggered_us"] > 0
+    r = bench_kernel("gdn", spec, mode, 3, shape, 3, Timer(dev, 1), dev, x, phases=("nonflush", "flush"))
+    assert r["rounds_ok"] is None
+
+
+def test_whole_rounds_ok_catches_a_skipped_or_repeated_step():
+    """whole_rounds_ok: true when every ring count is back and every flush count moved by the same positive
+    number with no arrival left; false when one slot's ring count is off, one slot flushed once more or not at
+    all, nothing flushed, or an arrival count is left over."""
+    from types import SimpleNamespace
+
+    from replayssm_quant.kernels.bench import counters_snapshot, whole_rounds_ok
+
+    def cache(h, f, arrivals=0):
+        return SimpleNamespace(ring_count=torch.tensor(h + [0], dtype=torch.int32),
+                               flush_count=torch.tensor(f + [0], dtype=torch.int32),
+                               step_arrivals=torch.tensor([0] * len(h) + [arrivals], dtype=torch.int32))
+
+    before = counters_snapshot(cache([0, 1, 2], [1, 1, 1]))
+    assert whole_rounds_ok(cache([0, 1, 2], [3, 3, 3]), before)
+    assert not whole_rounds_ok(cache([0, 2, 2], [3, 3, 3]), before)     # a slot's ring position moved
+    assert not whole_rounds_ok(cache([0, 1, 2], [3, 4, 3]), before)     # a slot flushed once more
+    assert not whole_rounds_ok(cache([0, 1, 2], [3, 2, 3]), before)     # a slot missed a flush
+    assert not whole_rounds_ok(cache([0, 1, 2], [1, 1, 1]), before)     # nothing ran
+    assert not whole_rounds_ok(cache([0, 1, 2], [3, 3, 3], arrivals=5), before)
 
 
 def test_launch_sweep_variants():

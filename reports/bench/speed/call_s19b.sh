@@ -4,7 +4,9 @@
 # ((15 x non-flush + flush) / 16) and the staggered step say ~9-10 us, and s16a's launch_sweep (a fresh process, B = 1
 # only) gave 10.245. Does the reading depend on what ran before it in the process? (1) The bench with B = 1 alone,
 # (2) the bench with B = 256 first and B = 1 after (the table's order), (3) launch_sweep with all four phases,
-# nvfp4/fp16 beside it each time (its readings agree with its split).
+# nvfp4/fp16 beside it each time (its readings agree with its split). Since session 2026-12-06c each bench row also
+# says whether the counters after its timed whole rounds show every step and flush ran (`rounds_ok`): a low
+# reading with rounds_ok false would be skipped flushes, not a faster step.
 #   git rev-parse --short HEAD > TREE.txt
 #   run(command="BUDGET_S=420 bash reports/bench/speed/call_s19b.sh", carry=["TREE.txt", ".whl"])
 set -u
