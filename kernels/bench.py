@@ -288,8 +288,8 @@ def plan_columns(plan, window: int) -> dict:
     nf, fl = plan.nonflush, plan.flush
     return dict(block_v=plan.block_v, flush_block_v=fl.sub_block_rows if fl else plan.flush_block_v,
                 num_warps=plan.num_warps, maxnreg=plan.maxnreg or 0, split_flush=plan.split,
-                step_advance=plan.step_advance, arrive_deferred=plan.arrive_lanes > 0, prefetch=bool(nf and nf.prefetch),
-                nonflush_warps=nf.num_warps if nf else None,
+                step_advance=plan.step_advance, arrive_deferred=plan.arrive_lanes > 0,
+                prefetch=bool(nf and nf.prefetch), nonflush_warps=nf.num_warps if nf else None,
                 nonflush_maxnreg=(nf.maxnreg or 0) if nf else None, nonflush_stages=nf.stages if nf else None,
                 nonflush_e2m1_ptx=nf.e2m1_ptx if nf else None,
                 flush_item_v=fl.item_rows if fl else None, flush_warps=fl.num_warps if fl else None,

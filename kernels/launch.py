@@ -412,8 +412,8 @@ def _step_advance(cache, batch: int, BV: int, split: bool) -> bool:
 def _arrive_lanes(cache, num_warps: int, step_advance: bool) -> int:
     """``StepPlan.arrive_lanes``: where a fused step advances its counters, its programs' threads (the arrival's
     reply kept in one thread to the program's end, :func:`.fused._arrive`) for conventional decoding (window 1),
-    whose batch-1 step that makes 5-9% faster, and 0 (the reply at the atomic) for replay, where it moved the batch-1
-    step by -1.6% to +1.6% (docs/TUNING.md); the knob ``arrive_deferred`` overrides."""
+    whose batch-1 step it makes faster, and 0 (the reply at the atomic) for replay, whose programs wait for their
+    checkpoint and ring loads there anyway (docs/TUNING.md); the knob ``arrive_deferred`` overrides."""
     knob = _knobs(cache).arrive_deferred
     deferred = knob if knob is not None else cache.window == 1
     return 32 * num_warps if step_advance and deferred else 0
