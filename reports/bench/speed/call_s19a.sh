@@ -3,6 +3,7 @@
 # an H200 (the goals' card; s18d + s18e timed the same table on an H100 this session). All families, the five specs,
 # B = 256, 1, 64, 512, aligned and staggered, the fla and mamba_ssm anchors, the copy bandwidth and the device
 # checks. gdn first, mamba2 last: a call cut by its cap returns results.partial.csv, which --resume continues.
+# Its results replace bench_h200/'s (one folder per card, each holding that card's current table; git keeps the old).
 #   git rev-parse --short HEAD > TREE.txt
 #   run(command="BUDGET_S=585 bash reports/bench/speed/call_s19a.sh", carry=["TREE.txt", ".whl"], needs_h200=true)
 set -u
