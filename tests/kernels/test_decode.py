@@ -529,6 +529,18 @@ def test_split_flush_scratch_l2_hints_bit_exact():
                                                                    flush_scratch_l2=True))
 
 
+@pytest.mark.parametrize("family,spec,rows", [("gdn", "nvfp4/fp16", 0), ("mamba2", "nvfp4/fp8+sr", 0),
+                                               ("kda", "nvfp4+sr", 0), ("gdn", "nvfp4/e4m3+sr", 32)])
+def test_split_flush_whole_head_without_scratch_bit_exact(family, spec, rows):
+    """The whole-head two-pass nvfp4 flush without its S_L scratch (knob ``flush_head_scratch=false``): pass 2
+    rebuilds S_L from the checkpoint and the corrections pass 1 saved (separate delta rule: recomputed; shared
+    nvfp4+sr: the cached ones and the current one; mamba2: the ring's inputs), with the head's corrections first in
+    ``rows``-row groups (0: per sub-block). Bit for bit the torch reference (few flush rows run the sub-block
+    items, which keep their scratch: this test turns them off)."""
+    knobs = dict(block_v=16, flush_block_v=16, flush_nvfp4_items=False, flush_head_scratch=False)
+    _staggered_split_flush_bit_exact(family, spec, 32, dict(knobs, flush_corrections_rows=rows or None))
+
+
 def _staggered_split_flush_bit_exact(family, spec, K, knobs, V=40):
     """Split steps over staggered ring positions, so most steps flush one row and (after a reload puts two slots in
     phase) some flush two; every stored tensor bit for bit the torch reference, outputs within 1e-5."""
