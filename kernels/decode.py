@@ -89,8 +89,7 @@ def _split_step(cache, plan: StepPlan, args: dict, consts: dict, batch: int, dev
     f32 = dict(dtype=torch.float32, device=device)
     scratch = dict(rows=torch.empty(batch, dtype=torch.int32, device=device),
                    nrows=torch.empty(1, dtype=torch.int32, device=device),
-                   scr=torch.empty(nprog * NVF * BVF * BK, **f32)
-                   if fplan.head_scratch or fplan.nvfp4_items else None,
+                   scr=torch.empty(nprog * NVF * BVF * BK, **f32) if fplan.scratch else None,
                    amx=torch.empty(nprog * NVF, **f32) if fplan.nvfp4_items else None)
     xs = torch.empty(batch * cache.num_heads * 2 * BK, **f32) if plan.nonflush.input_scratch else None
     launch_nonflush(plan.nonflush, args, consts, batch, xs, device)

@@ -61,7 +61,7 @@ def _flush_kernel(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, NVB: tl.constexpr, DOTP: tl.constexpr, scr_ptr=None, amx_ptr=None, NVG: tl.constexpr = 0,
-    UROWS: tl.constexpr = 0, SCR_L2: tl.constexpr = False, HEAD_SCR: tl.constexpr = True,
+    UROWS: tl.constexpr = 0, SCR_L2: tl.constexpr = False,
 ):
     """Split step, flush launch (FLUSH_ONLY): a persistent grid of a few programs per SM loops over the work
     items (flush row, head, V-block) of the rows listed by :func:`_flush_rows_kernel`, each handled like the
@@ -86,9 +86,7 @@ def _flush_kernel(
     ``UROWS`` (:class:`.launch.FlushPlan` ``corrections_rows``; 0: off): a two-pass nvfp4 flush of a separate
     delta-rule spec computes the head's corrections first, ``UROWS`` rows at a time, and its sub-blocks reload them
     (:func:`.flush_math._head_corrections_first`). ``SCR_L2`` (:class:`.launch.FlushPlan` ``scratch_l2``): L2
-    eviction hints on the whole-head items' scratch (:func:`.fused._step_program`). ``HEAD_SCR``
-    (:class:`.launch.FlushPlan` ``head_scratch``): the whole-head items keep S_L in ``scr_ptr`` between their passes;
-    False: they rebuild it in pass 2 (the few-flush-rows items still use ``scr_ptr``)."""
+    eviction hints on the whole-head items' scratch (:func:`.fused._step_program`)."""
     NV4ITEMS: tl.constexpr = amx_ptr is not None
     FBV: tl.constexpr = BVF if BVF >= 32 else 2 * BVF   # rows of a small item (above)
     SMALL: tl.constexpr = (not NV4) and BV > FBV
@@ -107,7 +105,7 @@ def _flush_kernel(
         if small:
             n *= BV // FBV
     w = tl.program_id(0)
-    if scr_ptr is not None and HEAD_SCR:
+    if scr_ptr is not None:
         scr = scr_ptr + w.to(tl.int64) * (NVF * BVF * BK)
     else:
         scr = None
@@ -149,5 +147,4 @@ def launch_flush(plan, args: dict, consts: dict, batch: int, nprog: int, scratch
                                  B=batch, L=consts["L"], BLOCK=block)
     nvb = 1 if consts["NV4"] else triton.cdiv(consts["V"], plan.item_rows)
     _flush_kernel[(nprog,)](rows_ptr=rows, nrows_ptr=nrows, **args, **consts, NVB=nvb, scr_ptr=scr, amx_ptr=amx,
-                            NVG=plan.nvfp4_item_blocks, UROWS=plan.corrections_rows, SCR_L2=plan.scratch_l2,
-                            HEAD_SCR=plan.head_scratch, **opts)
+                            NVG=plan.nvfp4_item_blocks, UROWS=plan.corrections_rows, SCR_L2=plan.scratch_l2, **opts)

@@ -123,7 +123,7 @@ def _step_program(
                                        seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
                     _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
                 elif pv == 0:
-                    PREU: tl.constexpr = DELTA and (not CACHED) and L > 1 and UROWS > 0
+                    PREU: tl.constexpr = SCRATCH and DELTA and (not CACHED) and L > 1 and UROWS > 0
                     if PREU:   # the whole head's corrections first, UROWS rows at a time; pass 1 reloads them
                         _head_corrections_first(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kdl,
                                                 T, br, offs_k, mk, K, V, L, LP, FMT_HP, BK, DOTP, UROWS)

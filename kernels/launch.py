@@ -82,10 +82,6 @@ class LaunchKnobs:
             None: per 16-row sub-block, where at 4 warps the 16 x 16 dots repeat over warps (docs/TUNING.md).
         flush_scratch_l2: the whole-head two-pass nvfp4 flush stores its S_L scratch with the L2 hint evict_last
             and reloads it with evict_first (True), or without hints (None / False); the bits do not change.
-        flush_head_scratch: the whole-head two-pass nvfp4 flush keeps S_L in fp32 scratch between its passes
-            (True; None: the default) or rebuilds it in pass 2 from the checkpoint and the corrections pass 1
-            saved (False: no scratch traffic, the checkpoint read twice); the same bits. The few-flush-rows
-            items keep their scratch either way.
         flush_dot: input precision of the flush's fp32 dots, ``"ieee"`` or ``"tf32x3"``.
         flush_items_dot: input precision of the fp32 dots of the few-flush-rows nvfp4 pass-1 items
             (:mod:`.nvfp4_items`), ``"ieee"`` or ``"tf32x3"``; None: ``"ieee"`` for a row-scaled 8-bit recurrence
@@ -121,7 +117,6 @@ class LaunchKnobs:
     flush_programs_per_sm: int | None = None
     flush_corrections_rows: int | None = None
     flush_scratch_l2: bool | None = None
-    flush_head_scratch: bool | None = None
     flush_dot: str | None = None
     flush_items_dot: str | None = None
     flush_stream: int = 1
@@ -164,7 +159,7 @@ class LaunchKnobs:
             raise ValueError(f"flush_stream={self.flush_stream!r}: allowed 0 (off: the caller's stream), "
                              "1 (side stream)")
         for name in ("split_flush", "step_advance", "arrive_deferred", "nonflush_prefetch", "nonflush_xscratch",
-                     "nonflush_e2m1_ptx", "flush_scratch_l2", "flush_head_scratch"):
+                     "nonflush_e2m1_ptx", "flush_scratch_l2"):
             _check_flag(name, getattr(self, name))
         _check_flag("flush_nvfp4_items", self.flush_nvfp4_items,
                     "true (sub-block items when few rows flush), false (whole-head items) or none (the default)")
@@ -202,7 +197,6 @@ class FlushPlan:
     num_warps: int
     maxnreg: int | None
     scratch: bool         # nvfp4 two-pass flush: S_L kept in fp32 scratch between the passes
-    head_scratch: bool    # ... by the whole-head items too (else they rebuild S_L in pass 2; the items keep theirs)
     programs_per_sm: int
     stages: int | None    # num_stages of the sub-block loops (None: Triton's default)
     dot: str              # input precision of the fp32 dots
@@ -400,7 +394,6 @@ def plan_flush(cache, batch: int, step: StepPlan | None = None) -> FlushPlan:
                      nvfp4_items=bool(items) and scratch, items_dot=_items_dot(cache, dot),
                      nvfp4_item_blocks=knobs.flush_nvfp4_item_blocks or 0,
                      corrections_rows=knobs.flush_corrections_rows or 0, scratch_l2=bool(knobs.flush_scratch_l2),
-                     head_scratch=scratch and (knobs.flush_head_scratch is None or bool(knobs.flush_head_scratch)),
                      side_stream=bool(knobs.flush_stream) and _on_gpu(cache))
 
 

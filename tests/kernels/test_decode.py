@@ -22,6 +22,7 @@ from replayssm_quant.kernels.flush_math import _tf32_split  # noqa: E402
 from replayssm_quant.kernels.launch import LaunchKnobs, plan_step  # noqa: E402
 from replayssm_quant.kernels.inputs import random_decode_inputs  # noqa: E402
 from replayssm_quant.kernels.storage import sr_rbits  # noqa: E402
+from replayssm_quant.quant import reference as qref  # noqa: E402
 from replayssm_quant.quant.reference import round_to_format  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -529,16 +530,38 @@ def test_split_flush_scratch_l2_hints_bit_exact():
                                                                    flush_scratch_l2=True))
 
 
-@pytest.mark.parametrize("family,spec,rows", [("gdn", "nvfp4/fp16", 0), ("mamba2", "nvfp4/fp8+sr", 0),
-                                               ("kda", "nvfp4+sr", 0), ("gdn", "nvfp4/e4m3+sr", 32)])
-def test_split_flush_whole_head_without_scratch_bit_exact(family, spec, rows):
-    """The whole-head two-pass nvfp4 flush without its S_L scratch (knob ``flush_head_scratch=false``): pass 2
-    rebuilds S_L from the checkpoint and the corrections pass 1 saved (separate delta rule: recomputed; shared
-    nvfp4+sr: the cached ones and the current one; mamba2: the ring's inputs), with the head's corrections first in
-    ``rows``-row groups (0: per sub-block). Bit for bit the torch reference (few flush rows run the sub-block
-    items, which keep their scratch: this test turns them off)."""
-    knobs = dict(block_v=16, flush_block_v=16, flush_nvfp4_items=False, flush_head_scratch=False)
-    _staggered_split_flush_bit_exact(family, spec, 32, dict(knobs, flush_corrections_rows=rows or None))
+@pytest.mark.parametrize("family", ["gdn", "mamba2"])
+@pytest.mark.parametrize("batch,knobs", [(1, dict(split_flush=False)),
+                                         (4, dict(split_flush=True, flush_nvfp4_items=False)),
+                                         (4, dict(split_flush=True, flush_nvfp4_items=True))])
+def test_nvfp4_read_copy_encodes_the_committed_state(family, batch, knobs):
+    """An nvfp4 read copy is the NVFP4 encoding of the state the flush commits, its second-level scale from that
+    state's own amax (DESIGN.md sec. 4), whichever way the two-pass flush runs: the fused grid's head program,
+    which rebuilds S_L in pass 2 (batch 1), the split step's whole-head items and its sub-block items (S_L kept in
+    scratch; rows start one step apart, so one row of 2 heads flushes per step: half of the interpreter's 4
+    programs, the items' case). With an fp32 recurrence checkpoint the committed state is stored exactly, so
+    after every flush the read copy must be ``nvfp4_quantize`` of the checkpoint bit for bit. On a GPU this holds
+    only if pass 2 encodes the S_L whose amax pass 1 took (the kernels contract products into fmas)."""
+    HV, K, V, L, T = 2, 32, 40, 4, 12
+    x = random_decode_inputs(family, T, batch, HV, K, V, generator=_gen(41), device=DEV)
+    c = _cache(family, "nvfp4/fp32", HV, K, V, "triton", L=L, slots=batch + 1, seed=3, block_v=16, flush_block_v=16,
+               **knobs)
+    idx = torch.arange(batch, device=DEV)
+    c.load_state(idx, torch.randn(batch, HV, V, K, generator=_gen(42)).to(DEV))
+    flushes = 0
+    for t in range(T):
+        sel = idx < t + 1   # row r joins at step r: staggered flushes
+        before = c.flush_count[idx].clone()
+        _step(c, idx[sel], {n: None if a is None else a[:, sel] for n, a in x.items()}, t)
+        done = idx[c.flush_count[idx] != before]
+        flushes += done.numel()
+        if done.numel():
+            codes, scale_bits, s_enc = qref.nvfp4_quantize(c.checkpoint(done))
+            st = c.stored_tensors()
+            assert torch.equal(st["lp2"][done], s_enc), t
+            assert torch.equal(st["lp1"][done], scale_bits), t
+            assert torch.equal(st["lp0"][done], codes), t
+    assert flushes >= 2 * batch
 
 
 def _staggered_split_flush_bit_exact(family, spec, K, knobs, V=40):

@@ -198,13 +198,6 @@ def test_flush_plan(monkeypatch):
     assert cfg("nvfp4/fp16").scratch_l2 is False and cfg("nvfp4/fp16", flush_scratch_l2=True).scratch_l2 is True
     with pytest.raises(ValueError, match="flush_scratch_l2=2: true, false or none"):
         cfg("nvfp4/fp16", flush_scratch_l2=2)
-    # the whole-head items' S_L scratch (on by default for two-pass nvfp4 flushes; never without a scratch)
-    assert cfg("nvfp4/fp16").head_scratch is True and cfg("nvfp4/fp16", flush_head_scratch=False).head_scratch is False
-    assert cfg("nvfp4/fp16", flush_head_scratch=False).scratch is True   # (the few-rows items keep theirs)
-    assert cfg("fp32").head_scratch is False and cfg("fp32", flush_head_scratch=True).head_scratch is False
-    assert cfg("nvfp4/fp16", flush_head_scratch=0).head_scratch is False
-    with pytest.raises(ValueError, match="flush_head_scratch=2: true, false or none"):
-        cfg("nvfp4/fp16", flush_head_scratch=2)
     # the whole head's corrections first, in groups of rows (off by default)
     assert cfg("nvfp4/fp16").corrections_rows == 0 and cfg("nvfp4/fp16", flush_corrections_rows=64).corrections_rows == 64
     for bad in (8, 48, 0, True):
