@@ -179,9 +179,9 @@ def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, K
       u_j = beta_j (v_j - P_j - sum_{i<j} M_ij u_i) = beta_j (v_j - a_j S_{j-1} k_j): three fp32 IEEE dots;
     * mamba2: U = V.
 
-    ``UMODE`` (delta rule, nvfp4 two-pass flush): 1 also saves U (recomputed: entries 0..L-2 into the ring's
-    u slots, dead after a flush; cached: they are there already; entry L-1 into the output row, overwritten
-    later), 2 reloads that U instead of computing it again (bit-identical values).
+    ``UMODE`` (separate delta-rule spec, nvfp4 two-pass flush): 2 reloads the U that
+    :func:`_head_corrections_first` saved (entries 0..L-2 in the ring's u slots, dead after a flush; entry L-1 in the
+    output row, overwritten later) instead of computing it (bit-identical values); 0 computes it.
     ``DOTP``: the input precision of the fp32 dots (:func:`.launch.flush_dot_precision`)."""
     offs_j = tl.arange(0, LP)
     mring = offs_j < L - 1
@@ -197,14 +197,10 @@ def _flush_chunk(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, K
         U = tl.load(uptr, mask=mf[:, None] & mring[None, :], other=0.0)         # cached u_0..u_{L-2}
         vf = tl.load(v_ptr + bh * V + offs_f, mask=mf, other=0.0).to(tl.float32)
         ul = beta * (vf - (tl.sum(S0 * kdl[None, :], 1) + tl.sum(U * cl[None, :], 1)))   # u_{L-1}
-        if UMODE == 1:
-            tl.store(out_ptr + bh * V + offs_f, ul, mask=mf)
         U = tl.where(last, ul[:, None], U)
     else:
         S0, U = _uncached_corrections(hp0, hp1, hp2, v_ptr, rv_ptr, sh, bh, ring0, Kd, Kdl, T, br, offs_f, mf, offs_k,
                                       mk, K, V, L, LP, DELTA, FMT_HP, BK, DOTP)
-        if UMODE == 1:
-            _save_corrections(U, ru_ptr, out_ptr, bh, ring0, offs_f, mf, V, L, LP)
     if DOTP == "tf32x3":
         S = S0 * dL[None, :] + _dot_tf32x3(U, Kd2, Kd2l, False)
     else:

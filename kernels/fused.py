@@ -8,6 +8,7 @@ step's flush launch (:mod:`.flush`, ``FLUSH_ONLY``).
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
@@ -35,15 +36,15 @@ def _step_program(
     SCR_L2: tl.constexpr = False, arr_ptr=None, nprog=1, ARRIVE_LANES: tl.constexpr = 0,
 ):
     """One (V-block ``pv``, head, row ``b``) of a decode step: the fused step's program, or (``FLUSH_ONLY``) a
-    work item of the split step's flush launch. ``scr_ptr`` (nvfp4 two-pass flush of the flush launch; None
-    otherwise): pass 1 keeps the fp32 S_L rows in the program's ``[NVF * BVF, BK]`` scratch and pass 2 reloads them
-    instead of recomputing S_L (same values); ``SCR_L2``: with L2 eviction hints (stores ``evict_last``, reloads
+    work item of the split step's flush launch. ``scr_ptr`` (an nvfp4 flush in two passes, ``NVF`` > 1; None
+    otherwise): pass 1 keeps the fp32 S_L rows in the (row, head)'s ``[NVF * BVF, BK]`` scratch and pass 2 encodes
+    them from there (rebuilt, S_L could differ in its last bits on the GPU, where products contract into fmas as
+    the compiler places them, and pass 2 would encode values whose amax pass 1 did not take); ``SCR_L2``: with L2 eviction hints (stores ``evict_last``, reloads
     ``evict_first``). ``UROWS``: :func:`.flush._flush_kernel`. ``DOTP``: input precision of the flush's fp32 dots
     (:func:`.launch.flush_dot_precision`). ``arr_ptr`` (int32 ``[S + 1]``, ``SSMStateCache.step_arrivals``; None:
     the counters stay): the program counts in once it has read the row's counters, and the last of the row's
     ``nprog`` programs advances them (:func:`_arrive`, :func:`_advance_if_last`; ``ARRIVE_LANES``: 0, or the
     program's threads, 32 x its warps, to keep the arrival's reply in one thread: ``StepPlan.arrive_lanes``)."""
-    SCRATCH: tl.constexpr = scr_ptr is not None
     # FLUSH_ONLY (replay, L > 1): a work item of the split step's flush launch (_flush_kernel, after
     # _nonflush_kernel): only flush rows are handled (a non-flush row reads h and writes nothing; no
     # speculative non-flush loads). All launches of a step run before the counter advance, so they read the
@@ -110,7 +111,7 @@ def _step_program(
                 cl = at
             if NV4:
                 # nvfp4 needs the amax of the whole (slot, head) state: the pv == 0 program flushes the
-                # whole head in two passes (amax, then encode), recomputing S_L (deterministic).
+                # whole head in two passes (S_L into the scratch and its amax, then the encode).
                 if NVF == 1 and pv == 0:
                     # the whole head fits one sub-block: one pass, S_L stays in registers
                     offs_f = tl.arange(0, BVF)
@@ -123,7 +124,8 @@ def _step_program(
                                        seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
                     _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
                 elif pv == 0:
-                    PREU: tl.constexpr = SCRATCH and DELTA and (not CACHED) and L > 1 and UROWS > 0
+                    tl.static_assert(scr_ptr is not None, "a two-pass nvfp4 flush needs its S_L scratch")
+                    PREU: tl.constexpr = DELTA and (not CACHED) and L > 1 and UROWS > 0
                     if PREU:   # the whole head's corrections first, UROWS rows at a time; pass 1 reloads them
                         _head_corrections_first(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kdl,
                                                 T, br, offs_k, mk, K, V, L, LP, FMT_HP, BK, DOTP, UROWS)
@@ -134,25 +136,19 @@ def _step_program(
                         mf = offs_f < V
                         S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd,
                                      Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA,
-                                     FMT_HP, BK, CACHED, 2 if PREU else (0 if SCRATCH else 1), DOTP=DOTP)
-                        if SCRATCH:
-                            # SCR_L2: keep the rows in L2 until pass 2 reloads them (a line evicted dirty costs a
-                            # DRAM write and the reload a DRAM read); the reload is their last use
-                            tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S,
-                                     eviction_policy="evict_last" if SCR_L2 else "")
+                                     FMT_HP, BK, CACHED, 2 if PREU else 0, DOTP=DOTP)
+                        # SCR_L2: keep the rows in L2 until pass 2 reloads them (a line evicted dirty costs a
+                        # DRAM write and the reload a DRAM read); the reload is their last use
+                        tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S,
+                                 eviction_policy="evict_last" if SCR_L2 else "")
                         amax = tl.maximum(amax, nvfp4_amax(S))
                     s_enc = nvfp4_encode_scale(amax)
                     tl.debug_barrier()   # pass 1's saved corrections / S_L rows are visible to every thread of pass 2
                     for r in tl.range(0, NVF, loop_unroll_factor=1):
                         offs_f = r * BVF + tl.arange(0, BVF)
                         mf = offs_f < V
-                        if SCRATCH:
-                            S = tl.load(scr_ptr + offs_f[:, None] * BK + offs_k[None, :],
-                                        eviction_policy="evict_first" if SCR_L2 else "")
-                        else:
-                            S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta,
-                                         Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP,
-                                         DELTA, FMT_HP, BK, CACHED, 2, DOTP=DOTP)
+                        S = tl.load(scr_ptr + offs_f[:, None] * BK + offs_k[None, :],
+                                    eviction_policy="evict_first" if SCR_L2 else "")
                         _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
                                            seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
                     _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
@@ -244,28 +240,43 @@ def _decode_step_kernel(
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
-    CACHED: tl.constexpr, DOTP: tl.constexpr, arr_ptr=None, ARRIVE_LANES: tl.constexpr = 0,
+    CACHED: tl.constexpr, DOTP: tl.constexpr, arr_ptr=None, ARRIVE_LANES: tl.constexpr = 0, scr_ptr=None,
 ):
     """The fused step (every row, flush or not) and conventional decoding: grid ``(cdiv(V, BV), HV, B)``, one
     program per (V-block, head, row) (:func:`_step_program`). The V-block programs of one (row, head) are
     adjacent in launch order, so the ring tiles they share are read from DRAM once (L2 hits for the others).
     ``arr_ptr`` (int32 ``[S + 1]``, ``SSMStateCache.step_arrivals``; None: the counters stay): the step also
-    advances the rows' counters (:func:`_arrive`, :func:`_advance_if_last`), saving the second launch."""
-    _step_program(tl.program_id(0), tl.program_id(1), tl.program_id(2), q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2,
+    advances the rows' counters (:func:`_arrive`, :func:`_advance_if_last`), saving the second launch.
+    ``scr_ptr`` (fp32 ``[B, HV, NVF * BVF, BK]``; nvfp4 two-pass flushes, ``NVF`` > 1, else None): each (row, head)'s
+    S_L scratch, so that pass 2 encodes the very S_L whose amax pass 1 took (rebuilt, its products may contract
+    into fmas differently on the GPU: other bits)."""
+    pv = tl.program_id(0)
+    head = tl.program_id(1)
+    b = tl.program_id(2)
+    if scr_ptr is not None:
+        scr = scr_ptr + (b.to(tl.int64) * HV + head) * (NVF * BVF * BK)
+    else:
+        scr = None
+    _step_program(pv, head, b, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2,
                   rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P, LP,
                   LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, False,
-                  None, DOTP, arr_ptr=arr_ptr, nprog=tl.num_programs(0) * HV, ARRIVE_LANES=ARRIVE_LANES)
+                  scr, DOTP, arr_ptr=arr_ptr, nprog=tl.num_programs(0) * HV, ARRIVE_LANES=ARRIVE_LANES)
 
 
 def launch_fused(plan, args: dict, consts: dict, batch: int, device, arr_ptr=None) -> None:
     """Launch the fused step for ``batch`` rows: ``args`` the tensors and scalars of :func:`_decode_step_kernel`
     (:func:`.decode.step_args`), ``consts`` the shapes and formats (:func:`.decode.step_consts`), ``plan`` the
     :class:`.launch.StepPlan` (grid ``(cdiv(V, BV), HV, B)``); ``arr_ptr``: the cache's ``step_arrivals`` to also
-    advance the rows' counters (None: they stay)."""
+    advance the rows' counters (None: they stay). A two-pass nvfp4 flush gets its S_L scratch (``B * HV`` heads
+    of ``V x BK`` fp32) allocated here."""
     from .launch import launch_options
 
     grid = (triton.cdiv(consts["V"], plan.block_v), args["HV"], batch)
-    _decode_step_kernel[grid](**args, **consts, BV=plan.block_v, BVF=plan.flush_block_v,
-                              NVF=triton.cdiv(consts["V"], plan.flush_block_v), DOTP=plan.dot, arr_ptr=arr_ptr,
-                              ARRIVE_LANES=plan.arrive_lanes,
+    NVF = triton.cdiv(consts["V"], plan.flush_block_v)
+    scr = None
+    if consts["NV4"] and NVF > 1:
+        scr = torch.empty(batch * args["HV"] * NVF * plan.flush_block_v * consts["BK"], dtype=torch.float32,
+                          device=device)
+    _decode_step_kernel[grid](**args, **consts, BV=plan.block_v, BVF=plan.flush_block_v, NVF=NVF, DOTP=plan.dot,
+                              arr_ptr=arr_ptr, ARRIVE_LANES=plan.arrive_lanes, scr_ptr=scr,
                               **launch_options(device, plan.num_warps, plan.maxnreg, plan.stages))
