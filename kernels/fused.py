@@ -39,9 +39,9 @@ def _step_program(
     work item of the split step's flush launch. ``scr_ptr`` (an nvfp4 flush in two passes, ``NVF`` > 1; None
     otherwise): pass 1 keeps the fp32 S_L rows in the (row, head)'s ``[NVF * BVF, BK]`` scratch and pass 2 encodes
     them from there (rebuilt, S_L could differ in its last bits on the GPU, where products contract into fmas as
-    the compiler places them, and pass 2 would encode values whose amax pass 1 did not take); ``SCR_L2``: with L2 eviction hints (stores ``evict_last``, reloads
-    ``evict_first``). ``UROWS``: :func:`.flush._flush_kernel`. ``DOTP``: input precision of the flush's fp32 dots
-    (:func:`.launch.flush_dot_precision`). ``arr_ptr`` (int32 ``[S + 1]``, ``SSMStateCache.step_arrivals``; None:
+    the compiler places them, and pass 2 would encode values whose amax pass 1 did not take); ``SCR_L2``: with L2
+    eviction hints (stores ``evict_last``, reloads ``evict_first``). ``UROWS``: :func:`.flush._flush_kernel`.
+    ``DOTP``: input precision of the flush's fp32 dots (:func:`.launch.flush_dot_precision`). ``arr_ptr`` (int32 ``[S + 1]``, ``SSMStateCache.step_arrivals``; None:
     the counters stay): the program counts in once it has read the row's counters, and the last of the row's
     ``nprog`` programs advances them (:func:`_arrive`, :func:`_advance_if_last`; ``ARRIVE_LANES``: 0, or the
     program's threads, 32 x its warps, to keep the arrival's reply in one thread: ``StepPlan.arrive_lanes``)."""
@@ -112,46 +112,48 @@ def _step_program(
             if NV4:
                 # nvfp4 needs the amax of the whole (slot, head) state: the pv == 0 program flushes the
                 # whole head in two passes (S_L into the scratch and its amax, then the encode).
-                if NVF == 1 and pv == 0:
-                    # the whole head fits one sub-block: one pass, S_L stays in registers
-                    offs_f = tl.arange(0, BVF)
-                    mf = offs_f < V
-                    S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kdl,
-                                 Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA, FMT_HP, BK,
-                                 CACHED, DOTP=DOTP)
-                    s_enc = nvfp4_encode_scale(nvfp4_amax(S))
-                    _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
-                                       seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
-                    _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
-                elif pv == 0:
-                    tl.static_assert(scr_ptr is not None, "a two-pass nvfp4 flush needs its S_L scratch")
-                    PREU: tl.constexpr = DELTA and (not CACHED) and L > 1 and UROWS > 0
-                    if PREU:   # the whole head's corrections first, UROWS rows at a time; pass 1 reloads them
-                        _head_corrections_first(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd, Kdl,
-                                                T, br, offs_k, mk, K, V, L, LP, FMT_HP, BK, DOTP, UROWS)
-                        tl.debug_barrier()
-                    amax = 0.0
-                    for r in tl.range(0, NVF, loop_unroll_factor=1):
-                        offs_f = r * BVF + tl.arange(0, BVF)
+                if NVF == 1:   # (constexpr: a two-pass kernel always has its scratch)
+                    if pv == 0:
+                        # the whole head fits one sub-block: one pass, S_L stays in registers
+                        offs_f = tl.arange(0, BVF)
                         mf = offs_f < V
-                        S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd,
-                                     Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA,
-                                     FMT_HP, BK, CACHED, 2 if PREU else 0, DOTP=DOTP)
-                        # SCR_L2: keep the rows in L2 until pass 2 reloads them (a line evicted dirty costs a
-                        # DRAM write and the reload a DRAM read); the reload is their last use
-                        tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S,
-                                 eviction_policy="evict_last" if SCR_L2 else "")
-                        amax = tl.maximum(amax, nvfp4_amax(S))
-                    s_enc = nvfp4_encode_scale(amax)
-                    tl.debug_barrier()   # pass 1's saved corrections / S_L rows are visible to every thread of pass 2
-                    for r in tl.range(0, NVF, loop_unroll_factor=1):
-                        offs_f = r * BVF + tl.arange(0, BVF)
-                        mf = offs_f < V
-                        S = tl.load(scr_ptr + offs_f[:, None] * BK + offs_k[None, :],
-                                    eviction_policy="evict_first" if SCR_L2 else "")
-                        _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf, mk, K, V,
-                                           seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
-                    _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
+                        S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta,
+                                     Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA,
+                                     FMT_HP, BK, CACHED, DOTP=DOTP)
+                        s_enc = nvfp4_encode_scale(nvfp4_amax(S))
+                        _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf,
+                                           mk, K, V, seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
+                        _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
+                else:
+                    if pv == 0:
+                        tl.static_assert(scr_ptr is not None, "a two-pass nvfp4 flush needs its S_L scratch")
+                        PREU: tl.constexpr = DELTA and (not CACHED) and L > 1 and UROWS > 0
+                        if PREU:   # the whole head's corrections first, UROWS rows at a time; pass 1 reloads them
+                            _head_corrections_first(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd,
+                                                    Kdl, T, br, offs_k, mk, K, V, L, LP, FMT_HP, BK, DOTP, UROWS)
+                            tl.debug_barrier()
+                        amax = 0.0
+                        for r in tl.range(0, NVF, loop_unroll_factor=1):
+                            offs_f = r * BVF + tl.arange(0, BVF)
+                            mf = offs_f < V
+                            S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd,
+                                         Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, mf, offs_k, mk, K, V, L, LP, DELTA,
+                                         FMT_HP, BK, CACHED, 2 if PREU else 0, DOTP=DOTP)
+                            # SCR_L2: keep the rows in L2 until pass 2 reloads them (a line evicted dirty costs a
+                            # DRAM write and the reload a DRAM read); the reload is their last use
+                            tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S,
+                                     eviction_policy="evict_last" if SCR_L2 else "")
+                            amax = tl.maximum(amax, nvfp4_amax(S))
+                        s_enc = nvfp4_encode_scale(amax)
+                        tl.debug_barrier()   # pass 1's S_L rows are visible to every thread of pass 2
+                        for r in tl.range(0, NVF, loop_unroll_factor=1):
+                            offs_f = r * BVF + tl.arange(0, BVF)
+                            mf = offs_f < V
+                            S = tl.load(scr_ptr + offs_f[:, None] * BK + offs_k[None, :],
+                                        eviction_policy="evict_first" if SCR_L2 else "")
+                            _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf,
+                                               mk, K, V, seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
+                        _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
             else:
                 for r in tl.range(0, BV // BVF, loop_unroll_factor=1):
                     offs_f = pv * BV + r * BVF + tl.arange(0, BVF)

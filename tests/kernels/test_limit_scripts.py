@@ -240,3 +240,18 @@ for family, knobs in (("gdn", {}), ("mamba2", {}), ("mamba2", {"nonflush_e2m1_pt
     print(kw["E2M1_PTX"], "0x1C1C1C1C" in p)   # the E2M1 -> E4M3 bit move of rounding._E2M1_E4M3_ASM
 """)
     assert out[:3] == ["True True", "False False", "True True"], out
+
+
+def test_fused_nvfp4_flush_compiles_for_the_gpu_with_one_and_several_sub_blocks():
+    """The fused step's nvfp4 head program compiles for sm_90a on the CPU (no interpreter, which only runs the
+    branches a launch takes) with several flush sub-blocks (the two-pass flush through its S_L scratch, which the
+    launch allocates: ``scr_ptr`` given) and with one (``flush_block_v`` = V: the one-pass flush, no scratch; its
+    kernel must not compile the two-pass branch, whose scratch check would fail the compile: s20b)."""
+    out = _ptx_probe("""
+import replayssm_quant.kernels.fused as fused
+for knobs in ({}, {"block_v": 128, "flush_block_v": 128}):
+    kw = ptxas_report.split_launch_kwargs("gdn", "nvfp4/fp16", 1, "fused", knobs)
+    p = ptxas_report.compile_launch(fused._decode_step_kernel, kw, ptx=True)[1]["ptx"]
+    print(kw["NVF"], kw["scr_ptr"] is not None, ".entry" in p)
+""")
+    assert out[:2] == ["8 True True", "1 False True"], out
