@@ -38,10 +38,11 @@ def _step_program(
     """One (V-block ``pv``, head, row ``b``) of a decode step: the fused step's program, or (``FLUSH_ONLY``) a
     work item of the split step's flush launch. ``scr_ptr`` (an nvfp4 flush in two passes, ``NVF`` > 1; None
     otherwise): pass 1 keeps the fp32 S_L rows in the (row, head)'s ``[NVF * BVF, BK]`` scratch and pass 2 encodes
-    them from there (rebuilt, S_L could differ in its last bits on the GPU, where products contract into fmas as
-    the compiler places them, and pass 2 would encode values whose amax pass 1 did not take); ``SCR_L2``: with L2
-    eviction hints (stores ``evict_last``, reloads ``evict_first``). ``UROWS``: :func:`.flush._flush_kernel`.
-    ``DOTP``: input precision of the flush's fp32 dots (:func:`.launch.flush_dot_precision`). ``arr_ptr`` (int32 ``[S + 1]``, ``SSMStateCache.step_arrivals``; None:
+    them from there, so the encode takes the very S_L whose amax pass 1 took (a rebuild in pass 2 is slower, and on
+    the GPU, where products contract into fmas as the compiler places them, its last bits depend on the code around
+    it); ``SCR_L2``: with L2 eviction hints (stores ``evict_last``, reloads ``evict_first``). ``UROWS``:
+    :func:`.flush._flush_kernel`. ``DOTP``: input precision of the flush's fp32 dots
+    (:func:`.launch.flush_dot_precision`). ``arr_ptr`` (int32 ``[S + 1]``, ``SSMStateCache.step_arrivals``; None:
     the counters stay): the program counts in once it has read the row's counters, and the last of the row's
     ``nprog`` programs advances them (:func:`_arrive`, :func:`_advance_if_last`; ``ARRIVE_LANES``: 0, or the
     program's threads, 32 x its warps, to keep the arrival's reply in one thread: ``StepPlan.arrive_lanes``)."""
@@ -250,8 +251,7 @@ def _decode_step_kernel(
     ``arr_ptr`` (int32 ``[S + 1]``, ``SSMStateCache.step_arrivals``; None: the counters stay): the step also
     advances the rows' counters (:func:`_arrive`, :func:`_advance_if_last`), saving the second launch.
     ``scr_ptr`` (fp32 ``[B, HV, NVF * BVF, BK]``; nvfp4 two-pass flushes, ``NVF`` > 1, else None): each (row, head)'s
-    S_L scratch, so that pass 2 encodes the very S_L whose amax pass 1 took (rebuilt, its products may contract
-    into fmas differently on the GPU: other bits)."""
+    S_L scratch, so that pass 2 encodes the very S_L whose amax pass 1 took (:func:`_step_program`)."""
     pv = tl.program_id(0)
     head = tl.program_id(1)
     b = tl.program_id(2)
