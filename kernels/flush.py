@@ -141,7 +141,8 @@ def launch_flush(plan, args: dict, consts: dict, batch: int, nprog: int, scratch
     if plan.nvfp4_items:   # lists the flush rows; few of them: pass 1 of their nvfp4 heads in sub-block items
         item_consts = dict(consts, DOTP=plan.items_dot)
         _nvfp4_part_kernel[(nprog,)](rows_ptr=rows, nrows_ptr=nrows, B=batch, **args, **item_consts, scr_ptr=scr,
-                                     amx_ptr=amx, NVG=plan.nvfp4_item_blocks, BLOCK=block, **opts)
+                                     amx_ptr=amx, NVG=plan.nvfp4_item_blocks, BLOCK=block,
+                                     **launch_options(device, plan.items_warps, plan.items_maxnreg, plan.stages))
     else:
         _flush_rows_kernel[(1,)](idx_ptr=args["idx_ptr"], cnt_ptr=args["cnt_ptr"], rows_ptr=rows, nrows_ptr=nrows,
                                  B=batch, L=consts["L"], BLOCK=block)

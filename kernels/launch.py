@@ -75,6 +75,10 @@ class LaunchKnobs:
         flush_warps: warps of a flush program (a power of two from 1 to 32; None: :data:`FLUSH_WARPS`, more for
             sub-blocks of more than 4096 elements). Fewer warps per program split a sub-block's 16-row dots without
             duplicating them across warps (docs/TUNING.md, "Flush launch").
+        flush_items_warps: warps of a program of the few-flush-rows nvfp4 pass-1 items' launch
+            (:func:`.nvfp4_items._nvfp4_part_kernel`; a power of two from 1 to 32; None: the flush's warps). Below 4
+            warps that launch runs without the register cap (4 programs of 2 warps at up to 255 registers fill an
+            SM as 4 of 4 warps at 128 do); the grid and pass 2 (in the flush launch) keep the flush's.
         flush_programs_per_sm: programs per SM of the persistent flush grid (1..32; None: :data:`FLUSH_PROGRAMS_PER_SM`,
             times ``4 // flush_warps`` below 4 warps: the same warps per SM).
         flush_corrections_rows: a dual nvfp4 flush of a separate delta-rule spec first computes the whole head's
@@ -114,6 +118,7 @@ class LaunchKnobs:
     nonflush_e2m1_ptx: bool | None = None
     flush_stages: int | None = None
     flush_warps: int | None = None
+    flush_items_warps: int | None = None
     flush_programs_per_sm: int | None = None
     flush_corrections_rows: int | None = None
     flush_scratch_l2: bool | None = None
@@ -131,7 +136,7 @@ class LaunchKnobs:
         for name in ("block_v", "flush_block_v", "verify_split", "flush_nvfp4_item_blocks"):
             if getattr(self, name) is not None:
                 _check(name, getattr(self, name), pow2, "a power of two")
-        for name in ("num_warps", "nonflush_warps", "verify_warps", "flush_warps"):
+        for name in ("num_warps", "nonflush_warps", "verify_warps", "flush_warps", "flush_items_warps"):
             if getattr(self, name) is not None:
                 _check(name, getattr(self, name), lambda x: x in _WARPS, "a power of two from 1 to 32")
         if self.maxnreg is not None:
@@ -202,6 +207,8 @@ class FlushPlan:
     dot: str              # input precision of the fp32 dots
     nvfp4_items: bool     # few flush rows of an nvfp4 checkpoint: sub-block items (:mod:`.nvfp4_items`)
     items_dot: str        # input precision of the pass-1 items' fp32 dots (:func:`_items_dot`)
+    items_warps: int      # warps of the pass-1 items' launch (:func:`.nvfp4_items._nvfp4_part_kernel`)
+    items_maxnreg: int | None   # its register cap
     nvfp4_item_blocks: int   # sub-blocks per pass-1 item (0: the fewest that keep pass 1 within one wave, per step)
     corrections_rows: int    # two-pass nvfp4, separate delta rule: the head's corrections first, in groups (0: off)
     scratch_l2: bool         # L2 eviction hints on the whole-head items' S_L scratch
@@ -389,9 +396,11 @@ def plan_flush(cache, batch: int, step: StepPlan | None = None) -> FlushPlan:
         items = batch * cache.num_heads <= NVFP4_ITEMS_MAX_PAIRS_PER_SM * _num_sms(cache.device)
     warps = knobs.flush_warps or max(FLUSH_WARPS, min(16, BVF * block_k(cache.head_k) // 1024))
     programs = knobs.flush_programs_per_sm or FLUSH_PROGRAMS_PER_SM * max(1, FLUSH_WARPS // warps)
+    items_warps = knobs.flush_items_warps or warps
     return FlushPlan(item_rows=BVI, sub_block_rows=BVF, num_warps=warps,
                      maxnreg=step.maxnreg, scratch=scratch, programs_per_sm=programs, stages=stages, dot=dot,
-                     nvfp4_items=bool(items) and scratch, items_dot=_items_dot(cache, dot),
+                     nvfp4_items=bool(items) and scratch, items_dot=_items_dot(cache, dot), items_warps=items_warps,
+                     items_maxnreg=step.maxnreg if items_warps >= FLUSH_WARPS else None,
                      nvfp4_item_blocks=knobs.flush_nvfp4_item_blocks or 0,
                      corrections_rows=knobs.flush_corrections_rows or 0, scratch_l2=bool(knobs.flush_scratch_l2),
                      side_stream=bool(knobs.flush_stream) and _on_gpu(cache))

@@ -272,7 +272,7 @@ def split_launch_kwargs(family: str, spec: str, batch: int, kernel: str = "flush
     if rec.kwargs is None:
         raise SystemExit(f"ptxas_report: the step of {family} {spec} at batch {batch} launches no {kernel} kernel")
     maxnreg = (plan.maxnreg if kernel == "fused" else plan.nonflush.maxnreg if kernel == "nonflush"
-               else plan.flush.maxnreg)
+               else plan.flush.items_maxnreg if kernel == "part" else plan.flush.maxnreg)
     return dict(rec.kwargs, maxnreg=maxnreg, _grid=rec.grid)
 
 

@@ -522,6 +522,14 @@ def test_split_flush_whole_head_corrections_bit_exact(family, spec, rows):
                                                             flush_corrections_rows=rows))
 
 
+def test_split_nvfp4_items_own_warps_bit_exact():
+    """The few-flush-rows nvfp4 pass-1 items in a launch of 2 warps, uncapped (knob ``flush_items_warps``), pass 2
+    in the flush launch's 4: bit for bit the torch reference (the interpreter runs any warp count alike; the GPU
+    compiles the 2-warp items kernel: tests/kernels/test_limit_scripts.py)."""
+    _staggered_split_flush_bit_exact("gdn", "nvfp4/fp8+sr", 32, dict(block_v=16, flush_block_v=16,
+                                                                     flush_nvfp4_items=True, flush_items_warps=2))
+
+
 def test_split_flush_scratch_l2_hints_bit_exact():
     """The whole-head two-pass nvfp4 flush with L2 eviction hints on its S_L scratch (knob ``flush_scratch_l2``):
     bit for bit the torch reference (the interpreter ignores the hints; tests/kernels/test_limit_scripts.py checks

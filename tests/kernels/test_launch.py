@@ -194,6 +194,12 @@ def test_flush_plan(monkeypatch):
         with pytest.raises(ValueError, match=f"flush_programs_per_sm={bad!r}: programs per SM of the persistent "
                                              "flush grid, 1 to 32"):
             cfg("fp32", flush_programs_per_sm=bad)
+    # the pass-1 items' own warps (default: the flush's); fewer than 4: uncapped
+    assert pick(cfg("nvfp4/fp16"), "items_warps", "items_maxnreg") == (4, cfg("nvfp4/fp16").maxnreg)
+    assert pick(cfg("nvfp4/fp16", flush_items_warps=2), "items_warps", "items_maxnreg", "num_warps") == (2, None, 4)
+    assert pick(cfg("nvfp4/fp16", flush_items_warps=8), "items_warps", "items_maxnreg")[0] == 8
+    with pytest.raises(ValueError, match="flush_items_warps=3: a power of two from 1 to 32"):
+        cfg("nvfp4/fp16", flush_items_warps=3)
     # L2 hints on the whole-head items' scratch (off by default)
     assert cfg("nvfp4/fp16").scratch_l2 is False and cfg("nvfp4/fp16", flush_scratch_l2=True).scratch_l2 is True
     with pytest.raises(ValueError, match="flush_scratch_l2=2: true, false or none"):

@@ -160,6 +160,10 @@ def test_ptxas_report_flush_launch_is_the_h200_plan():
     nf = ptxas_report.split_launch_kwargs("gdn", "fp8+sr", 256, "nonflush")   # 2 warps, capped, unrolled + prefetch
     assert (nf["num_warps"], nf["maxnreg"], nf["STAGES"], nf["PREFETCH"], nf["BVA"]) == (2, 128, 0, True, 128)
     assert ptxas_report.split_launch_kwargs("gdn", "fp8+sr", 256, "nonflush", {"nonflush_stages": 3})["STAGES"] == 3
+    # the nvfp4 pass-1 items' launch with its own warps (knob flush_items_warps: 2 warps, uncapped)
+    pa = ptxas_report.split_launch_kwargs("gdn", "nvfp4/fp16", 64, "part", {"flush_items_warps": 2})
+    assert (pa["num_warps"], pa["maxnreg"]) == (2, None)
+    assert ptxas_report.split_launch_kwargs("gdn", "nvfp4/fp16", 64, "part")["maxnreg"] == 128
     # --fused: the fused step's kernel at batch 1 (gdn uncapped; mamba2's 512-program grid capped at 128), and only
     # where the plan fuses
     fu = ptxas_report.split_launch_kwargs("gdn", "fp32", 1, "fused")
