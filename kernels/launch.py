@@ -25,6 +25,7 @@ from .reference import block_k, nonflush_kc, replay_flush_rows
 
 FLUSH_PROGRAMS_PER_SM = 4          # persistent flush launch: 4 programs of 4 warps x 128 registers fill an SM
 FLUSH_WARPS = 4                    # warps of a flush program (16-row sub-blocks of 128 keys: 16 elements per thread)
+ITEMS_WARPS_ONE_DECAY = 2          # nvfp4 pass-1 items of a one-decay-per-head delta rule (gdn) with 3xTF32 dots
 REPLAY_MAXNREG = 128               # register cap of a large replay launch (4 programs of 4 warps per SM)
 CONVENTIONAL_SR8_MAXNREG = 80      # conventional 8-warp launch rounding stochastically into 8 bits: 3 per SM
 CONVENTIONAL_NVFP4_MAXNREG = 128   # conventional nvfp4 head programs on large grids: 2 of 8 warps per SM
@@ -76,7 +77,8 @@ class LaunchKnobs:
             sub-blocks of more than 4096 elements). Fewer warps per program split a sub-block's 16-row dots without
             duplicating them across warps (docs/TUNING.md, "Flush launch").
         flush_items_warps: warps of a program of the few-flush-rows nvfp4 pass-1 items' launch
-            (:func:`.nvfp4_items._nvfp4_part_kernel`; a power of two from 1 to 32; None: the flush's warps). Below 4
+            (:func:`.nvfp4_items._nvfp4_part_kernel`; a power of two from 1 to 32; None: 2 for a delta rule with
+            one decay per head (gdn) whose items take 3xTF32 dots, else the flush's warps: docs/TUNING.md). Below 4
             warps that launch runs without the register cap (4 programs of 2 warps at up to 255 registers fill an
             SM as 4 of 4 warps at 128 do); the grid and pass 2 (in the flush launch) keep the flush's.
         flush_programs_per_sm: programs per SM of the persistent flush grid (1..32; None: :data:`FLUSH_PROGRAMS_PER_SM`,
@@ -396,10 +398,12 @@ def plan_flush(cache, batch: int, step: StepPlan | None = None) -> FlushPlan:
         items = batch * cache.num_heads <= NVFP4_ITEMS_MAX_PAIRS_PER_SM * _num_sms(cache.device)
     warps = knobs.flush_warps or max(FLUSH_WARPS, min(16, BVF * block_k(cache.head_k) // 1024))
     programs = knobs.flush_programs_per_sm or FLUSH_PROGRAMS_PER_SM * max(1, FLUSH_WARPS // warps)
-    items_warps = knobs.flush_items_warps or warps
+    items_dot = _items_dot(cache, dot)
+    one_decay = DELTA_RULE[cache.family] and not PER_KEY_DECAY[cache.family]
+    items_warps = knobs.flush_items_warps or (ITEMS_WARPS_ONE_DECAY if one_decay and items_dot == "tf32x3" else warps)
     return FlushPlan(item_rows=BVI, sub_block_rows=BVF, num_warps=warps,
                      maxnreg=step.maxnreg, scratch=scratch, programs_per_sm=programs, stages=stages, dot=dot,
-                     nvfp4_items=bool(items) and scratch, items_dot=_items_dot(cache, dot), items_warps=items_warps,
+                     nvfp4_items=bool(items) and scratch, items_dot=items_dot, items_warps=items_warps,
                      items_maxnreg=step.maxnreg if items_warps >= FLUSH_WARPS else None,
                      nvfp4_item_blocks=knobs.flush_nvfp4_item_blocks or 0,
                      corrections_rows=knobs.flush_corrections_rows or 0, scratch_l2=bool(knobs.flush_scratch_l2),

@@ -148,8 +148,8 @@ def test_nonflush_plan(monkeypatch):
 def test_flush_plan(monkeypatch):
     """The split step's flush launch: whole-head work items (flush terms once per (row, head)), S_L kept in scratch
     between the two passes of an nvfp4 flush; knobs override; bad values refused."""
-    def cfg(spec, V=128, device="cpu", **knobs):
-        return launch.plan_flush(_standin(spec, V=V, device=device, **knobs), 256)
+    def cfg(spec, V=128, device="cpu", family="gdn", **knobs):
+        return launch.plan_flush(_standin(spec, V=V, device=device, family=family, **knobs), 256)
 
     assert pick(cfg("fp32"), "item_rows", "sub_block_rows", "num_warps", "maxnreg", "scratch", "programs_per_sm",
                 "stages") == (128, 16, 4, None, False, launch.FLUSH_PROGRAMS_PER_SM, 1)
@@ -194,8 +194,17 @@ def test_flush_plan(monkeypatch):
         with pytest.raises(ValueError, match=f"flush_programs_per_sm={bad!r}: programs per SM of the persistent "
                                              "flush grid, 1 to 32"):
             cfg("fp32", flush_programs_per_sm=bad)
-    # the pass-1 items' own warps (default: the flush's); fewer than 4: uncapped
-    assert pick(cfg("nvfp4/fp16"), "items_warps", "items_maxnreg") == (4, cfg("nvfp4/fp16").maxnreg)
+    # the pass-1 items' own warps: 2 for gdn with 3xTF32 items (nvfp4/fp16), else the flush's; fewer than 4: uncapped
+    gpu = dict(device="cuda")
+    with monkeypatch.context() as m:
+        m.setattr(launch, "_num_sms", lambda device: 132)
+        assert pick(cfg("nvfp4/fp16", **gpu), "items_dot", "items_warps", "items_maxnreg", "num_warps") == (
+            "tf32x3", 2, None, 4)
+        assert pick(cfg("nvfp4/fp8+sr", **gpu), "items_dot", "items_warps") == ("ieee", 4)
+        assert pick(cfg("nvfp4/fp16", family="kda", **gpu), "items_warps", "items_maxnreg") == (4, 128)
+        assert pick(cfg("nvfp4/fp16", family="mamba2", **gpu), "items_warps", "items_maxnreg") == (4, 128)
+        assert pick(cfg("nvfp4/fp16", flush_items_warps=4, **gpu), "items_warps", "items_maxnreg") == (4, 128)
+    assert cfg("nvfp4/fp16").items_warps == 4   # (the interpreter's IEEE items)
     assert pick(cfg("nvfp4/fp16", flush_items_warps=2), "items_warps", "items_maxnreg", "num_warps") == (2, None, 4)
     assert pick(cfg("nvfp4/fp16", flush_items_warps=8), "items_warps", "items_maxnreg")[0] == 8
     with pytest.raises(ValueError, match="flush_items_warps=3: a power of two from 1 to 32"):

@@ -77,14 +77,15 @@ def test_limits_summary_reads_an_ncu_raw_export(tmp_path, time_unit):
 
 def test_ptxas_report_nvfp4_items_launch_is_the_gpu_plan():
     """scripts/ptxas_report.py --nvfp4-items compiles pass 1 with the keywords the launcher passes on the GPU at the
-    bench shape (16-row sub-blocks, 3xTF32 dots, 4 warps), recorded from a real step on a CPU cache (no launch)."""
+    bench shape (16-row sub-blocks, 3xTF32 dots, 2 warps: gdn's items with 3xTF32 dots), recorded from a real step
+    on a CPU cache (no launch)."""
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     try:
         import ptxas_report
     finally:
         sys.path.remove(os.path.join(ROOT, "scripts"))
     kw = ptxas_report.nvfp4_part_launch_kwargs("gdn", "nvfp4/fp16")
-    assert (kw["BVF"], kw["NVF"], kw["DOTP"], kw["num_warps"], kw["K"], kw["V"]) == (16, 8, "tf32x3", 4, 128, 128)
+    assert (kw["BVF"], kw["NVF"], kw["DOTP"], kw["num_warps"], kw["K"], kw["V"]) == (16, 8, "tf32x3", 2, 128, 128)
     assert kw["scr_ptr"].numel() % (8 * 16 * 128) == 0 and kw["amx_ptr"] is not None   # per program: NVF x BVF x BK
     # the items' own dot precision (flush_items_dot; by default IEEE for a row-scaled 8-bit SR checkpoint) reaches
     # pass 1 and leaves the flush launch's (pass 2, whole heads) at the plan's
@@ -163,7 +164,7 @@ def test_ptxas_report_flush_launch_is_the_h200_plan():
     # the nvfp4 pass-1 items' launch with its own warps (knob flush_items_warps: 2 warps, uncapped)
     pa = ptxas_report.split_launch_kwargs("gdn", "nvfp4/fp16", 64, "part", {"flush_items_warps": 2})
     assert (pa["num_warps"], pa["maxnreg"]) == (2, None)
-    assert ptxas_report.split_launch_kwargs("gdn", "nvfp4/fp16", 64, "part")["maxnreg"] == 128
+    assert ptxas_report.split_launch_kwargs("kda", "nvfp4/fp16", 64, "part")["maxnreg"] == 128
     # --fused: the fused step's kernel at batch 1 (gdn uncapped; mamba2's 512-program grid capped at 128), and only
     # where the plan fuses
     fu = ptxas_report.split_launch_kwargs("gdn", "fp32", 1, "fused")
