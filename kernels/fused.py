@@ -33,7 +33,8 @@ def _step_program(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr, scr_ptr=None, DOTP: tl.constexpr = "ieee", UROWS: tl.constexpr = 0,
-    SCR_L2: tl.constexpr = False, arr_ptr=None, nprog=1, ARRIVE_LANES: tl.constexpr = 0,
+    SCR_L2: tl.constexpr = False, arr_ptr=None, nprog=1, ARRIVE_LANES: tl.constexpr = 0, amx_ptr=None, harr_ptr=None,
+    SPREAD: tl.constexpr = False,
 ):
     """One (V-block ``pv``, head, row ``b``) of a decode step: the fused step's program, or (``FLUSH_ONLY``) a
     work item of the split step's flush launch. ``scr_ptr`` (an nvfp4 flush in two passes, ``NVF`` > 1; None
@@ -45,7 +46,11 @@ def _step_program(
     (:func:`.launch.flush_dot_precision`). ``arr_ptr`` (int32 ``[S + 1]``, ``SSMStateCache.step_arrivals``; None:
     the counters stay): the program counts in once it has read the row's counters, and the last of the row's
     ``nprog`` programs advances them (:func:`_arrive`, :func:`_advance_if_last`; ``ARRIVE_LANES``: 0, or the
-    program's threads, 32 x its warps, to keep the arrival's reply in one thread: ``StepPlan.arrive_lanes``)."""
+    program's threads, 32 x its warps, to keep the arrival's reply in one thread: ``StepPlan.arrive_lanes``).
+    ``SPREAD`` (fused grid, ``StepPlan.nvfp4_spread``): an nvfp4 two-pass flush spread over the head's V-block
+    programs: each builds S_L of its rows into the head's scratch and stores their amax at ``amx_ptr[pv]`` (fp32, one
+    per V-block), then counts in on ``harr_ptr`` (int32, zero before the step); the last to arrive resets it and
+    encodes the whole head (pass 2) with the largest of the amaxes."""
     # FLUSH_ONLY (replay, L > 1): a work item of the split step's flush launch (_flush_kernel, after
     # _nonflush_kernel): only flush rows are handled (a non-flush row reads h and writes nothing; no
     # speculative non-flush loads). All launches of a step run before the counter advance, so they read the
@@ -124,6 +129,36 @@ def _step_program(
                         s_enc = nvfp4_encode_scale(nvfp4_amax(S))
                         _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf,
                                            mk, K, V, seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
+                        _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
+                elif SPREAD:
+                    tl.static_assert(scr_ptr is not None, "a two-pass nvfp4 flush needs its S_L scratch")
+                    amax = 0.0
+                    for r in tl.range(0, BV // BVF, loop_unroll_factor=1):   # pass 1 of this program's rows
+                        offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
+                        S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd,
+                                     Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V, L, LP,
+                                     DELTA, FMT_HP, BK, CACHED, 0, DOTP=DOTP)
+                        # (rows past V hold S = 0, as in the head program's pass 1; past the scratch: none stored)
+                        tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S,
+                                 mask=(offs_f < NVF * BVF)[:, None])
+                        amax = tl.maximum(amax, nvfp4_amax(S))
+                    tl.store(amx_ptr + pv, amax)
+                    tl.debug_barrier()   # every thread's rows and the amax stored before the release
+                    nvb = tl.num_programs(0)
+                    if tl.atomic_add(harr_ptr, 1, sem="acq_rel") == nvb - 1:
+                        tl.atomic_xchg(harr_ptr, 0)
+                        amax = 0.0   # (a max: the same value in any order)
+                        i = 0
+                        while i < nvb:   # (a range() with a runtime bound fails in the Triton 3.6 interpreter)
+                            amax = tl.maximum(amax, tl.load(amx_ptr + i, cache_modifier=".cg"))
+                            i += 1
+                        s_enc = nvfp4_encode_scale(amax)
+                        for r in tl.range(0, NVF, loop_unroll_factor=1):   # pass 2: the whole head
+                            offs_f = r * BVF + tl.arange(0, BVF)
+                            S = tl.load(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], cache_modifier=".cg")
+                            _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k,
+                                               offs_f < V, mk, K, V, seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG,
+                                               BK)
                         _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
                 else:
                     if pv == 0:
@@ -244,6 +279,7 @@ def _decode_step_kernel(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, DOTP: tl.constexpr, arr_ptr=None, ARRIVE_LANES: tl.constexpr = 0, scr_ptr=None,
+    amx_ptr=None, harr_ptr=None, SPREAD: tl.constexpr = False,
 ):
     """The fused step (every row, flush or not) and conventional decoding: grid ``(cdiv(V, BV), HV, B)``, one
     program per (V-block, head, row) (:func:`_step_program`). The V-block programs of one (row, head) are
@@ -251,18 +287,28 @@ def _decode_step_kernel(
     ``arr_ptr`` (int32 ``[S + 1]``, ``SSMStateCache.step_arrivals``; None: the counters stay): the step also
     advances the rows' counters (:func:`_arrive`, :func:`_advance_if_last`), saving the second launch.
     ``scr_ptr`` (fp32 ``[B, HV, NVF * BVF, BK]``; nvfp4 two-pass flushes, ``NVF`` > 1, else None): each (row, head)'s
-    S_L scratch, so that pass 2 encodes the very S_L whose amax pass 1 took (:func:`_step_program`)."""
+    S_L scratch, so that pass 2 encodes the very S_L whose amax pass 1 took (:func:`_step_program`). ``SPREAD``
+    (``StepPlan.nvfp4_spread``): that flush spread over the head's V-block programs, with ``amx_ptr`` (fp32
+    ``[B, HV, cdiv(V, BV)]``, one amax per program) and ``harr_ptr`` (int32 ``[B, HV]``, zeros: the head's arrival
+    counts, zero again after the step)."""
     pv = tl.program_id(0)
     head = tl.program_id(1)
     b = tl.program_id(2)
+    rh = b.to(tl.int64) * HV + head
     if scr_ptr is not None:
-        scr = scr_ptr + (b.to(tl.int64) * HV + head) * (NVF * BVF * BK)
+        scr = scr_ptr + rh * (NVF * BVF * BK)
     else:
         scr = None
+    amx = None
+    harr = None
+    if SPREAD:
+        amx = amx_ptr + rh * tl.num_programs(0)
+        harr = harr_ptr + rh
     _step_program(pv, head, b, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, lp0, lp1, lp2,
                   rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P, LP,
                   LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, False,
-                  scr, DOTP, arr_ptr=arr_ptr, nprog=tl.num_programs(0) * HV, ARRIVE_LANES=ARRIVE_LANES)
+                  scr, DOTP, arr_ptr=arr_ptr, nprog=tl.num_programs(0) * HV, ARRIVE_LANES=ARRIVE_LANES, amx_ptr=amx,
+                  harr_ptr=harr, SPREAD=SPREAD)
 
 
 def launch_fused(plan, args: dict, consts: dict, batch: int, device, arr_ptr=None) -> None:
@@ -270,15 +316,20 @@ def launch_fused(plan, args: dict, consts: dict, batch: int, device, arr_ptr=Non
     (:func:`.decode.step_args`), ``consts`` the shapes and formats (:func:`.decode.step_consts`), ``plan`` the
     :class:`.launch.StepPlan` (grid ``(cdiv(V, BV), HV, B)``); ``arr_ptr``: the cache's ``step_arrivals`` to also
     advance the rows' counters (None: they stay). A two-pass nvfp4 flush gets its S_L scratch (``B * HV`` heads
-    of ``V x BK`` fp32) allocated here."""
+    of ``V x BK`` fp32) allocated here, and when spread (``plan.nvfp4_spread``) the programs' amaxes and the heads'
+    zeroed arrival counts."""
     from .launch import launch_options
 
     grid = (triton.cdiv(consts["V"], plan.block_v), args["HV"], batch)
     NVF = triton.cdiv(consts["V"], plan.flush_block_v)
-    scr = None
+    scr = amx = harr = None
     if consts["NV4"] and NVF > 1:
         scr = torch.empty(batch * args["HV"] * NVF * plan.flush_block_v * consts["BK"], dtype=torch.float32,
                           device=device)
+    if plan.nvfp4_spread:
+        amx = torch.empty(batch * args["HV"] * grid[0], dtype=torch.float32, device=device)
+        harr = torch.zeros(batch * args["HV"], dtype=torch.int32, device=device)
     _decode_step_kernel[grid](**args, **consts, BV=plan.block_v, BVF=plan.flush_block_v, NVF=NVF, DOTP=plan.dot,
-                              arr_ptr=arr_ptr, ARRIVE_LANES=plan.arrive_lanes, scr_ptr=scr,
+                              arr_ptr=arr_ptr, ARRIVE_LANES=plan.arrive_lanes, scr_ptr=scr, amx_ptr=amx,
+                              harr_ptr=harr, SPREAD=plan.nvfp4_spread,
                               **launch_options(device, plan.num_warps, plan.maxnreg, plan.stages))

@@ -76,6 +76,10 @@ class LaunchKnobs:
         flush_warps: warps of a flush program (a power of two from 1 to 32; None: :data:`FLUSH_WARPS`, more for
             sub-blocks of more than 4096 elements). Fewer warps per program split a sub-block's 16-row dots without
             duplicating them across warps (docs/TUNING.md, "Flush launch").
+        fused_nvfp4_spread: the fused grid's two-pass nvfp4 flush (small grids: batch 1) spread over the head's V-block
+            programs (True: each builds S_L of its rows into the head's scratch and its amax, the last of them to
+            arrive encodes the whole head) or in the head's first program alone (None / False: the default; the
+            spread form is not timed yet: docs/TUNING.md); the same bits.
         flush_items_warps: warps of a program of the few-flush-rows nvfp4 pass-1 items' launch
             (:func:`.nvfp4_items._nvfp4_part_kernel`; a power of two from 1 to 32; None: 2 for a delta rule with
             one decay per head (gdn) whose items take 3xTF32 dots, else the flush's warps: docs/TUNING.md). Below 4
@@ -121,6 +125,7 @@ class LaunchKnobs:
     flush_stages: int | None = None
     flush_warps: int | None = None
     flush_items_warps: int | None = None
+    fused_nvfp4_spread: bool | None = None
     flush_programs_per_sm: int | None = None
     flush_corrections_rows: int | None = None
     flush_scratch_l2: bool | None = None
@@ -166,7 +171,7 @@ class LaunchKnobs:
             raise ValueError(f"flush_stream={self.flush_stream!r}: allowed 0 (off: the caller's stream), "
                              "1 (side stream)")
         for name in ("split_flush", "step_advance", "arrive_deferred", "nonflush_prefetch", "nonflush_xscratch",
-                     "nonflush_e2m1_ptx", "flush_scratch_l2"):
+                     "nonflush_e2m1_ptx", "flush_scratch_l2", "fused_nvfp4_spread"):
             _check_flag(name, getattr(self, name))
         _check_flag("flush_nvfp4_items", self.flush_nvfp4_items,
                     "true (sub-block items when few rows flush), false (whole-head items) or none (the default)")
@@ -231,6 +236,7 @@ class StepPlan:
     stages: int | None    # num_stages of the fused grid (None: Triton's default)
     step_advance: bool = False   # fused: the step's own programs advance the counters (no second launch)
     arrive_lanes: int = 0        # with step_advance: 32 x num_warps to keep the arrival reply in one thread, else 0
+    nvfp4_spread: bool = False   # two-pass nvfp4 flush over the head's V-block programs, the last encodes
     nonflush: NonflushPlan | None = None   # when split
     flush: FlushPlan | None = None         # when split
 
@@ -438,7 +444,8 @@ def _fused_plan(cache, batch: int) -> StepPlan:
     advance = _step_advance(cache, batch, BV, split)
     return StepPlan(block_v=BV, flush_block_v=BVF, num_warps=num_warps, nvfp4=nvfp4, maxnreg=maxnreg, split=split,
                     dot=flush_dot_precision(cache), stages=_knobs(cache).flush_stages, step_advance=advance,
-                    arrive_lanes=_arrive_lanes(cache, num_warps, advance))
+                    arrive_lanes=_arrive_lanes(cache, num_warps, advance),
+                    nvfp4_spread=nvfp4 and BVF < _next_pow2(cache.head_v) and bool(_knobs(cache).fused_nvfp4_spread))
 
 
 def plan_step(cache, batch: int) -> StepPlan:

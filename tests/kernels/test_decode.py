@@ -19,6 +19,7 @@ if not torch.cuda.is_available():
 
 from replayssm_quant.kernels import SSMStateCache, oracle_sequence  # noqa: E402
 from replayssm_quant.kernels.flush_math import _tf32_split  # noqa: E402
+from replayssm_quant.kernels import fused as fused_mod  # noqa: E402
 from replayssm_quant.kernels.launch import LaunchKnobs, plan_step  # noqa: E402
 from replayssm_quant.kernels.inputs import random_decode_inputs  # noqa: E402
 from replayssm_quant.kernels.storage import sr_rbits  # noqa: E402
@@ -217,6 +218,30 @@ def test_triton_bit_exact_vs_torch(family, spec, mode, block_v, split):
     _check_bit_exact(family, spec, mode, block_v, split, resync=DEV != "cpu")
 
 
+@pytest.mark.parametrize("family,spec,mode,block_v,V", [("gdn", "nvfp4/fp16", "replay", 16, 40),
+                                                       ("kda", "nvfp4/e4m3+sr", "replay", 32, 40),
+                                                       ("mamba2", "nvfp4+sr", "replay", 32, 40),
+                                                       ("gdn", "nvfp4+sr", "conventional", 8, 13),
+                                                       ("mamba2", "nvfp4/fp16", "replay", 64, 40)])
+def test_fused_nvfp4_flush_spread_bit_exact(family, spec, mode, block_v, V, monkeypatch):
+    """The fused grid's two-pass nvfp4 flush spread over the head's V-block programs (knob ``fused_nvfp4_spread``),
+    the last program to arrive encoding the head. Replay flushes in 16-row sub-blocks: V = 40 in 16-row programs
+    (three, one sub-block each), in 32-row ones (two sub-blocks each; the second program's rows 40-47 masked and
+    48-63 past the scratch) and in one 64-row program (the whole head); conventional V = 13 in 4-row sub-blocks of
+    8-row programs. Bit for bit the torch reference over the schedule of permuted, padded rows of the test above.
+    The launch's scratch and amaxes come poisoned (NaN), so a head encoded before all its rows and amaxes are in
+    shows."""
+    real_empty = torch.empty
+
+    def poisoned_empty(*args, **kwargs):
+        t = real_empty(*args, **kwargs)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+
+    monkeypatch.setattr(fused_mod.torch, "empty", poisoned_empty)
+    _check_bit_exact(family, spec, mode, block_v, False, resync=DEV != "cpu", V=V, fused_nvfp4_spread=True,
+                     flush_block_v=None if mode == "replay" else 4)
+
+
 @pytest.mark.parametrize("family,spec,mode", [("gdn", "nvfp4+sr", "conventional"), ("mamba2", "nvfp4/fp16", "replay"),
                                               ("kda", "nvfp4/e4m3+sr", "replay")])
 def test_bit_exact_check_resyncs_in_the_interpreter(family, spec, mode):
@@ -225,17 +250,18 @@ def test_bit_exact_check_resyncs_in_the_interpreter(family, spec, mode):
     _check_bit_exact(family, spec, mode, None, mode == "replay", resync=True)
 
 
-def _check_bit_exact(family, spec, mode, block_v, split, resync):
+def _check_bit_exact(family, spec, mode, block_v, split, resync, V=13, **knobs):
     """The torch and Triton caches stepped side by side over a schedule of permuted, padded rows at different ring
     positions, compared after every step (:func:`_assert_stored_match`). ``resync``: after each step's check, copy
     the reference's stored tensors into the Triton cache (where the recurrence checkpoint is lossy), so that one
     rounding flipped by an fma on a GPU does not move every later step."""
-    HV, K, V, L = 2, 48, 13, 4
+    HV, K, L = 2, 48, 4
     x = random_decode_inputs(family, 9, 4, HV, K, V, generator=_gen(_seed(family, spec, mode)),
                              device=DEV)
     S0 = torch.randn(3, HV, V, K, generator=_gen(7)).to(DEV)
     kw = dict(flush_block_v=None) if block_v == "default" else dict(block_v=block_v)
     kw["split_flush"] = split
+    kw.update(knobs)
     cs = [_cache(family, spec, HV, K, V, b, mode=mode, L=L, seed=11, **kw) for b in ("torch", "triton")]
     for c in cs:
         c.load_state(torch.tensor([4, 0], device=DEV), S0[:2])
@@ -540,13 +566,14 @@ def test_split_flush_scratch_l2_hints_bit_exact():
 
 @pytest.mark.parametrize("family", ["gdn", "mamba2"])
 @pytest.mark.parametrize("batch,knobs", [(1, dict(split_flush=False)),
+                                         (2, dict(split_flush=False, fused_nvfp4_spread=True)),
                                          (4, dict(split_flush=True, flush_nvfp4_items=False)),
                                          (4, dict(split_flush=True, flush_nvfp4_items=True))])
 def test_nvfp4_read_copy_encodes_the_committed_state(family, batch, knobs):
     """An nvfp4 read copy is the NVFP4 encoding of the state the flush commits, its second-level scale from that
-    state's own amax (DESIGN.md sec. 4), whichever way the two-pass flush runs: the fused grid's head program,
-    which rebuilds S_L in pass 2 (batch 1), the split step's whole-head items and its sub-block items (S_L kept in
-    scratch; rows start one step apart, so one row of 2 heads flushes per step: half of the interpreter's 4
+    state's own amax (DESIGN.md sec. 4), whichever way the two-pass flush runs: the fused grid's head program
+    (batch 1; spread over the head's three V-block programs, batch 2), the split step's whole-head items and its
+    sub-block items (rows start one step apart, so one row of 2 heads flushes per step: half of the interpreter's 4
     programs, the items' case). With an fp32 recurrence checkpoint the committed state is stored exactly, so
     after every flush the read copy must be ``nvfp4_quantize`` of the checkpoint bit for bit. On a GPU this holds
     only if pass 2 encodes the S_L whose amax pass 1 took (the kernels contract products into fmas)."""
