@@ -79,7 +79,7 @@ class LaunchKnobs:
         fused_nvfp4_spread: the fused grid's two-pass nvfp4 flush (small grids: batch 1) spread over the head's V-block
             programs (True: each builds S_L of its rows into the head's scratch and its amax, the last of them to
             arrive encodes the whole head) or in the head's first program alone (None / False: the default; the
-            spread form is not timed yet: docs/TUNING.md); the same bits.
+            spread form is not timed yet: docs/TUNING.md); the same bits in the interpreter.
         flush_items_warps: warps of a program of the few-flush-rows nvfp4 pass-1 items' launch
             (:func:`.nvfp4_items._nvfp4_part_kernel`; a power of two from 1 to 32; None: 2 for a delta rule with
             one decay per head (gdn) whose items take 3xTF32 dots, else the flush's warps: docs/TUNING.md). Below 4
