@@ -145,6 +145,8 @@ def _step_program(
                     tl.store(amx_ptr + pv, amax)
                     tl.debug_barrier()   # every thread's rows and the amax stored before the release
                     nvb = tl.num_programs(0)
+                    # the count's reply reaches every thread through a block barrier, so the last program's loads
+                    # below follow its acquire; they read past L1 (.cg): the other programs' rows came through L2
                     if tl.atomic_add(harr_ptr, 1, sem="acq_rel") == nvb - 1:
                         tl.atomic_xchg(harr_ptr, 0)
                         amax = 0.0   # (a max: the same value in any order)
