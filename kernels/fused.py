@@ -116,9 +116,11 @@ def _step_program(
                 kdl = at
                 cl = at
             if NV4:
-                # nvfp4 needs the amax of the whole (slot, head) state: the pv == 0 program flushes the
-                # whole head in two passes (S_L into the scratch and its amax, then the encode).
-                if NVF == 1:   # (constexpr: a two-pass kernel always has its scratch)
+                # nvfp4 needs the amax of the whole (slot, head) state: in two passes (S_L into the head's
+                # scratch and its amax, then the encode), by the pv == 0 program or (SPREAD) pass 1 by every
+                # V-block program and pass 2 by the last to arrive; the branch is chosen by constexprs (a kernel
+                # with one sub-block has no scratch, and must not compile the two-pass code)
+                if NVF == 1:
                     if pv == 0:
                         # the whole head fits one sub-block: one pass, S_L stays in registers
                         offs_f = tl.arange(0, BVF)
@@ -154,14 +156,9 @@ def _step_program(
                         while i < nvb:   # (a range() with a runtime bound fails in the Triton 3.6 interpreter)
                             amax = tl.maximum(amax, tl.load(amx_ptr + i, cache_modifier=".cg"))
                             i += 1
-                        s_enc = nvfp4_encode_scale(amax)
-                        for r in tl.range(0, NVF, loop_unroll_factor=1):   # pass 2: the whole head
-                            offs_f = r * BVF + tl.arange(0, BVF)
-                            S = tl.load(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], cache_modifier=".cg")
-                            _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k,
-                                               offs_f < V, mk, K, V, seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG,
-                                               BK)
-                        _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
+                        _encode_head(scr_ptr, nvfp4_encode_scale(amax), q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2,
+                                     sh, offs_k, mk, K, V, seed, fc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK, BVF, NVF, "",
+                                     ".cg")
                 else:
                     if pv == 0:
                         tl.static_assert(scr_ptr is not None, "a two-pass nvfp4 flush needs its S_L scratch")
@@ -182,16 +179,10 @@ def _step_program(
                             tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S,
                                      eviction_policy="evict_last" if SCR_L2 else "")
                             amax = tl.maximum(amax, nvfp4_amax(S))
-                        s_enc = nvfp4_encode_scale(amax)
                         tl.debug_barrier()   # pass 1's S_L rows are visible to every thread of pass 2
-                        for r in tl.range(0, NVF, loop_unroll_factor=1):
-                            offs_f = r * BVF + tl.arange(0, BVF)
-                            mf = offs_f < V
-                            S = tl.load(scr_ptr + offs_f[:, None] * BK + offs_k[None, :],
-                                        eviction_policy="evict_first" if SCR_L2 else "")
-                            _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, mf,
-                                               mk, K, V, seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
-                        _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
+                        _encode_head(scr_ptr, nvfp4_encode_scale(amax), q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2,
+                                     sh, offs_k, mk, K, V, seed, fc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK, BVF, NVF,
+                                     "evict_first" if SCR_L2 else "", "")
             else:
                 for r in tl.range(0, BV // BVF, loop_unroll_factor=1):
                     offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
@@ -221,6 +212,22 @@ def _step_program(
                 _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
                 _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, pv == 0, K, GK, DELTA, CACHED)
     _advance_if_last(arr_ptr, cnt_ptr, fcnt_ptr, slot, arrived, nprog, h, fc, L, ARRIVE_LANES)
+
+
+@triton.jit
+def _encode_head(scr_ptr, s_enc, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_k, mk, K, V, seed, fc,
+                 FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr,
+                 TAG: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr, EVICT: tl.constexpr,
+                 CACHE: tl.constexpr):
+    """Pass 2 of a two-pass nvfp4 flush: the head's S_L rows from its scratch (fp32 ``[NVF * BVF, BK]``, loaded with
+    ``EVICT`` / ``CACHE`` as ``tl.load``'s ``eviction_policy`` / ``cache_modifier``) -> outputs and both casts with the
+    head's encode scale ``s_enc`` (:func:`.flush_math._commit_flush_rows`), then the head's scale."""
+    for r in tl.range(0, NVF, loop_unroll_factor=1):
+        offs_f = r * BVF + tl.arange(0, BVF)
+        S = tl.load(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], eviction_policy=EVICT, cache_modifier=CACHE)
+        _commit_flush_rows(S, q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2, sh, offs_f, offs_k, offs_f < V, mk, K, V,
+                           seed, fc, s_enc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK)
+    _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP, FMT_LP)
 
 
 @triton.jit
@@ -320,12 +327,12 @@ def launch_fused(plan, args: dict, consts: dict, batch: int, device, arr_ptr=Non
     advance the rows' counters (None: they stay). A two-pass nvfp4 flush gets its S_L scratch (``B * HV`` heads
     of ``V x BK`` fp32) allocated here, and when spread (``plan.nvfp4_spread``) the programs' amaxes and the heads'
     zeroed arrival counts."""
-    from .launch import launch_options
+    from .launch import _two_pass_nvfp4, launch_options
 
     grid = (triton.cdiv(consts["V"], plan.block_v), args["HV"], batch)
     NVF = triton.cdiv(consts["V"], plan.flush_block_v)
     scr = amx = harr = None
-    if consts["NV4"] and NVF > 1:
+    if _two_pass_nvfp4(plan.nvfp4, plan.flush_block_v, consts["V"]):
         scr = torch.empty(batch * args["HV"] * NVF * plan.flush_block_v * consts["BK"], dtype=torch.float32,
                           device=device)
     if plan.nvfp4_spread:

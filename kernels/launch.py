@@ -394,7 +394,7 @@ def plan_flush(cache, batch: int, step: StepPlan | None = None) -> FlushPlan:
             and (cache.spec.shared or short_dual)):
         BVF = max(BVF, min(32, _next_pow2(V)))
     BVI = max(BVF, _next_pow2(V))
-    scratch = nvfp4 and BVF < _next_pow2(V)
+    scratch = _two_pass_nvfp4(nvfp4, BVF, V)
     dot = flush_dot_precision(cache, split=True)
     stages = knobs.flush_stages
     if stages is None and (not nvfp4 or dot == "tf32x3"):
@@ -414,6 +414,12 @@ def plan_flush(cache, batch: int, step: StepPlan | None = None) -> FlushPlan:
                      nvfp4_item_blocks=knobs.flush_nvfp4_item_blocks or 0,
                      corrections_rows=knobs.flush_corrections_rows or 0, scratch_l2=bool(knobs.flush_scratch_l2),
                      side_stream=bool(knobs.flush_stream) and _on_gpu(cache))
+
+
+def _two_pass_nvfp4(nvfp4: bool, BVF: int, V: int) -> bool:
+    """Whether an nvfp4 flush of ``BVF``-row sub-blocks takes two passes (the head's amax, then the encode) with an
+    S_L scratch between them: the head does not fit one sub-block."""
+    return nvfp4 and BVF < _next_pow2(V)
 
 
 def _step_advance(cache, batch: int, BV: int, split: bool) -> bool:
@@ -445,7 +451,7 @@ def _fused_plan(cache, batch: int) -> StepPlan:
     return StepPlan(block_v=BV, flush_block_v=BVF, num_warps=num_warps, nvfp4=nvfp4, maxnreg=maxnreg, split=split,
                     dot=flush_dot_precision(cache), stages=_knobs(cache).flush_stages, step_advance=advance,
                     arrive_lanes=_arrive_lanes(cache, num_warps, advance),
-                    nvfp4_spread=nvfp4 and BVF < _next_pow2(cache.head_v) and bool(_knobs(cache).fused_nvfp4_spread))
+                    nvfp4_spread=_two_pass_nvfp4(nvfp4, BVF, cache.head_v) and bool(_knobs(cache).fused_nvfp4_spread))
 
 
 def plan_step(cache, batch: int) -> StepPlan:
