@@ -196,11 +196,11 @@ def whole_rounds_ok(cache, before: tuple[torch.Tensor, torch.Tensor]) -> bool:
     """Whether the counters after timing whole rounds of L steps over every slot say every step ran: each slot's
     ring count is back at its value in ``before`` (:func:`counters_snapshot`), every slot's flush count moved by
     the same positive number (one flush per slot and round), and no arrival count is left over
-    (``step_arrivals``). A timed configuration whose steps skipped or repeated a flush fails it."""
+    (:meth:`.SSMStateCache.arrivals_clear`). A timed configuration whose steps skipped or repeated a flush fails it."""
     h0, f0 = before
     moved = cache.flush_count[:-1] - f0
     return bool(torch.equal(cache.ring_count[:-1], h0) and (moved == moved[0]).all() and moved[0] > 0
-                and (cache.step_arrivals == 0).all())
+                and cache.arrivals_clear())
 
 
 def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, knobs=None,

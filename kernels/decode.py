@@ -138,7 +138,8 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None, advance: bool = Fal
         _split_step(cache, plan, args, consts, B, v.device)
     else:
         launch_fused(plan, args, consts, B, v.device,
-                     arr_ptr=cache.step_arrivals if advance and plan.step_advance else None)
+                     arr_ptr=cache.step_arrivals if advance and plan.step_advance else None,
+                     head_arrivals=cache.head_arrivals(B) if plan.nvfp4_spread else None)
     if advance and not plan.step_advance:   # (never set on a split step)
         triton_advance(cache, slot_idx)
     return out

@@ -320,13 +320,14 @@ def _decode_step_kernel(
                   harr_ptr=harr, SPREAD=SPREAD)
 
 
-def launch_fused(plan, args: dict, consts: dict, batch: int, device, arr_ptr=None) -> None:
+def launch_fused(plan, args: dict, consts: dict, batch: int, device, arr_ptr=None, head_arrivals=None) -> None:
     """Launch the fused step for ``batch`` rows: ``args`` the tensors and scalars of :func:`_decode_step_kernel`
     (:func:`.decode.step_args`), ``consts`` the shapes and formats (:func:`.decode.step_consts`), ``plan`` the
     :class:`.launch.StepPlan` (grid ``(cdiv(V, BV), HV, B)``); ``arr_ptr``: the cache's ``step_arrivals`` to also
     advance the rows' counters (None: they stay). A two-pass nvfp4 flush gets its S_L scratch (``B * HV`` heads
-    of ``V x BK`` fp32) allocated here, and when spread (``plan.nvfp4_spread``) the programs' amaxes and the heads'
-    zeroed arrival counts."""
+    of ``V x BK`` fp32) allocated here, and when spread (``plan.nvfp4_spread``) the programs' amaxes;
+    ``head_arrivals`` (spread only: int32 ``[B * HV]``, zeros, :meth:`.SSMStateCache.head_arrivals`) the heads'
+    arrival counts, which the step leaves zero."""
     from .launch import _two_pass_nvfp4, launch_options
 
     grid = (triton.cdiv(consts["V"], plan.block_v), args["HV"], batch)
@@ -336,8 +337,11 @@ def launch_fused(plan, args: dict, consts: dict, batch: int, device, arr_ptr=Non
         scr = torch.empty(batch * args["HV"] * NVF * plan.flush_block_v * consts["BK"], dtype=torch.float32,
                           device=device)
     if plan.nvfp4_spread:
+        if head_arrivals is None or head_arrivals.numel() != batch * args["HV"]:
+            raise ValueError(f"a spread nvfp4 flush needs head_arrivals, int32 zeros [{batch * args['HV']}] "
+                             f"(SSMStateCache.head_arrivals), got {None if head_arrivals is None else head_arrivals.shape}")
         amx = torch.empty(batch * args["HV"] * grid[0], dtype=torch.float32, device=device)
-        harr = torch.zeros(batch * args["HV"], dtype=torch.int32, device=device)
+        harr = head_arrivals
     _decode_step_kernel[grid](**args, **consts, BV=plan.block_v, BVF=plan.flush_block_v, NVF=NVF, DOTP=plan.dot,
                               arr_ptr=arr_ptr, ARRIVE_LANES=plan.arrive_lanes, scr_ptr=scr, amx_ptr=amx,
                               harr_ptr=harr, SPREAD=plan.nvfp4_spread,

@@ -77,9 +77,9 @@ class LaunchKnobs:
             sub-blocks of more than 4096 elements). Fewer warps per program split a sub-block's 16-row dots without
             duplicating them across warps (docs/TUNING.md, "Flush launch").
         fused_nvfp4_spread: the fused grid's two-pass nvfp4 flush (small grids: batch 1) spread over the head's V-block
-            programs (True: each builds S_L of its rows into the head's scratch and its amax, the last of them to
-            arrive encodes the whole head) or in the head's first program alone (None / False: the default; the
-            spread form is not timed yet: docs/TUNING.md); the same bits in the interpreter.
+            programs (None / True, the default: each builds S_L of its rows into the head's scratch and its amax,
+            the last of them to arrive encodes the whole head) or in the head's first program alone (False);
+            the same bits (docs/TUNING.md).
         flush_items_warps: warps of a program of the few-flush-rows nvfp4 pass-1 items' launch
             (:func:`.nvfp4_items._nvfp4_part_kernel`; a power of two from 1 to 32; None: 2 for a delta rule with
             one decay per head (gdn) whose items take 3xTF32 dots, else the flush's warps: docs/TUNING.md). Below 4
@@ -451,7 +451,7 @@ def _fused_plan(cache, batch: int) -> StepPlan:
     return StepPlan(block_v=BV, flush_block_v=BVF, num_warps=num_warps, nvfp4=nvfp4, maxnreg=maxnreg, split=split,
                     dot=flush_dot_precision(cache), stages=_knobs(cache).flush_stages, step_advance=advance,
                     arrive_lanes=_arrive_lanes(cache, num_warps, advance),
-                    nvfp4_spread=_two_pass_nvfp4(nvfp4, BVF, cache.head_v) and bool(_knobs(cache).fused_nvfp4_spread))
+                    nvfp4_spread=_two_pass_nvfp4(nvfp4, BVF, cache.head_v) and _knobs(cache).fused_nvfp4_spread is not False)
 
 
 def plan_step(cache, batch: int) -> StepPlan:

@@ -18,7 +18,9 @@ Holds, for ``num_slots`` slots and ``num_heads`` (= HV) heads of ``[V, K]`` stat
   (Philox c2); entry ``S`` is a scratch slot that padded rows write to, so counter
   updates need no host synchronisation; ``step_arrivals int32 [S + 1]``, zero between
   steps: the fused step's programs of a row count themselves in, and the last one
-  advances the row's counters (:func:`.fused._advance_if_last`).
+  advances the row's counters (:func:`.fused._advance_if_last`); ``head_arrivals(B)`` int32 ``[B * HV]``, zero
+  between steps: the arrival counts of a batch-``B`` fused step's nvfp4 flush spread over a head's programs
+  (:meth:`SSMStateCache.head_arrivals`).
 
 Speculative decoding (``max_draft`` T_max > 0, :mod:`.spec_decode`): the ring's capacity is ``L - 1 + T_max``
 (room for the verify window past the committed entries); ``draft_g float32 [S, HV, T_max, GK]`` the raw log
@@ -142,6 +144,7 @@ class SSMStateCache:
         self.flush_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
         self.draft_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
         self.step_arrivals = torch.zeros(S + 1, dtype=torch.int32, device=dev)
+        self._head_arrivals: dict[int, torch.Tensor] = {}   # by batch size (head_arrivals)
         Tm = max_draft
         if mode == "replay":
             self.draft_g = torch.zeros(S, HV, Tm, GK, **f32)
@@ -151,6 +154,25 @@ class SSMStateCache:
         else:
             self.draft_g = self.draft_v = self.draft_beta = None
             self.snap = StoredState(self.spec.recur, S * Tm, HV, V, K, dev) if Tm else None
+
+    def head_arrivals(self, batch: int) -> torch.Tensor:
+        """int32 ``[batch * HV]``, zero between steps: per (row, head) of a ``batch``-row fused step, the count of
+        its V-block programs done with pass 1 of an nvfp4 flush spread over them (``StepPlan.nvfp4_spread``,
+        :func:`.fused._step_program`). The last program to arrive resets its count, so the buffer is zeroed once,
+        when a batch size first needs it, not on every step (a memset per step is one more launch, or graph node,
+        on every step). One buffer per batch size, never replaced: a captured CUDA graph keeps its address."""
+        buf = self._head_arrivals.get(batch)
+        if buf is None:
+            buf = self._head_arrivals[batch] = torch.zeros(batch * self.num_heads, dtype=torch.int32,
+                                                           device=self.device)
+        return buf
+
+    def arrivals_clear(self) -> bool:
+        """Whether no arrival count is left over between steps (``step_arrivals`` and every
+        :meth:`head_arrivals` buffer all zero): a step whose programs did not all arrive, or a count not reset by
+        its last program, leaves one."""
+        return bool((self.step_arrivals == 0).all()) and all(bool((t == 0).all())
+                                                              for t in self._head_arrivals.values())
 
     # ------------------------------------------------------------------ info
     def ring_bytes_per_slot(self) -> int:

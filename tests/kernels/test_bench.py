@@ -217,10 +217,10 @@ def test_whole_rounds_ok_catches_a_skipped_or_repeated_step():
 
     from replayssm_quant.kernels.bench import counters_snapshot, whole_rounds_ok
 
-    def cache(h, f, arrivals=0):
+    def cache(h, f, arrivals=0):   # (SSMStateCache.arrivals_clear: tests/kernels/test_decode.py)
         return SimpleNamespace(ring_count=torch.tensor(h + [0], dtype=torch.int32),
                                flush_count=torch.tensor(f + [0], dtype=torch.int32),
-                               step_arrivals=torch.tensor([0] * len(h) + [arrivals], dtype=torch.int32))
+                               arrivals_clear=lambda: arrivals == 0)
 
     before = counters_snapshot(cache([0, 1, 2], [1, 1, 1]))
     assert whole_rounds_ok(cache([0, 1, 2], [3, 3, 3]), before)

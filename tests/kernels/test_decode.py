@@ -242,6 +242,35 @@ def test_fused_nvfp4_flush_spread_bit_exact(family, spec, mode, block_v, V, monk
                      flush_block_v=None if mode == "replay" else 4)
 
 
+def test_spread_flush_arrival_counts_are_kept_per_batch_size_and_left_zero():
+    """The spread flush's per-(row, head) arrival counts (``SSMStateCache.head_arrivals``) are one buffer per batch
+    size, the same tensor on every step (zeroed once: no memset per step; a captured graph keeps its address),
+    and the step's last programs leave them zero (``arrivals_clear``; a count left over is seen). A spread plan
+    launched without them is refused."""
+    HV, K, V = 2, 32, 40
+    c = _cache("gdn", "nvfp4/fp16", HV, K, V, "triton", L=2, slots=3, seed=1, block_v=16, flush_block_v=16,
+               fused_nvfp4_spread=True)
+    x = random_decode_inputs("gdn", 4, 2, HV, K, V, generator=_gen(5), device=DEV)
+    idx = torch.tensor([1, 0])
+    assert plan_step(c, 2).nvfp4_spread
+    buf = c.head_arrivals(2)
+    assert buf.shape == (2 * HV,) and buf.dtype == torch.int32
+    for t in range(4):   # L = 2: a flush on every other step
+        _step(c, idx, x, t)
+        assert c.head_arrivals(2) is buf and c.arrivals_clear(), t
+    assert int(c.flush_count[:2].min()) == 2
+    assert c.head_arrivals(1) is not buf and c.head_arrivals(1).shape == (HV,)
+    buf[3] = 1
+    assert not c.arrivals_clear()
+    buf[3] = 0
+    from replayssm_quant.kernels.decode import step_args, step_plan_consts
+
+    plan, consts = step_plan_consts(c, 2)
+    args = step_args(c, idx.to(DEV), *(x[n][0] for n in ("q", "k", "v", "g", "beta")), None)
+    with pytest.raises(ValueError, match="head_arrivals"):
+        fused_mod.launch_fused(plan, args, consts, 2, c.device)
+
+
 @pytest.mark.parametrize("family,spec,mode", [("gdn", "nvfp4+sr", "conventional"), ("mamba2", "nvfp4/fp16", "replay"),
                                               ("kda", "nvfp4/e4m3+sr", "replay")])
 def test_bit_exact_check_resyncs_in_the_interpreter(family, spec, mode):
@@ -278,6 +307,7 @@ def _check_bit_exact(family, spec, mode, block_v, split, resync, V=13, **knobs):
         outs = [_step(c, item, x, t) for c in cs]
         t += 1
         assert not torch.isnan(outs[1]).any()
+        assert cs[1].arrivals_clear(), t   # every arrival count back at zero (a spread flush's too)
         # on a GPU an fma-flipped rounding of a low-precision state moves the outputs that read it (_assert_stored_match)
         assert _rel(outs[1], outs[0]) <= (1e-5 if DEV == "cpu" or cs[0].spec.read.name == "fp32" else 1e-3)
         assert torch.all(outs[1][item.to(DEV) < 0] == 0)
@@ -565,7 +595,7 @@ def test_split_flush_scratch_l2_hints_bit_exact():
 
 
 @pytest.mark.parametrize("family", ["gdn", "mamba2"])
-@pytest.mark.parametrize("batch,knobs", [(1, dict(split_flush=False)),
+@pytest.mark.parametrize("batch,knobs", [(1, dict(split_flush=False, fused_nvfp4_spread=False)),
                                          (2, dict(split_flush=False, fused_nvfp4_spread=True)),
                                          (4, dict(split_flush=True, flush_nvfp4_items=False)),
                                          (4, dict(split_flush=True, flush_nvfp4_items=True))])

@@ -252,11 +252,11 @@ def test_fused_nvfp4_flush_compiles_for_the_gpu_with_one_and_several_sub_blocks(
     branches a launch takes) with several flush sub-blocks (the two-pass flush through its S_L scratch, which the
     launch allocates: ``scr_ptr`` given) and with one (``flush_block_v`` = V: the one-pass flush, no scratch; its
     kernel must not compile the two-pass branch, whose scratch check would fail the compile: s20b), and spread over
-    the head's programs (knob ``fused_nvfp4_spread``: an acquire-release arrival, the other programs' rows read
-    past L1)."""
+    the head's programs (the default, knob ``fused_nvfp4_spread``: an acquire-release arrival, the other
+    programs' rows read past L1)."""
     out = _ptx_probe("""
 import replayssm_quant.kernels.fused as fused
-for knobs in ({}, {"block_v": 128, "flush_block_v": 128}, {"fused_nvfp4_spread": True}):
+for knobs in ({"fused_nvfp4_spread": False}, {"block_v": 128, "flush_block_v": 128}, {}):
     kw = ptxas_report.split_launch_kwargs("gdn", "nvfp4/fp16", 1, "fused", knobs)
     p = ptxas_report.compile_launch(fused._decode_step_kernel, kw, ptx=True)[1]["ptx"]
     print(kw["NVF"], kw["scr_ptr"] is not None, kw["SPREAD"], ".entry" in p, "acq_rel.add" in p and "ld.global.cg" in p)
