@@ -1,9 +1,10 @@
 """Sweep of launcher knobs (GPU): time decode steps (replay, or ``--mode conventional``) of families x specs at one
-batch under several knob sets.
+batch under several knob sets (and, with ``--ring-dtypes``, ring input dtypes).
 
 Each variant is a set of launcher knobs (``kernels.bench.LAUNCH_KNOBS``: the fields of
 ``kernels.launch.LaunchKnobs``), written ``name=value,name=value`` (``kernels.bench.parse_knobs``); ``default`` is the
-heuristic. Columns as
+heuristic. ``--ring-dtypes float32,bfloat16`` times each configuration with each ring dtype in turn (interleaved,
+column ``ring_dtype``; replay only). Columns as
 ``replayssm-quant bench`` (``nonflush_us`` = one of the L - 1 non-flush steps, ``flush_us`` = the flush step,
 ``time_us`` = per step over L steps with every slot flushing on the same step, ``staggered_us`` = per step over
 L steps with the slots' flushes spread over the L steps; phases not asked for are empty). Prints one table and writes
@@ -25,7 +26,8 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
-from replayssm_quant.kernels.bench import PHASES, SHAPES, Timer, bench_inputs, bench_kernel, parse_knobs  # noqa: E402
+from replayssm_quant.kernels.bench import (PHASES, RING_DTYPES, SHAPES, Timer, bench_inputs, bench_kernel,  # noqa: E402
+                                           parse_knobs)
 from replayssm_quant.kernels.bench_report import write_table  # noqa: E402
 from replayssm_quant.kernels.launch import LaunchKnobs  # noqa: E402
 
@@ -51,7 +53,12 @@ def main(argv=None):
     p.add_argument("--phases", default="step,nonflush,flush", help=f"comma list of {', '.join(PHASES)}")
     p.add_argument("--variants", default="default", help="';'-separated knob sets (name=value,...; 'default')")
     p.add_argument("--stem", default="launch_sweep", help="output file stem")
+    p.add_argument("--ring-dtypes", default="float32",
+                   help=f"comma list of the ring's input dtypes ({', '.join(RING_DTYPES)}), each timed in turn")
     a = p.parse_args(argv)
+    rings = [r.strip() for r in a.ring_dtypes.split(",")]
+    if set(rings) - set(RING_DTYPES):
+        sys.exit(f"launch_sweep: --ring-dtypes takes {', '.join(RING_DTYPES)}, got {a.ring_dtypes!r}")
     phases = tuple(x.strip() for x in a.phases.split(","))
     if set(phases) - set(PHASES):
         sys.exit(f"launch_sweep: --phases takes {', '.join(PHASES)}, got {a.phases!r}")
@@ -62,15 +69,16 @@ def main(argv=None):
     dev = torch.device("cuda")
     timer = Timer(dev, a.rep_ms)
     rows = []
-    todo = list(itertools.product(a.families.split(","), a.specs.split(","), variants))
+    todo = list(itertools.product(a.families.split(","), a.specs.split(","), variants, rings))
     x, key = None, None
-    for fam, spec, (name, knobs) in tqdm(todo, desc="launch sweep"):
+    for fam, spec, (name, knobs), ring in tqdm(todo, desc="launch sweep"):
         if key != fam:
             x, key = bench_inputs(fam, a.batch, SHAPES[fam], 16, dev), fam
-        r = bench_kernel(fam, spec, a.mode, a.batch, SHAPES[fam], 16, timer, dev, x, knobs, phases)
+        r = bench_kernel(fam, spec, a.mode, a.batch, SHAPES[fam], 16, timer, dev, x, knobs, phases,
+                         ring_dtype=RING_DTYPES[ring])
         rows.append(dict(variant=name, **r))
         pd.DataFrame(rows).to_csv(os.path.join(a.out, f"{a.stem}.csv"), index=False)
-    cols = ["family", "spec", "variant", "time_us", "staggered_us", "nonflush_us", "flush_us", "block_v", "flush_block_v",
+    cols = ["family", "spec", "variant"] + (["ring_dtype"] if len(rings) > 1 else []) + ["time_us", "staggered_us", "nonflush_us", "flush_us", "block_v", "flush_block_v",
             "step_advance",
             "num_warps", "nonflush_warps", "nonflush_maxnreg", "nonflush_stages", "flush_item_v", "flush_warps",
             "flush_programs", "maxnreg", "prefetch", "flush_scratch", "flush_nvfp4_items", "flush_nvfp4_item_blocks", "flush_dot",
