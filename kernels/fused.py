@@ -338,8 +338,9 @@ def launch_fused(plan, args: dict, consts: dict, batch: int, device, arr_ptr=Non
                           device=device)
     if plan.nvfp4_spread:
         if head_arrivals is None or head_arrivals.numel() != batch * args["HV"]:
+            got = None if head_arrivals is None else tuple(head_arrivals.shape)
             raise ValueError(f"a spread nvfp4 flush needs head_arrivals, int32 zeros [{batch * args['HV']}] "
-                             f"(SSMStateCache.head_arrivals), got {None if head_arrivals is None else head_arrivals.shape}")
+                             f"(SSMStateCache.head_arrivals), got {got}")
         amx = torch.empty(batch * args["HV"] * grid[0], dtype=torch.float32, device=device)
         harr = head_arrivals
     _decode_step_kernel[grid](**args, **consts, BV=plan.block_v, BVF=plan.flush_block_v, NVF=NVF, DOTP=plan.dot,

@@ -451,7 +451,8 @@ def _fused_plan(cache, batch: int) -> StepPlan:
     return StepPlan(block_v=BV, flush_block_v=BVF, num_warps=num_warps, nvfp4=nvfp4, maxnreg=maxnreg, split=split,
                     dot=flush_dot_precision(cache), stages=_knobs(cache).flush_stages, step_advance=advance,
                     arrive_lanes=_arrive_lanes(cache, num_warps, advance),
-                    nvfp4_spread=_two_pass_nvfp4(nvfp4, BVF, cache.head_v) and _knobs(cache).fused_nvfp4_spread is not False)
+                    nvfp4_spread=(_two_pass_nvfp4(nvfp4, BVF, cache.head_v)
+                                  and _knobs(cache).fused_nvfp4_spread is not False))
 
 
 def plan_step(cache, batch: int) -> StepPlan:

@@ -78,12 +78,11 @@ def main(argv=None):
                          ring_dtype=RING_DTYPES[ring])
         rows.append(dict(variant=name, **r))
         pd.DataFrame(rows).to_csv(os.path.join(a.out, f"{a.stem}.csv"), index=False)
-    cols = ["family", "spec", "variant"] + (["ring_dtype"] if len(rings) > 1 else []) + ["time_us", "staggered_us", "nonflush_us", "flush_us", "block_v", "flush_block_v",
-            "step_advance",
-            "num_warps", "nonflush_warps", "nonflush_maxnreg", "nonflush_stages", "flush_item_v", "flush_warps",
-            "flush_programs", "maxnreg", "prefetch", "flush_scratch", "flush_nvfp4_items", "flush_nvfp4_item_blocks", "flush_dot",
-            "flush_items_dot",
-            "flush_stream", "flush_stages"]
+    cols = (["family", "spec", "variant"] + (["ring_dtype"] if len(rings) > 1 else [])
+            + ["time_us", "staggered_us", "nonflush_us", "flush_us", "block_v", "flush_block_v", "step_advance",
+               "num_warps", "nonflush_warps", "nonflush_maxnreg", "nonflush_stages", "flush_item_v", "flush_warps",
+               "flush_programs", "maxnreg", "prefetch", "flush_scratch", "flush_nvfp4_items", "flush_nvfp4_item_blocks",
+               "flush_dot", "flush_items_dot", "flush_stream", "flush_stages"])
     print(write_table(a.out, a.stem, f"Launcher knob sweep ({a.mode}, batch {a.batch}, L = 16, phases "
                                      f"{', '.join(phases)})",
                       pd.DataFrame(rows), dev, cols))

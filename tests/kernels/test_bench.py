@@ -245,6 +245,8 @@ def test_launch_sweep_variants():
                      ("flush_stages=big", "not an integer")):
         with pytest.raises(SystemExit, match=msg):
             mod.parse_variant(bad)
+    with pytest.raises(SystemExit, match="--ring-dtypes takes float32, bfloat16, got 'float32,bf16'"):
+        mod.main(["--out", "unused", "--ring-dtypes", "float32,bf16"])
 
 
 def test_targets_report_both_flush_phases():
