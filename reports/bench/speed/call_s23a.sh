@@ -5,6 +5,8 @@
 # batch 1 and 4 the spread flush step is 21-57% faster than one program's). In a staggered step at B = 16-64 only
 # B / L rows flush: the fused grid with the spread flush would run them in one launch. Staggered and aligned steps,
 # the split default against split_flush=false, the dual nvfp4/fp16 spec of every family, B = 16 and 64.
+# Offline (sass/b64_fused_spread.csv: ptxas_report.py --fused --batch 64): the fused kernel is capped at 128 registers,
+# 4 programs per SM (gdn spills 160 B), where the split non-flush launch runs 8: its non-flush rows may lose more.
 #   git rev-parse --short HEAD > TREE.txt
 #   run(command="BUDGET_S=420 bash reports/bench/speed/call_s23a.sh", carry=["TREE.txt"])
 set -u
