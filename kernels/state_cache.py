@@ -160,9 +160,15 @@ class SSMStateCache:
         its V-block programs done with pass 1 of an nvfp4 flush spread over them (``StepPlan.nvfp4_spread``,
         :func:`.fused._step_program`). The last program to arrive resets its count, so the buffer is zeroed once,
         when a batch size first needs it, not on every step (a memset per step is one more launch, or graph node,
-        on every step). One buffer per batch size, never replaced: a captured CUDA graph keeps its address."""
+        on every step). One buffer per batch size, never replaced: a captured CUDA graph keeps its address. It is
+        made by the first eager step of a batch size (the warm-up that also compiles the kernels); a capture must
+        not be the first step, since its zeroing would only run on the graph's replays."""
         buf = self._head_arrivals.get(batch)
         if buf is None:
+            if self.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+                raise RuntimeError(f"SSMStateCache.step: the first step of batch {batch} is being captured into a "
+                                   "CUDA graph; run one eager step of this batch size first (it also compiles "
+                                   "the kernels), then capture")
             buf = self._head_arrivals[batch] = torch.zeros(batch * self.num_heads, dtype=torch.int32,
                                                            device=self.device)
         return buf

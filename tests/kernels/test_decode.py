@@ -271,6 +271,19 @@ def test_spread_flush_arrival_counts_are_kept_per_batch_size_and_left_zero():
         fused_mod.launch_fused(plan, args, consts, 2, c.device)
 
 
+def test_spread_flush_arrival_counts_are_not_first_made_in_a_graph_capture(monkeypatch):
+    """A batch size's arrival counts are zeroed when first made; made inside a CUDA-graph capture that zeroing
+    would not run until the graph's first replay, so a capture as a batch size's first step is refused with what
+    to do (the buffer of a batch size stepped eagerly before is reused inside a capture)."""
+    c = _cache("gdn", "nvfp4/fp16", 2, 32, 40, "triton", L=2, slots=3, block_v=16, flush_block_v=16)
+    warm = c.head_arrivals(2)
+    monkeypatch.setattr(c, "device", torch.device("cuda", 0))
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    assert c.head_arrivals(2) is warm
+    with pytest.raises(RuntimeError, match="run one eager step of this batch size first"):
+        c.head_arrivals(1)
+
+
 @pytest.mark.parametrize("family,spec,mode", [("gdn", "nvfp4+sr", "conventional"), ("mamba2", "nvfp4/fp16", "replay"),
                                               ("kda", "nvfp4/e4m3+sr", "replay")])
 def test_bit_exact_check_resyncs_in_the_interpreter(family, spec, mode):
