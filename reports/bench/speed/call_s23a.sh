@@ -14,8 +14,8 @@ source scripts/gpu/setup.sh
 R=${R:-$PWD/.gpu/res_s23a}
 source scripts/gpu/parts.sh s23a "${BUDGET_S:-420}"
 V="default;split_flush=false"
-for B in 16 64; do
-  part b${B} 200 python3 scripts/gpu/launch_sweep.py --out "$R/fused_spread" --families gdn,kda,mamba2 \
+for B in 64 16; do   # 64 first: the batch where goal 1b is missed
+  part b${B} $(( B == 64 ? 230 : 170 )) python3 scripts/gpu/launch_sweep.py --out "$R/fused_spread" --families gdn,kda,mamba2 \
     --specs nvfp4/fp16 --batch $B --phases step,staggered --rep-ms 10 --stem b${B}_fused_spread --variants "$V"
 done
 echo "total wall $(( $(date +%s) - T0 ))s"; cat "$R/parts.tsv"; pack; ls -la "$OUT"
