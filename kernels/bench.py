@@ -48,13 +48,16 @@ from .launch import LaunchKnobs, plan_step
 from .state_cache import SSMStateCache
 
 SHAPES = {  # one layer per sequence (DESIGN.md sec. 7)
-    "gdn": dict(num_heads=32, head_k=128, head_v=128, note="Qwen3.5-4B: HV=32 value heads (16 key heads), K=V=128"),
-    "mamba2": dict(num_heads=128, head_k=128, head_v=64, note="Nemotron-H: 128 heads, headdim 64, dstate 128, 8 groups"),
-    "kda": dict(num_heads=32, head_k=128, head_v=128, note="Kimi-Linear: 32 heads, K=V=128"),
+    "gdn": dict(num_heads=32, num_key_heads=16, head_k=128, head_v=128,
+                note="Qwen3.5-4B: HV=32 value heads (16 key heads), K=V=128"),
+    "mamba2": dict(num_heads=128, num_key_heads=8, head_k=128, head_v=64,
+                   note="Nemotron-H: 128 heads, headdim 64, dstate 128, 8 groups"),
+    "kda": dict(num_heads=32, num_key_heads=32, head_k=128, head_v=128, note="Kimi-Linear: 32 heads, K=V=128"),
 }
 SPECS = ["fp32", "fp16", "fp8+sr", "int8+sr", "nvfp4+sr", "nvfp4/fp16", "nvfp4/fp8+sr", "nvfp4/int8+sr"]
 BATCHES = [1, 16, 64, 256, 512]
-CPU_SMOKE_SHAPES = {f: dict(num_heads=2, head_k=32, head_v=16, note="cpu smoke") for f in SHAPES}
+CPU_SMOKE_SHAPES = {f: dict(num_heads=2, num_key_heads=2 if f == "kda" else 1, head_k=32, head_v=16, note="cpu smoke")
+                    for f in SHAPES}
 
 
 # ------------------------------------------------------------------------------- timing
@@ -134,10 +137,23 @@ RING_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}   # --ring-
 
 
 def bench_inputs(family, batch, shape, window, device):
-    """``window`` steps of :data:`ACT_DTYPE` decode inputs for ``batch`` rows, drawn on the device."""
+    """``window`` steps of :data:`ACT_DTYPE` decode inputs for ``batch`` rows, drawn on the device. With the shape's
+    ``num_key_heads`` below ``num_heads`` the value heads of a key head share its key, as in the model: ``k_heads``
+    ``[T, B, HK, K]`` holds them once (a cache with shared keys takes it) and ``k`` repeated per value head (the
+    anchors and a cache with a key per value head take it)."""
     gen = torch.Generator(device=device).manual_seed(batch)
-    return random_decode_inputs(family, window, batch, shape["num_heads"], shape["head_k"], shape["head_v"],
-                                dtype=ACT_DTYPE, device=device, generator=gen)
+    x = random_decode_inputs(family, window, batch, shape["num_heads"], shape["head_k"], shape["head_v"],
+                             dtype=ACT_DTYPE, device=device, generator=gen)
+    hg = shape["num_heads"] // shape.get("num_key_heads", shape["num_heads"])
+    x["k_heads"] = x["k"][:, :, ::hg].contiguous()
+    if hg > 1:
+        x["k"] = x["k_heads"].repeat_interleave(hg, dim=2)
+    return x
+
+
+def step_keys(cache, x) -> torch.Tensor:
+    """The keys of :func:`bench_inputs` that ``cache`` takes: per key head with shared keys, else per value head."""
+    return x["k_heads"] if cache.key_group > 1 else x["k"]
 
 
 #: launcher knobs: the fields of :class:`.launch.LaunchKnobs` (None = the heuristic)
@@ -183,7 +199,7 @@ def stagger_slots(cache, groups, x, window: int) -> None:
             rows = (pos > t).nonzero().squeeze(1)
             if rows.numel() == 0:
                 break
-            cache.step(idx[rows], x["q"][t][rows], x["k"][t][rows], x["v"][t][rows], x["g"][t][rows],
+            cache.step(idx[rows], x["q"][t][rows], step_keys(cache, x)[t][rows], x["v"][t][rows], x["g"][t][rows],
                        None if x["beta"] is None else x["beta"][t][rows], validate=False)
 
 
@@ -204,8 +220,12 @@ def whole_rounds_ok(cache, before: tuple[torch.Tensor, torch.Tensor]) -> bool:
 
 
 def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, knobs=None,
-                 phases=("step", "staggered", "nonflush", "flush"), ring_dtype=torch.float32):
+                 phases=("step", "staggered", "nonflush", "flush"), ring_dtype=torch.float32, shared_keys=True):
     """Time one decode configuration on inputs ``x`` (:func:`bench_inputs`); returns a dict row.
+
+    ``shared_keys``: the cache keeps one key per key head where the shape's ``num_key_heads`` is below its
+    ``num_heads`` (:class:`.state_cache.SSMStateCache` ``num_key_heads``; the model's layout); False: a key per
+    value head (column ``key_heads``).
 
     ``knobs``: launcher knobs ``{name: value}`` (names in :data:`LAUNCH_KNOBS`; None values = heuristic).
     ``phases`` (:data:`PHASES`): what to time: ``step`` (time per step over L steps, all slots of a group at
@@ -228,7 +248,9 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
     R = rotation(ckpt_bytes, batch) if device.type == "cuda" else 1
     cache = SSMStateCache(family, spec, batch * R, shape["num_heads"], shape["head_k"], shape["head_v"],
                           window=window, mode=mode, device=device, backend="triton", seed=1234,
-                          ring_dtype=ring_dtype, knobs=knobs)
+                          ring_dtype=ring_dtype, knobs=knobs,
+                          num_key_heads=shape.get("num_key_heads") if shared_keys else None)
+    keys = step_keys(cache, x)
     _fill_states(cache, 7)
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
     out = torch.empty(batch, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
@@ -237,7 +259,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
         """Decode steps t in ``ts`` for every slot group (one CUDA graph per timed function)."""
         for t in ts:
             for idx in groups:
-                cache.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t],
+                cache.step(idx, x["q"][t], keys[t], x["v"][t], x["g"][t],
                            None if x["beta"] is None else x["beta"][t], out=out, validate=False)
 
     t_us = st_us = nf_us = fl_us = float("nan")
@@ -275,6 +297,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
                nonflush_us=nf_us, flush_us=fl_us, min_bytes=min_bytes, GBps=min_bytes / (t_us * 1e-6) / 1e9,
                rotation=R, **plan_columns(plan_step(cache, batch), window),
                ring_dtype=str(ring_dtype).replace("torch.", "") if mode == "replay" else None,
+               key_heads=cache.num_key_heads,
                finite=bool(torch.isfinite(out).all()), rounds_ok=all(rounds_ok) if rounds_ok else None)
     del cache, out
     if device.type == "cuda":
@@ -534,7 +557,7 @@ def _write_sweep(out, sw) -> None:
 def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=40, cpu_smoke=False,
               command=None, block_v=None, flush_block_v=None, maxnreg=None, sweep_block_v=None,
               sweep_maxnreg=(128, 0), sweep_specs=("fp32", "nvfp4/fp16"), sweep_families=("gdn",),
-              split_flush=None, resume=False, ring_dtype="float32", mamba_ssm_src=None):
+              split_flush=None, resume=False, ring_dtype="float32", mamba_ssm_src=None, shared_keys=True):
     """Run the whole benchmark and write the report; returns the results DataFrame.
     The device checks go to ``out/correctness.csv`` before any timing; the fla anchors are timed first, then every
     configuration. Measurements are appended to ``out/results.partial.csv`` as they finish; ``resume`` keeps the
@@ -548,6 +571,8 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
     ``sweep_specs`` x ``sweep_maxnreg`` register caps (0 = none) x split off/on at the largest batch; written
     to ``sweep.csv``, appended to report.md and printed. ``ring_dtype`` (:data:`RING_DTYPES`): the dtype in which
     the timed caches' rings keep k and v (bfloat16: exact for the bf16 activations, half the ring bytes).
+    ``shared_keys`` (:func:`bench_kernel`): the caches keep one key per key head of the model's shape (default) or
+    one per value head.
     ``mamba_ssm_src``: where mamba_ssm's Triton decode kernel is, for the mamba2 anchor rows
     (:func:`.mamba_ssm_anchor.load_selective_state_update`; default ``$REPLAYSSM_MAMBA_SSM_SRC``, else an installed
     mamba_ssm; neither: no anchor rows, and a note says so).
@@ -603,7 +628,8 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
             x, key = None, (fam, b)
             x = bench_inputs(fam, b, shapes[fam], window, device)
         rows.append(dict(bench_kernel(fam, spec, mode, b, shapes[fam], window, timer, device, x, knobs,
-                                      ring_dtype=RING_DTYPES[ring_dtype]), copy_GBps=bw["best"]))
+                                      ring_dtype=RING_DTYPES[ring_dtype], shared_keys=shared_keys),
+                         copy_GBps=bw["best"]))
         pd.DataFrame(rows).to_csv(partial, index=False)   # a run cut short keeps what it measured (--resume)
     del x
     df = pd.DataFrame(rows)
@@ -621,8 +647,9 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
                 .strftime("%Y-%m-%d %H:%M UTC"),
                 device=torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (Triton interpreter)",
                 versions=_versions(), window=window, copy_GBps=bw["best"], copy_detail=bw, shapes=report_shapes,
-                ring_dtype=ring_dtype)
-    write_report(out, df, memory_table(specs, report_shapes, window, RING_DTYPES[ring_dtype]), corr, meta, notes)
+                ring_dtype=ring_dtype, shared_keys=shared_keys)
+    write_report(out, df, memory_table(specs, report_shapes, window, RING_DTYPES[ring_dtype], shared_keys), corr, meta,
+                 notes)
     os.remove(partial)
     if sweep_block_v:
         configs(list(sweep_specs))

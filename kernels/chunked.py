@@ -164,6 +164,9 @@ def chunked_forward_many(caches, slots: torch.Tensor, q, k, v, g, beta=None) -> 
     if R != len(caches) * n:
         raise ValueError(f"{R} rows for {len(caches)} caches of {n} slots")
     first = caches[0]
+    if any(c.key_group > 1 for c in caches):
+        raise ValueError("chunked_forward: a cache with shared keys (num_key_heads < num_heads) is not supported; "
+                         "create the caches with num_key_heads=num_heads (the default) and pass k per value head")
     # token-major float32 copies [T, R, HV, *]: a flush token of one cache, x[t, rows of the cache], is contiguous
     # (no per-step copies in SSMStateCache.step), and so is its output row block of ``out``
     q, k, v, g = (x.float().transpose(0, 1).contiguous() for x in (q, k, v, g))

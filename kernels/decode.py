@@ -56,7 +56,8 @@ def step_consts(cache, plan: StepPlan) -> dict:
                 LP=LP, LPLOG=LP.bit_length() - 1, BK=block_k(cache.head_k), NV4=plan.nvfp4,
                 GK=cache.head_k if cache.per_key else 1, DELTA=cache.delta,
                 FMT_HP=FORMAT_CODE[cache.spec.recur.name], FMT_LP=FORMAT_CODE[cache.spec.read.name],
-                SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag, CACHED=cached_corrections(cache))
+                SHARED=cache.spec.shared, SR=cache.spec.sr, TAG=cache.tag, CACHED=cached_corrections(cache),
+                HG=cache.key_group)
 
 
 def flush_side_stream(cache, device):
@@ -120,7 +121,8 @@ def triton_step(cache, slot_idx, q, k, v, g, beta, out=None, advance: bool = Fal
     rows' ring and flush counters (``SSMStateCache.step``; the speculative commit sets them itself).
 
     Args:
-        slot_idx: int32/int64 ``[B]``; q, k: ``[B, HV, K]``; v: ``[B, HV, V]`` (fp32/bf16/fp16, contiguous);
+        slot_idx: int32/int64 ``[B]``; q: ``[B, HV, K]``; k: ``[B, HK, K]`` (``HK = HV / cache.key_group`` key
+        heads); v: ``[B, HV, V]`` (fp32/bf16/fp16, contiguous);
         g: log decays ``[B, HV]`` (kda ``[B, HV, K]``); beta: ``[B, HV]`` (any float; None or unused for mamba2);
         out: optional float32 ``[B, HV, V]`` to write into.
 

@@ -40,6 +40,7 @@ def _flush_item(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, scr, DOTP: tl.constexpr, UROWS: tl.constexpr = 0, SCR_L2: tl.constexpr = False,
+    HG: tl.constexpr = 1,
 ):
     """Work item ``w`` of the flush launch, ``IPH`` items of ``BVI`` rows of V per (flush row, head): the
     ``w % IPH``-th V-block of head ``(w / IPH) % HV`` of the ``w / (HV IPH)``-th listed flush row."""
@@ -47,7 +48,7 @@ def _flush_item(
     _step_program(w % IPH, (w // IPH) % HV, b, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
                   lp0, lp1, lp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P,
                   LP, LPLOG, BK, BVI, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, True, scr,
-                  DOTP, UROWS, SCR_L2)
+                  DOTP, UROWS, SCR_L2, HG=HG)
 
 
 @triton.jit
@@ -61,7 +62,7 @@ def _flush_kernel(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, NVB: tl.constexpr, DOTP: tl.constexpr, scr_ptr=None, amx_ptr=None, NVG: tl.constexpr = 0,
-    UROWS: tl.constexpr = 0, SCR_L2: tl.constexpr = False,
+    UROWS: tl.constexpr = 0, SCR_L2: tl.constexpr = False, HG: tl.constexpr = 1,
 ):
     """Split step, flush launch (FLUSH_ONLY): a persistent grid of a few programs per SM loops over the work
     items (flush row, head, V-block) of the rows listed by :func:`_flush_rows_kernel`, each handled like the
@@ -114,14 +115,14 @@ def _flush_kernel(
             _flush_item(w, NVB, BV, rows_ptr, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
                         lp0, lp1, lp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1,
                         L1P, LP, LPLOG, BK, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, scr,
-                        DOTP, UROWS, SCR_L2)
+                        DOTP, UROWS, SCR_L2, HG)
             w += tl.num_programs(0)
     else:
         while w < n:
             _flush_item(w, NVB * (BV // FBV), FBV, rows_ptr, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr,
                         hp0, hp1, hp2, lp0, lp1, lp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed,
                         HV, K, V, L, L1, L1P, LP, LPLOG, BK, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR,
-                        TAG, CACHED, scr, DOTP)
+                        TAG, CACHED, scr, DOTP, HG=HG)
             w += tl.num_programs(0)
 
 

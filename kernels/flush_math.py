@@ -84,7 +84,8 @@ def _nilpotent_inverse(N, P: tl.constexpr, PLOG: tl.constexpr, DOTP: tl.constexp
 @triton.jit
 def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
                 K: tl.constexpr, L: tl.constexpr, LP: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
-                BK: tl.constexpr, LPLOG: tl.constexpr, CACHED: tl.constexpr, DOTP: tl.constexpr = "ieee"):
+                BK: tl.constexpr, LPLOG: tl.constexpr, CACHED: tl.constexpr, DOTP: tl.constexpr = "ieee",
+                ring0k=None):
     """Per-(row, head) terms of the chunked flush over the L inputs (ring entries 0..L-2, the current
     input as entry L-1; padded with zeros to LP >= 16 entries). With Gc_j the cumulative log decays (the
     ring's entries, then Gc_{L-1} = G_{L-2} + g_t, repeated on the padded entries; d_{i+1:j} = exp(Gc_j - Gc_i)):
@@ -99,13 +100,16 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
     (j < L-1, else 0), so that the current correction is u_{L-1} = beta (v - S_hp kdl - U cl).
     Returns (Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl) (unused entries are placeholders; ``DOTP`` = ``"tf32x3"``: Kd
     and Kd2 are their TF32 parts, Kdl and Kd2l the remainders, :func:`_tf32_split`). ``DOTP``: the input precision
-    of the fp32 dots (:func:`.launch.flush_dot_precision`).
+    of the fp32 dots (:func:`.launch.flush_dot_precision`). ``ring0k``: the pair's first entry in the key heads'
+    ring (None: ``ring0``; :func:`.ring._load_ring_keys`).
     """
+    if ring0k is None:
+        ring0k = ring0
     offs_j = tl.arange(0, LP)
     mring = offs_j < L - 1
     cur = offs_j == L - 1
     ej = ring0 + offs_j
-    Kr = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mring[:, None] & mk[None, :],
+    Kr = tl.load(rk_ptr + (ring0k + offs_j)[:, None] * K + offs_k[None, :], mask=mring[:, None] & mk[None, :],
                  other=0.0).to(tl.float32)
     Kr = tl.where(cur[:, None], kt[None, :], Kr)
     if GK == 1:
@@ -144,7 +148,7 @@ def _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k, mk,
             MT = tl.zeros([LP, LP], dtype=tl.float32)
             for i in tl.range(0, L, loop_unroll_factor=1):
                 inring = i < L - 1
-                ki = tl.load(rk_ptr + (ring0 + i) * K + offs_k, mask=mk & inring, other=0.0).to(tl.float32)
+                ki = tl.load(rk_ptr + (ring0k + i) * K + offs_k, mask=mk & inring, other=0.0).to(tl.float32)
                 ki = tl.where(inring, ki, kt)                                    # k_i [BK]
                 gci = tl.load(rg_ptr + (ring0 + i) * GK + offs_k, mask=mk & inring, other=0.0)
                 gci = tl.where(inring, gci, gtot)                                # Gc_i [BK]

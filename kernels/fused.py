@@ -19,7 +19,7 @@ from .ring import (_append_keys, _append_rows, _current_log_decay, _load_ring_ke
                    _ring_coeffs)
 from .rounding import nvfp4_amax, nvfp4_encode_scale
 from .rowscaled import is_rowscaled
-from .tiles import _decay_max, _load_read, _load_step_inputs, _store_head_scale, _vec4
+from .tiles import _decay_max, _load_read, _load_step_inputs, _store_head_scale, _vec4, key_row
 
 
 @triton.jit
@@ -34,7 +34,7 @@ def _step_program(
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, FLUSH_ONLY: tl.constexpr, scr_ptr=None, DOTP: tl.constexpr = "ieee", UROWS: tl.constexpr = 0,
     SCR_L2: tl.constexpr = False, arr_ptr=None, nprog=1, ARRIVE_LANES: tl.constexpr = 0, amx_ptr=None, harr_ptr=None,
-    SPREAD: tl.constexpr = False,
+    SPREAD: tl.constexpr = False, HG: tl.constexpr = 1,
 ):
     """One (V-block ``pv``, head, row ``b``) of a decode step: the fused step's program, or (``FLUSH_ONLY``) a
     work item of the split step's flush launch. ``scr_ptr`` (an nvfp4 flush in two passes, ``NVF`` > 1; None
@@ -50,7 +50,9 @@ def _step_program(
     ``SPREAD`` (fused grid, ``StepPlan.nvfp4_spread``): an nvfp4 two-pass flush spread over the head's V-block
     programs: each builds S_L of its rows into the head's scratch and stores their amax at ``amx_ptr[pv]`` (fp32, one
     per V-block), then counts in on ``harr_ptr`` (int32, zero before the step); the last to arrive resets it and
-    encodes the whole head (pass 2) with the largest of the amaxes."""
+    encodes the whole head (pass 2) with the largest of the amaxes. ``HG``: value heads per key head
+    (``SSMStateCache.key_group``): k and the ring's keys per key head (:func:`.tiles.key_row`), appended by the
+    group's first head."""
     # FLUSH_ONLY (replay, L > 1): a work item of the split step's flush launch (_flush_kernel, after
     # _nonflush_kernel): only flush rows are handled (a non-flush row reads h and writes nothing; no
     # speculative non-flush loads). All launches of a step run before the counter advance, so they read the
@@ -69,9 +71,11 @@ def _step_program(
     # reads slot 0 and discards it): the chain is idx -> {h, read-copy tile, whole ring, inputs}
     sh = tl.maximum(slot, 0) * HV + head
     ring0 = sh * L1
+    ring0k = key_row(tl.maximum(slot, 0), head, HV, HG) * L1
     h = tl.load(cnt_ptr + tl.maximum(slot, 0))
     fc = tl.load(fcnt_ptr + tl.maximum(slot, 0))   # with h: the program's only reads of the counters
-    q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
+    q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA,
+                                             key_row(b.to(tl.int64), head, HV, HG))
     vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
     if L > 1 and not FLUSH_ONLY:
         # speculative non-flush loads (wasted on the 1-in-L flush step; L2 hits for its own re-reads):
@@ -85,7 +89,7 @@ def _step_program(
         offs_j = tl.arange(0, L1P)
         mr = offs_j < L1
         ej = ring0 + offs_j
-        Kr_nf, g_nf = _load_ring_keys(rk_ptr, rg_ptr, ej, mr, offs_k, mk, K, GK)
+        Kr_nf, g_nf = _load_ring_keys(rk_ptr, rg_ptr, ej, mr, offs_k, mk, K, GK, ring0k + offs_j)
         if DELTA:
             Ur_nf = tl.load(ru_ptr + ej[:, None] * V + offs_v[None, :], mask=mr[:, None] & mv[None, :], other=0.0)
         else:
@@ -104,7 +108,7 @@ def _step_program(
             if L > 1:   # per-(row, head) terms of the chunked flush, shared by the sub-blocks
                 Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta,
                                                                      offs_k, mk, K, L, LP, GK, DELTA, BK, LPLOG,
-                                                                     CACHED, DOTP)
+                                                                     CACHED, DOTP, ring0k)
             else:
                 Kd = kt
                 Kdl = kt
@@ -210,7 +214,8 @@ def _step_program(
                 tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
                 eh = ring0 + h
                 _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
-                _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, pv == 0, K, GK, DELTA, CACHED)
+                _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, pv == 0, K, GK, DELTA, CACHED,
+                             ring0k + h, head % HG == 0)
     _advance_if_last(arr_ptr, cnt_ptr, fcnt_ptr, slot, arrived, nprog, h, fc, L, ARRIVE_LANES)
 
 
@@ -288,7 +293,7 @@ def _decode_step_kernel(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, DOTP: tl.constexpr, arr_ptr=None, ARRIVE_LANES: tl.constexpr = 0, scr_ptr=None,
-    amx_ptr=None, harr_ptr=None, SPREAD: tl.constexpr = False,
+    amx_ptr=None, harr_ptr=None, SPREAD: tl.constexpr = False, HG: tl.constexpr = 1,
 ):
     """The fused step (every row, flush or not) and conventional decoding: grid ``(cdiv(V, BV), HV, B)``, one
     program per (V-block, head, row) (:func:`_step_program`). The V-block programs of one (row, head) are
@@ -317,7 +322,7 @@ def _decode_step_kernel(
                   rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, cnt_ptr, fcnt_ptr, seed, HV, K, V, L, L1, L1P, LP,
                   LPLOG, BK, BV, BVF, NVF, NV4, GK, DELTA, FMT_HP, FMT_LP, SHARED, SR, TAG, CACHED, False,
                   scr, DOTP, arr_ptr=arr_ptr, nprog=tl.num_programs(0) * HV, ARRIVE_LANES=ARRIVE_LANES, amx_ptr=amx,
-                  harr_ptr=harr, SPREAD=SPREAD)
+                  harr_ptr=harr, SPREAD=SPREAD, HG=HG)
 
 
 def launch_fused(plan, args: dict, consts: dict, batch: int, device, arr_ptr=None, head_arrivals=None) -> None:

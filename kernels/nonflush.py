@@ -16,8 +16,8 @@ from replayssm_quant.quant import format_codes as fcode
 from .ring import _append_keys, _append_rows, _current_log_decay, _load_ring_keys, _ring_coeffs
 from .rounding import pow2_f32
 from .rowscaled import is_rowscaled
-from .tiles import (_decay_max, _load_read, _load_step_inputs, _nvfp4_chunk_sums, _read_scales, _read_unscale,
-                    _vec4)
+from .tiles import (_decay_max, _load_read, _load_step_inputs, _nvfp4_chunk_sums, _read_scales, _read_unscale, _vec4,
+                    key_row)
 
 
 @triton.jit
@@ -34,16 +34,16 @@ def _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v, mv, V: tl.constex
 
 
 @triton.jit
-def _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, pk, K: tl.constexpr, GK: tl.constexpr,
-                   DELTA: tl.constexpr, XSC: tl.constexpr):
+def _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, bhk, gam, kc, mkc, pq, pk, K: tl.constexpr,
+                   GK: tl.constexpr, DELTA: tl.constexpr, XSC: tl.constexpr):
     """K chunk ``kc`` of gamma_{1:t} * q_t and (delta rule) gamma_{1:t} * k_t, fp32 ``[KC]``, from (cache-hit)
     reloads of the inputs in the chunk's layout. GK = 1: ``gam`` is the scalar decay; per-key decays (GK = K):
     the chunk of gamma_{1:t} = exp(G_{h-1} + g_t), G_{h-1} from the ring row at ``gp_ptr`` (0 unless
     ``has_prev``): the fused kernel's whole-row arithmetic, element by element. ``XSC`` (a scaled read: nvfp4 or
     row-scaled): the scaled inputs of :func:`.ring._read_rowdot`, ``(gamma pq) q`` and ``(gamma pk) k``
-    (``pq = 2**s_q``, ``pk = 2**s_k``)."""
+    (``pq = 2**s_q``, ``pk = 2**s_k``). ``bhk``: the row's key head (:func:`.tiles.key_row`)."""
     q = tl.load(q_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
-    k = tl.load(k_ptr + bh * K + kc, mask=mkc, other=0.0).to(tl.float32)
+    k = tl.load(k_ptr + bhk * K + kc, mask=mkc, other=0.0).to(tl.float32)
     if GK == 1:
         gamc = gam
     else:
@@ -67,7 +67,7 @@ def _product_inputs(gam, q, k, pq, pk, DELTA: tl.constexpr, XSC: tl.constexpr):
 
 
 @triton.jit
-def _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, pk, xs_ptr,
+def _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, bhk, gam, kc, mkc, pq, pk, xs_ptr,
                        K: tl.constexpr, BK: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
                        NV4R: tl.constexpr, XSC: tl.constexpr, XSCR: tl.constexpr):
     """Add key chunk ``kc`` of the read copy, ``S``, ``SB`` ``[BVA, KC]`` (:func:`.tiles._load_read`), to the row sums:
@@ -84,7 +84,7 @@ def _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, has_pre
         else:
             xk = xq
     else:
-        xq, xk = _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, gam, kc, mkc, pq, pk, K, GK, DELTA,
+        xq, xk = _chunk_factors(q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, bhk, gam, kc, mkc, pq, pk, K, GK, DELTA,
                                 XSC)
     if NV4R:
         R: tl.constexpr = S.shape[0]
@@ -105,6 +105,7 @@ def _nonflush_kernel(
     HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr, L1P: tl.constexpr, BK: tl.constexpr,
     BVA: tl.constexpr, KC: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_LP: tl.constexpr,
     CACHED: tl.constexpr, PREFETCH: tl.constexpr, STAGES: tl.constexpr, xs_ptr=None, E2M1_PTX: tl.constexpr = True,
+    HG: tl.constexpr = 1,
 ):
     """First launch of a split replay step: the non-flush rows (and the padded rows' zero output).
 
@@ -124,6 +125,8 @@ def _nonflush_kernel(
     scratch row ``xs_ptr + (b * HV + head) * 2 * BK`` (fp32 ``[2, BK]``); after a barrier each chunk loads its
     slice. Otherwise every thread recomputes the chunk's inputs for the columns it holds, in every chunk.
     ``E2M1_PTX``: an nvfp4 read copy's E2M1 decode (:func:`.rounding.nvfp4_raw`; the same bits either way).
+    ``HG``: value heads per key head (``SSMStateCache.key_group``): k ``[B, HV // HG, K]`` and the ring's keys per
+    key head; the first head of a group appends the key (:func:`.tiles.key_row`).
     Flush rows (``h + 1 >= L``) are left to the flush launches."""
     NKC: tl.constexpr = BK // KC
     XSCR: tl.constexpr = xs_ptr is not None
@@ -138,13 +141,15 @@ def _nonflush_kernel(
     slot = tl.load(idx_ptr + b).to(tl.int64)
     sh = tl.maximum(slot, 0) * HV + head
     ring0 = sh * L1
+    bhk = key_row(b.to(tl.int64), head, HV, HG)
+    ring0k = key_row(tl.maximum(slot, 0), head, HV, HG) * L1
     h = tl.load(cnt_ptr + tl.maximum(slot, 0))
     NV4R: tl.constexpr = FMT_LP == fcode.NVFP4
     RSR: tl.constexpr = is_rowscaled(FMT_LP)
     XSC: tl.constexpr = NV4R or RSR   # a scaled read (ring._read_rowdot)
     if STAGES == 0:   # the first chunk before h is known
         S_next, SB_next = _load_read(lp0, lp1, lp2, sh, offs_v, offs_c, mv, offs_c < K, K, V, FMT_LP, KC, 0, E2M1_PTX)
-    q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
+    q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA, bhk)
     if slot < 0:
         tl.store(out_ptr + bh * V + offs_v, tl.zeros([BVA], dtype=tl.float32), mask=mv)
     elif h + 1 < L:
@@ -152,7 +157,7 @@ def _nonflush_kernel(
         mj = offs_j < h                     # h <= L - 2: only live entries are read
         ej = ring0 + offs_j
         Ur, vt = _load_ring_rows(ru_ptr, rv_ptr, v_ptr, ej, mj, bh, offs_v, mv, V, DELTA)
-        Kr, Gr = _load_ring_keys(rk_ptr, rg_ptr, ej, mj, offs_k, mk, K, GK)
+        Kr, Gr = _load_ring_keys(rk_ptr, rg_ptr, ej, mj, offs_k, mk, K, GK, ring0k + offs_j)
         gp_ptr = rg_ptr + (ring0 + h - 1) * GK   # kda: G_{h-1}, also reloaded by the chunks for their gamma slice
         if GK == 1:
             Gt, Gts = _current_log_decay(Gr, offs_j, h, gt, gts, GK, BK)
@@ -199,7 +204,7 @@ def _nonflush_kernel(
                 kc = c * KC + offs_c
                 mkc = kc < K
                 S, SB = _load_read(lp0, lp1, lp2, sh, offs_v, kc, mv, mkc, K, V, FMT_LP, KC, c * KC, E2M1_PTX)
-                acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam,
+                acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, bhk, gam,
                                                   kc, mkc, pq, pk, xs, K, BK, GK, DELTA, NV4R, XSC, XSCR)
         else:
             for c in tl.static_range(NKC):
@@ -213,7 +218,7 @@ def _nonflush_kernel(
                 if PREFETCH and c + 1 < NKC:    # the next chunk's loads before this chunk is reduced
                     S_next, SB_next = _load_read(lp0, lp1, lp2, sh, offs_v, kc + KC, mv, kc + KC < K, K, V, FMT_LP,
                                                  KC, (c + 1) * KC, E2M1_PTX)
-                acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, gam,
+                acc_q, acc_k = _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, h > 0, bh, bhk, gam,
                                                   kc, mkc, pq, pk, xs, K, BK, GK, DELTA, NV4R, XSC, XSCR)
         if XSC:
             acc_q = _read_unscale(acc_q, f, sq, 6 if NV4R else 0)
@@ -230,7 +235,8 @@ def _nonflush_kernel(
         tl.store(out_ptr + bh * V + offs_v, o, mask=mv)
         eh = ring0 + h
         _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V, DELTA, CACHED)
-        _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, True, K, GK, DELTA, CACHED)
+        _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, True, K, GK, DELTA, CACHED, ring0k + h,
+                     head % HG == 0)
 
 
 def launch_nonflush(plan, args: dict, consts: dict, batch: int, xs, device) -> None:
@@ -241,7 +247,7 @@ def launch_nonflush(plan, args: dict, consts: dict, batch: int, xs, device) -> N
 
     names = ("q_ptr", "k_ptr", "v_ptr", "g_ptr", "beta_ptr", "idx_ptr", "out_ptr", "lp0", "lp1", "lp2", "rg_ptr",
              "rk_ptr", "rv_ptr", "rb_ptr", "ru_ptr", "cnt_ptr", "HV")
-    cnames = ("K", "V", "L", "L1", "L1P", "BK", "GK", "DELTA", "FMT_LP", "CACHED")
+    cnames = ("K", "V", "L", "L1", "L1P", "BK", "GK", "DELTA", "FMT_LP", "CACHED", "HG")
     _nonflush_kernel[(1, args["HV"], batch)](
         **{n: args[n] for n in names}, **{n: consts[n] for n in cnames}, BVA=plan.rows, KC=plan.key_chunk,
         PREFETCH=plan.prefetch, STAGES=plan.stages, xs_ptr=xs, E2M1_PTX=plan.e2m1_ptx,

@@ -15,7 +15,7 @@ import triton.language as tl
 
 from .flush_math import _commit_flush_rows, _flush_prep, _flush_row_flags, _flush_S
 from .rounding import nvfp4_amax, nvfp4_encode_scale
-from .tiles import _load_step_inputs, _store_head_scale
+from .tiles import _load_step_inputs, _store_head_scale, key_row
 
 @triton.jit
 def _nvfp4_item_layout(nrows, HV, NVF: tl.constexpr, NVG: tl.constexpr):
@@ -62,7 +62,7 @@ def _nvfp4_part_item(
     rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K: tl.constexpr, V: tl.constexpr, L: tl.constexpr, L1: tl.constexpr,
     LP: tl.constexpr, LPLOG: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr, NVF: tl.constexpr,
     GK: tl.constexpr, DELTA: tl.constexpr, FMT_HP: tl.constexpr, CACHED: tl.constexpr, scr_ptr, amx_ptr,
-    DOTP: tl.constexpr, NVG: tl.constexpr,
+    DOTP: tl.constexpr, NVG: tl.constexpr, HG: tl.constexpr = 1,
 ):
     """Few flush rows, nvfp4 checkpoint: pass 1 of the two-pass flush spread over the grid
     (:func:`_nvfp4_part_kernel`). Item ``w`` (:func:`_nvfp4_item_layout`: ``G`` sub-blocks per item, ``ng`` items
@@ -76,11 +76,14 @@ def _nvfp4_part_item(
     rh = w // ng
     head = rh % HV
     bh = b.to(tl.int64) * HV + head
-    sh = tl.load(idx_ptr + b).to(tl.int64) * HV + head     # (listed rows have a slot)
+    slot = tl.load(idx_ptr + b).to(tl.int64)     # (listed rows have a slot)
+    sh = slot * HV + head
     ring0 = sh * L1
-    q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA)
+    q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA,
+                                             key_row(b.to(tl.int64), head, HV, HG))
     Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta,
-                                                         offs_k, mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED, DOTP)
+                                                         offs_k, mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED, DOTP,
+                                                         key_row(slot, head, HV, HG) * L1)
     scr = scr_ptr + rh.to(tl.int64) * (NVF * BVF * BK)
     at = tl.exp(gt)
     j = (w % ng) * G
@@ -115,6 +118,7 @@ def _nvfp4_part_kernel(
     NV4: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
     FMT_HP: tl.constexpr, FMT_LP: tl.constexpr, SHARED: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
     CACHED: tl.constexpr, scr_ptr, amx_ptr, DOTP: tl.constexpr, NVG: tl.constexpr, BLOCK: tl.constexpr,
+    HG: tl.constexpr = 1,
 ):
     """Split step, nvfp4 checkpoint, in place of :func:`.flush._flush_rows_kernel`: every program lists the rows that flush
     this step (program 0 stores the list, ``rows[0:n]``, ``nrows[0] = n``, for :func:`.flush._flush_kernel`), and when few
@@ -150,15 +154,15 @@ def _nvfp4_part_kernel(
             if G == 1:   # one sub-block per item: the unrolled item (a runtime loop of one is slower on the GPU)
                 _nvfp4_part_item(w, b, G, ng, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1,
                                  hp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K, V, L, L1, LP, LPLOG, BK, BVF,
-                                 NVF, GK, DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP, 1)
+                                 NVF, GK, DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP, 1, HG)
             else:
                 _nvfp4_part_item(w, b, G, ng, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1,
                                  hp2, rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K, V, L, L1, LP, LPLOG, BK, BVF,
-                                 NVF, GK, DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP, 0)
+                                 NVF, GK, DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP, 0, HG)
         else:
             _nvfp4_part_item(w, b, G, ng, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2,
                              rg_ptr, rk_ptr, rv_ptr, rb_ptr, ru_ptr, HV, K, V, L, L1, LP, LPLOG, BK, BVF, NVF, GK,
-                             DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP, NVG)
+                             DELTA, FMT_HP, CACHED, scr_ptr, amx_ptr, DOTP, NVG, HG)
         w += tl.num_programs(0)
 
 

@@ -141,7 +141,7 @@ def replay_ring(cache, S, slots, h: int):
         G = cache.ring_g[slots, :, j]
         a = exp32(G - G_prev)
         G_prev = G
-        kj = cache.ring_k[slots, :, j].float()
+        kj = cache.value_head_keys(cache.ring_k[slots, :, j]).float()
         if cached_corrections(cache):
             S = S * a.unsqueeze(-2) + cache.ring_u[slots, :, j].unsqueeze(-1) * kj.unsqueeze(-2)
         else:
@@ -192,7 +192,7 @@ def _flush_keys(cache, slots, k, g, BK: int, LP: int):
     L = cache.window
     n, HV = k.shape[:2]
     Kr = np.zeros((n, HV, LP, BK), np.float32)
-    Kr[:, :, :L - 1] = _np(cache.ring_k[slots][:, :, :L - 1], BK)
+    Kr[:, :, :L - 1] = _np(cache.value_head_keys(cache.ring_k[slots][:, :, :L - 1], dim=1), BK)
     Kr[:, :, L - 1] = _np(k, BK)
     if cache.per_key:
         Gc = np.zeros((n, HV, LP, BK), np.float32)
@@ -407,7 +407,7 @@ def _non_flush(cache, slots, h, q, k, v, g, beta):
     L1P = max(2, 1 << (L1 - 1).bit_length())
     qn, kn = _np(q, BK), _np(k, BK)                                             # [n, HV, BK]
     Kr = np.zeros((n, HV, L1P, BK), np.float32)
-    Kr[:, :, :h] = _np(cache.ring_k[slots][:, :, :h], BK)
+    Kr[:, :, :h] = _np(cache.value_head_keys(cache.ring_k[slots][:, :, :h], dim=1), BK)
     ring_u = cache.ring_u if cache.delta else cache.ring_v
     Ur = np.zeros((n, HV, L1P, V), np.float32)
     Ur[:, :, :h] = ring_u[slots][:, :, :h].float().cpu().numpy()
@@ -441,7 +441,8 @@ def _non_flush(cache, slots, h, q, k, v, g, beta):
         u = vn
     o = acc_q + u * _npsum(kn * qn)[..., None]
     cache.ring_g[slots, :, h] = Gt_entry
-    cache.ring_k[slots, :, h] = k.to(cache.ring_k.dtype)   # (exact: ring_dtype is the activations' dtype)
+    # (exact: ring_dtype is the activations' dtype); one key per key head: the first of its value heads' copies
+    cache.ring_k[slots, :, h] = k[:, ::cache.key_group].to(cache.ring_k.dtype)
     if not cached_corrections(cache):    # raw v, beta: only the recompute (separate specs) and mamba2 need them
         cache.ring_v[slots, :, h] = v.to(cache.ring_v.dtype)
         if cache.delta:

@@ -16,10 +16,13 @@ from .rounding import pow2_f32
 from .tiles import _nvfp4_chunk_sums, _read_scales, _read_unscale, _vec4
 
 @triton.jit
-def _load_ring_keys(rk_ptr, rg_ptr, ej, mrow, offs_k, mk, K: tl.constexpr, GK: tl.constexpr):
+def _load_ring_keys(rk_ptr, rg_ptr, ej, mrow, offs_k, mk, K: tl.constexpr, GK: tl.constexpr, ejk=None):
     """Ring entries ``ej`` [L1P] (rows where ``mrow`` is false read as 0): keys [L1P, BK] and log decays
-    ([L1P], or [L1P, BK] when GK = K)."""
-    Kr = tl.load(rk_ptr + ej[:, None] * K + _vec4(offs_k)[None, :], mask=mrow[:, None] & mk[None, :],
+    ([L1P], or [L1P, BK] when GK = K). ``ejk``: the keys' entries in the key heads' ring (None: ``ej``; value
+    heads that share a key share its ring rows, ``SSMStateCache.key_group``)."""
+    if ejk is None:
+        ejk = ej
+    Kr = tl.load(rk_ptr + ejk[:, None] * K + _vec4(offs_k)[None, :], mask=mrow[:, None] & mk[None, :],
                  other=0.0).to(tl.float32)
     if GK == 1:
         gr = tl.load(rg_ptr + ej, mask=mrow, other=0.0)
@@ -156,11 +159,15 @@ def _append_rows(ru_ptr, rv_ptr, eh, u, vt, offs_v, mv, V: tl.constexpr, DELTA: 
 
 @triton.jit
 def _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, lead, K: tl.constexpr,
-                 GK: tl.constexpr, DELTA: tl.constexpr, CACHED: tl.constexpr):
+                 GK: tl.constexpr, DELTA: tl.constexpr, CACHED: tl.constexpr, ehk=None, klead=True):
     """Append k_t, the cumulative log decay G_t ([BK]; GK = 1: its element 0) and (where the flush recomputes
     the corrections) beta_t as ring entry ``eh``; only the ``lead`` program of a (row, head) writes them. k_t goes
-    in the ring's input dtype (``SSMStateCache.ring_dtype``: the caller's activations, held exactly)."""
-    tl.store(rk_ptr + eh * K + offs_k, kt.to(rk_ptr.dtype.element_ty), mask=mk & lead)   # (exact: an input)
+    in the ring's input dtype (``SSMStateCache.ring_dtype``: the caller's activations, held exactly), at entry
+    ``ehk`` of the key heads' ring (None: ``eh``), written only where ``klead`` (the first value head of a key
+    group: the group's heads hold the same key)."""
+    if ehk is None:
+        ehk = eh
+    tl.store(rk_ptr + ehk * K + offs_k, kt.to(rk_ptr.dtype.element_ty), mask=mk & lead & klead)   # (exact: an input)
     if GK == 1:
         tl.store(rg_ptr + eh + offs_k, Gt, mask=(offs_k == 0) & lead)
     else:

@@ -7,7 +7,8 @@ Holds, for ``num_slots`` slots and ``num_heads`` (= HV) heads of ``[V, K]`` stat
 * the ring of inputs received since the last flush, capacity ``L - 1``
   (``ring_g float32 [S, HV, L-1, GK]`` cumulative log decays since the checkpoint, G_j = G_{j-1} + g_j
   (:func:`.reference.cumulative_log_decay`), GK = K for kda else 1;
-  ``ring_k [S, HV, L-1, K]``; ``ring_v [S, HV, L-1, V]`` raw v (mamba2: v = u);
+  ``ring_k [S, HK, L-1, K]`` (one key per key head: ``HK = HV / key_group``, HK = HV unless the model shares
+  keys across value heads); ``ring_v [S, HV, L-1, V]`` raw v (mamba2: v = u);
   (these two inputs in ``ring_dtype``); ``ring_beta float32 [S, HV, L-1]``; ``ring_u float32 [S, HV, L-1, V]``
   the corrections
   (gdn/kda): used for outputs, and for a shared spec also by the flush
@@ -78,13 +79,20 @@ class SSMStateCache:
             cumulative log decays and corrections stay float32.
         knobs: :class:`.launch.LaunchKnobs`, overrides of the Triton launcher's heuristics (default: none; the
             results are the same bits whatever the knobs, only the launches differ).
+        num_key_heads: HK, the key heads (default: ``num_heads``). Models whose value heads share keys (Qwen3.5
+            GDN: 16 key heads for 32 value heads; Nemotron-H Mamba-2: 8 groups of B for 128 heads) pass their
+            count: :meth:`step` then takes k ``[B, HK, K]`` (value head h reads key head ``h // (HV / HK)``) and
+            the ring keeps one key per key head (``key_group`` = HV / HK value heads share it), fewer bytes per
+            step than the repeated keys and the same results. Not with ``max_draft`` > 0 (the speculative verify
+            takes a key per value head).
         max_draft: T_max, the most tokens one :meth:`verify` takes (0, the default: no speculation, no extra
             memory). Replay: 1 <= T_max <= window; the ring grows to ``window - 1 + T_max`` entries.
     """
 
     def __init__(self, family: str, spec, num_slots: int, num_heads: int, head_k: int, head_v: int,
                  window: int = 16, mode: str = "replay", seed: int = 0, device="cpu", backend: str = "triton",
-                 ring_dtype: torch.dtype = torch.float32, knobs: LaunchKnobs | None = None, max_draft: int = 0):
+                 ring_dtype: torch.dtype = torch.float32, knobs: LaunchKnobs | None = None, max_draft: int = 0,
+                 num_key_heads: int | None = None):
         self.family = check_family(family)
         self.spec: StateSpec = spec if isinstance(spec, StateSpec) else parse_state_spec(spec)
         self.mode = check_mode(mode)
@@ -110,6 +118,15 @@ class SSMStateCache:
             raise ValueError(f"max_draft={max_draft} exceeds the window {window}: a verify takes at most window "
                              "tokens (the committed tail after a flush must fit the next window)")
         self.max_draft = max_draft
+        HK = num_heads if num_key_heads is None else _pos_int("num_key_heads", num_key_heads)
+        if num_heads % HK:
+            raise ValueError(f"num_key_heads={HK} must divide num_heads={num_heads} (each key head serves "
+                             f"num_heads / num_key_heads value heads)")
+        if HK != num_heads and max_draft:
+            raise ValueError(f"num_key_heads={HK} < num_heads={num_heads} (shared keys) with max_draft={max_draft}: "
+                             "the speculative verify takes a key per value head; pass max_draft=0 or "
+                             "num_key_heads=num_heads")
+        self.num_key_heads, self.key_group = HK, num_heads // HK
         self.seed = check_seed(seed)
         self.device = torch.device(device)
         if backend == "triton" and self.device.type == "cpu":
@@ -133,7 +150,7 @@ class SSMStateCache:
         f32 = dict(dtype=torch.float32, device=dev)
         self.ring_g = torch.zeros(S, HV, L1, GK, **f32)
         act = dict(dtype=ring_dtype, device=dev)
-        self.ring_k = torch.zeros(S, HV, L1, K, **act)
+        self.ring_k = torch.zeros(S, HK, L1, K, **act)
         # shared delta-rule spec (Algorithm 1): the flush uses the cached corrections u_j, so the ring keeps no
         # raw v_j / beta_j (empty tensors); separate specs (Algorithm 3) recompute u_j from them
         raw = not cached_corrections(self)
@@ -154,6 +171,11 @@ class SSMStateCache:
         else:
             self.draft_g = self.draft_v = self.draft_beta = None
             self.snap = StoredState(self.spec.recur, S * Tm, HV, V, K, dev) if Tm else None
+
+    def value_head_keys(self, k: torch.Tensor, dim: int = -2) -> torch.Tensor:
+        """Keys per key head (``HK`` along ``dim``) -> per value head (``HV``): key head i repeated for its
+        ``key_group`` value heads (``k`` itself when every head has its own key)."""
+        return k if self.key_group == 1 else k.repeat_interleave(self.key_group, dim=dim)
 
     def head_arrivals(self, batch: int) -> torch.Tensor:
         """int32 ``[batch * HV]``, zero between steps: per (row, head) of a ``batch``-row fused step, the count of
@@ -228,7 +250,9 @@ class SSMStateCache:
         if x.dtype not in _ACT_DTYPES:
             raise ValueError(f"{name} has dtype {x.dtype}; allowed: float32, bfloat16, float16")
         if tuple(x.shape) != tuple(shape):
-            raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {tuple(shape)}")
+            keys = (f" (k per key head: this cache has num_key_heads={self.num_key_heads} for num_heads="
+                    f"{self.num_heads})" if name == "k" and self.key_group > 1 else "")
+            raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {tuple(shape)}{keys}")
         if x.device.type != self.device.type:
             raise ValueError(f"{name} is on {x.device}, the cache on {self.device}")
         return x.contiguous()
@@ -303,7 +327,7 @@ class SSMStateCache:
         ``validate`` the sign of ``g``. Returns them contiguous."""
         HV, K, V = self.num_heads, self.head_k, self.head_v
         q = self._act("q", q, (*lead, HV, K))
-        k = self._act("k", k, (*lead, HV, K))
+        k = self._act("k", k, (*lead, self.num_key_heads, K))
         v = self._act("v", v, (*lead, HV, V))
         for name, x in (("k", k), ("v", v)):   # the ring keeps them: exact only in their own dtype
             if self.ring_dtype != torch.float32 and x.dtype != self.ring_dtype:
@@ -327,7 +351,8 @@ class SSMStateCache:
 
         Args:
             slot_idx: int32/int64 ``[B]``, row -> slot; negative = padded row (no slot touched, zero output).
-            q, k: ``[B, HV, K]``; v: ``[B, HV, V]``; g: log decay ``[B, HV]`` (kda: ``[B, HV, K]``), <= 0;
+            q: ``[B, HV, K]``; k: ``[B, HK, K]`` (HK = ``num_key_heads``); v: ``[B, HV, V]``; g: log decay
+                ``[B, HV]`` (kda: ``[B, HV, K]``), <= 0;
                 beta: ``[B, HV]`` (gdn, kda) or ``None`` (mamba2). float32 / bfloat16 / float16; k and v in
                 ``ring_dtype`` unless that is float32.
             out: optional float32 ``[B, HV, V]`` to write into (triton backend).
@@ -355,7 +380,7 @@ class SSMStateCache:
             g = g.unsqueeze(-1)
         if beta is None:
             beta = torch.zeros(B, HV, dtype=torch.float32, device=self.device)
-        res = torch_step(self, slot_idx, q.float(), k.float(), v.float(), g, beta.float())
+        res = torch_step(self, slot_idx, q.float(), self.value_head_keys(k).float(), v.float(), g, beta.float())
         if out is not None:
             out.copy_(res)
             res = out

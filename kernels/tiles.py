@@ -127,12 +127,25 @@ def _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP: tl.constexpr, FMT_LP: tl.cons
 
 
 @triton.jit
+def key_row(row, head, HV, HG: tl.constexpr):
+    """Index of (``row``, ``head``)'s key head in a tensor of ``[.., HV // HG, ..]`` key heads: ``HG`` value heads
+    share one key (``SSMStateCache.key_group``; 1: every head its own). The caller's ``row`` is int64."""
+    if HG == 1:
+        return row * HV + head
+    else:
+        return row * (HV // HG) + head // HG
+
+
+@triton.jit
 def _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K: tl.constexpr, BK: tl.constexpr,
-                      GK: tl.constexpr, DELTA: tl.constexpr):
+                      GK: tl.constexpr, DELTA: tl.constexpr, bhk=None):
     """The current input of row-head ``bh`` in fp32: q, k [BK]; log decay g as a [BK] vector and (GK = 1)
-    the scalar gts (else 0); beta (0 without the delta rule). Returns (q, kt, gt, gts, beta)."""
+    the scalar gts (else 0); beta (0 without the delta rule). ``bhk``: the row's key head (k ``[B, HK, K]``,
+    :func:`key_row`; None: ``bh``). Returns (q, kt, gt, gts, beta)."""
+    if bhk is None:
+        bhk = bh
     q = tl.load(q_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
-    kt = tl.load(k_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+    kt = tl.load(k_ptr + bhk * K + offs_k, mask=mk, other=0.0).to(tl.float32)
     if GK == 1:
         gts = tl.load(g_ptr + bh).to(tl.float32)
         gt = gts + tl.zeros([BK], dtype=tl.float32)

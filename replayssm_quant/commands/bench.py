@@ -43,6 +43,10 @@ def configure(parser):
     parser.add_argument("--ring-dtype", choices=("float32", "bfloat16"), default="float32",
                         help="dtype in which the replay rings keep k and v (SSMStateCache ring_dtype; bfloat16 holds "
                              "the benchmark's bf16 activations exactly in half the ring bytes; default float32)")
+    parser.add_argument("--keys", choices=("shared", "per-head"), default="shared",
+                        help="where the model's value heads share keys (gdn: 16 key heads for 32 value heads; mamba2: "
+                             "8 groups for 128 heads), the caches keep one key per key head (shared, the default) or "
+                             "one per value head (per-head)")
     parser.add_argument("--mamba-ssm-src", default=None,
                         help="folder holding mamba_ssm/ (an unpacked mamba_ssm sdist) whose Triton "
                              "selective_state_update times the mamba2 anchor rows (default $REPLAYSSM_MAMBA_SSM_SRC, "
@@ -90,6 +94,7 @@ def run(args):
                    split_flush={"auto": None, "on": True, "off": False}[getattr(args, "split_flush", "auto")],
                    resume=getattr(args, "resume", False), ring_dtype=getattr(args, "ring_dtype", "float32"),
                    mamba_ssm_src=getattr(args, "mamba_ssm_src", None),
+                   shared_keys=getattr(args, "keys", "shared") == "shared",
                    command="replayssm-quant bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"]
                    else " ".join(sys.argv))
     print(f"wrote {args.out}/results.csv, report.md, bench.png ({len(df)} measurements)")

@@ -5,6 +5,9 @@ baseline; ``--mode`` replay, the default, or conventional), the same slots, stat
 decode steps captured as one CUDA graph per variant (slot groups staggered so every step mixes flushing and
 non-flushing rows, as the benchmark's), then the outputs of every step and every stored tensor (checkpoints,
 ring, counters) compared with the baseline's. Prints one line per variant and exits 1 if any differs.
+``--shared-keys``: also compare, per family x spec, the baseline with one key per key head (``SSMStateCache``
+``num_key_heads`` of the bench shape, where the shape's value heads share keys) against one key per value head
+fed the repeated keys: the same outputs and stored tensors, the ring's keys once per key head.
 
     source scripts/gpu/setup.sh && python3 scripts/gpu/knob_identity_check.py --families gdn,kda \\
         --specs fp32,nvfp4/fp16 --variants "default;flush_stream=0"
@@ -19,27 +22,29 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
-from replayssm_quant.kernels.bench import SHAPES, bench_inputs, parse_knobs  # noqa: E402
+from replayssm_quant.kernels.bench import SHAPES, bench_inputs, parse_knobs, step_keys  # noqa: E402
 from replayssm_quant.kernels.launch import LaunchKnobs  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
 
-def run(family, spec, knobs, batch, steps, window=16, mode="replay"):
+def run(family, spec, knobs, batch, steps, window=16, mode="replay", shared_keys=False):
     """Outputs ``[steps, B, HV, V]`` and the stored tensors (by name) after ``steps`` graphed steps."""
     sh = SHAPES[family]
     dev = torch.device("cuda")
     c = SSMStateCache(family, spec, batch, sh["num_heads"], sh["head_k"], sh["head_v"], window=window,
-                      mode=mode, device=dev, backend="triton", seed=7, knobs=LaunchKnobs(**knobs))
+                      mode=mode, device=dev, backend="triton", seed=7, knobs=LaunchKnobs(**knobs),
+                      num_key_heads=sh.get("num_key_heads") if shared_keys else None)
     idx = torch.arange(batch, device=dev, dtype=torch.int32)
     gen = torch.Generator().manual_seed(5)
     c.load_state(idx, torch.randn(batch, sh["num_heads"], sh["head_v"], sh["head_k"], generator=gen).to(dev) * 0.3)
     c.ring_count[:batch] = (torch.arange(batch, dtype=torch.int32, device=dev) % c.window)   # staggered flushes
     x = bench_inputs(family, batch, sh, steps, dev)
+    keys = step_keys(c, x)
     outs = torch.empty(steps, batch, sh["num_heads"], sh["head_v"], device=dev)
 
     def body():
         for t in range(steps):
-            c.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t], None if x["beta"] is None else x["beta"][t],
+            c.step(idx, x["q"][t], keys[t], x["v"][t], x["g"][t], None if x["beta"] is None else x["beta"][t],
                    out=outs[t], validate=False)
 
     saved = [t.clone() for t in c.stored_tensors().values()]
@@ -65,6 +70,7 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--mode", default="replay", choices=("replay", "conventional"))
+    p.add_argument("--shared-keys", action="store_true", help="also compare shared keys against a key per value head")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("knob_identity_check: needs a CUDA device")
@@ -83,6 +89,16 @@ def main(argv=None):
                 outs = "identical" if same_out else \
                     f"DIFFER (max |diff| / max |out| = {(out - base_out).abs().max() / base_out.abs().max():.1e})"
                 print(f"{fam:6s} {spec:12s} {name:30s} outputs {outs}; stored tensors {stored}")
+            hg = SHAPES[fam]["num_heads"] // SHAPES[fam].get("num_key_heads", SHAPES[fam]["num_heads"])
+            if a.shared_keys and hg > 1:
+                out, st = run(fam, spec, variants[0][1], a.batch, a.steps, mode=a.mode, shared_keys=True)
+                base_st = dict(base_st, ring_k=base_st["ring_k"][:, ::hg])   # the repeated keys' ring, once per group
+                diff = [name for name, t in st.items() if not torch.equal(t, base_st[name])]
+                ok = torch.equal(out, base_out) and not diff
+                bad += not ok
+                print(f"{fam:6s} {spec:12s} {'shared keys (HK = HV / ' + str(hg) + ')':30s} outputs "
+                      f"{'identical' if torch.equal(out, base_out) else 'DIFFER'}; stored tensors "
+                      f"{'identical' if not diff else 'DIFFER (' + ', '.join(diff) + ')'}")
     sys.exit(1 if bad else 0)
 
 

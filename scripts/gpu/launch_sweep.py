@@ -4,7 +4,8 @@ batch under several knob sets (and, with ``--ring-dtypes``, ring input dtypes).
 Each variant is a set of launcher knobs (``kernels.bench.LAUNCH_KNOBS``: the fields of
 ``kernels.launch.LaunchKnobs``), written ``name=value,name=value`` (``kernels.bench.parse_knobs``); ``default`` is the
 heuristic. ``--ring-dtypes float32,bfloat16`` times each configuration with each ring dtype in turn (interleaved,
-column ``ring_dtype``; replay only). Columns as
+column ``ring_dtype``; replay only), and ``--keys shared,per-head`` with the cache's keys once per key head (the
+bench shape's ``num_key_heads``) and once per value head in turn (column ``key_heads``). Columns as
 ``replayssm-quant bench`` (``nonflush_us`` = one of the L - 1 non-flush steps, ``flush_us`` = the flush step,
 ``time_us`` = per step over L steps with every slot flushing on the same step, ``staggered_us`` = per step over
 L steps with the slots' flushes spread over the L steps; phases not asked for are empty). Prints one table and writes
@@ -55,7 +56,12 @@ def main(argv=None):
     p.add_argument("--stem", default="launch_sweep", help="output file stem")
     p.add_argument("--ring-dtypes", default="float32",
                    help=f"comma list of the ring's input dtypes ({', '.join(RING_DTYPES)}), each timed in turn")
+    p.add_argument("--keys", default="shared", help="comma list of shared, per-head: the caches' keys once per key "
+                                                     "head of the shape (shared) or per value head, each timed in turn")
     a = p.parse_args(argv)
+    keys = [x.strip() for x in a.keys.split(",")]
+    if set(keys) - {"shared", "per-head"}:
+        sys.exit(f"launch_sweep: --keys takes shared, per-head, got {a.keys!r}")
     rings = [r.strip() for r in a.ring_dtypes.split(",")]
     if set(rings) - set(RING_DTYPES):
         sys.exit(f"launch_sweep: --ring-dtypes takes {', '.join(RING_DTYPES)}, got {a.ring_dtypes!r}")
@@ -69,16 +75,17 @@ def main(argv=None):
     dev = torch.device("cuda")
     timer = Timer(dev, a.rep_ms)
     rows = []
-    todo = list(itertools.product(a.families.split(","), a.specs.split(","), variants, rings))
+    todo = list(itertools.product(a.families.split(","), a.specs.split(","), variants, rings, keys))
     x, key = None, None
-    for fam, spec, (name, knobs), ring in tqdm(todo, desc="launch sweep"):
+    for fam, spec, (name, knobs), ring, key in tqdm(todo, desc="launch sweep"):
         if key != fam:
             x, key = bench_inputs(fam, a.batch, SHAPES[fam], 16, dev), fam
         r = bench_kernel(fam, spec, a.mode, a.batch, SHAPES[fam], 16, timer, dev, x, knobs, phases,
-                         ring_dtype=RING_DTYPES[ring])
+                         ring_dtype=RING_DTYPES[ring], shared_keys=key == "shared")
         rows.append(dict(variant=name, **r))
         pd.DataFrame(rows).to_csv(os.path.join(a.out, f"{a.stem}.csv"), index=False)
     cols = (["family", "spec", "variant"] + (["ring_dtype"] if len(rings) > 1 else [])
+            + (["key_heads"] if len(keys) > 1 else [])
             + ["time_us", "staggered_us", "nonflush_us", "flush_us", "block_v", "flush_block_v", "step_advance",
                "num_warps", "nonflush_warps", "nonflush_maxnreg", "nonflush_stages", "flush_item_v", "flush_warps",
                "flush_programs", "maxnreg", "prefetch", "flush_scratch", "flush_nvfp4_items", "flush_nvfp4_item_blocks",

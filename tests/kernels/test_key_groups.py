@@ -1,0 +1,133 @@
+"""Shared keys (``SSMStateCache(num_key_heads=HK < HV)``): the ring keeps one key per key head and the kernels read
+value head h's key from key head ``h // (HV / HK)``. A cache with shared keys must give the same bits as a cache
+with one key per value head fed the repeated keys: outputs, checkpoints, read copies and every ring tensor (its
+keys are the other's, one per group), for the torch reference and the Triton kernels (fused grid, split step,
+nvfp4 sub-block items), aligned and staggered flushes.
+"""
+
+import pytest
+import torch
+
+from replayssm_quant.kernels.launch import LaunchKnobs
+from replayssm_quant.kernels.state_cache import SSMStateCache
+
+HV, HK, K, V, L, SLOTS = 4, 2, 32, 16, 4, 4
+
+
+def _inputs(family: str, steps: int, B: int, seed: int):
+    """Per step (q, k per key head, v, g, beta), random, k L2-normalised."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(steps):
+        q = torch.randn(B, HV, K, generator=gen)
+        k = torch.nn.functional.normalize(torch.randn(B, HK, K, generator=gen), dim=-1)
+        v = torch.randn(B, HV, V, generator=gen)
+        g = -0.3 * torch.rand(*((B, HV, K) if family == "kda" else (B, HV)), generator=gen)
+        beta = None if family == "mamba2" else torch.rand(B, HV, generator=gen)
+        out.append((q, k, v, g, beta))
+    return out
+
+
+def _run(family, spec, backend, num_key_heads, knobs=None, seed=0):
+    """Two steps of slot 2 alone (its ring ahead of the others: staggered flushes), then 9 steps of slots 2, 0, 3
+    (window 4: every slot flushes, on different steps). Returns the cache and the outputs."""
+    cache = SSMStateCache(family, spec, SLOTS, HV, K, V, window=L, backend=backend, seed=5, knobs=knobs,
+                          num_key_heads=num_key_heads)
+    outs = []
+    for t, (q, k, v, g, beta) in enumerate(_inputs(family, 11, 3, seed)):
+        rows = slice(0, 1) if t < 2 else slice(0, 3)
+        slots = torch.tensor([2, 0, 3], dtype=torch.int32)[rows]
+        if num_key_heads == HV:
+            k = k.repeat_interleave(HV // HK, dim=1)
+        sel = (lambda x: None if x is None else x[rows].contiguous())
+        outs.append(cache.step(slots, sel(q), sel(k), sel(v), sel(g), sel(beta)))
+    return cache, outs
+
+
+def _assert_same_bits(a, b, what):
+    assert a.shape == b.shape and a.dtype == b.dtype, what
+    if a.dtype.is_floating_point:
+        a, b = a.view(torch.int32 if a.element_size() == 4 else torch.int16 if a.element_size() == 2 else torch.uint8), \
+            b.view(torch.int32 if b.element_size() == 4 else torch.int16 if b.element_size() == 2 else torch.uint8)
+    assert torch.equal(a, b), f"{what}: {(a != b).sum().item()} elements differ"
+
+
+def _assert_caches_match(shared, own, outs_shared, outs_own):
+    for t, (a, b) in enumerate(zip(outs_shared, outs_own)):
+        _assert_same_bits(a, b, f"output of step {t}")
+    ts, to = shared.stored_tensors(), own.stored_tensors()
+    assert set(ts) == set(to)
+    for name in ts:
+        a, b = ts[name], to[name]
+        if a is None or b is None:
+            assert a is None and b is None, name
+            continue
+        if name == "ring_k":   # one key per key head: the value heads' copies of a group are equal
+            assert a.shape[1] == HK and b.shape[1] == HV
+            b = b[:, ::HV // HK]
+            _assert_same_bits(own.ring_k[:, 1::HV // HK], own.ring_k[:, ::HV // HK], "the repeated keys' ring")
+        _assert_same_bits(a, b, name)
+
+
+FAMILY_SPECS = [("gdn", "fp32"), ("gdn", "nvfp4/fp16"), ("gdn", "fp8+sr"), ("kda", "nvfp4/fp8+sr"),
+                ("kda", "fp32"), ("mamba2", "fp32"), ("mamba2", "nvfp4/fp16"), ("mamba2", "int8+sr")]
+
+
+@pytest.mark.parametrize("family,spec", FAMILY_SPECS)
+def test_shared_keys_torch_reference_equals_repeated_keys(family, spec):
+    shared, o1 = _run(family, spec, "torch", HK)
+    own, o2 = _run(family, spec, "torch", HV)
+    _assert_caches_match(shared, own, o1, o2)
+    assert shared.ring_k.numel() * (HV // HK) == own.ring_k.numel()
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["fused", "split"])
+@pytest.mark.parametrize("family,spec", FAMILY_SPECS)
+def test_shared_keys_triton_equals_repeated_keys_and_reference(family, spec, split):
+    knobs = LaunchKnobs(split_flush=split)
+    shared, o1 = _run(family, spec, "triton", HK, knobs)
+    own, o2 = _run(family, spec, "triton", HV, knobs)
+    _assert_caches_match(shared, own, o1, o2)
+    ref, o3 = _run(family, spec, "torch", HK)
+    for t, (a, b) in enumerate(zip(o1, o3)):
+        _assert_same_bits(a, b, f"triton vs torch output of step {t}")
+    for name, a in shared.stored_tensors().items():
+        if a is not None:
+            _assert_same_bits(a, ref.stored_tensors()[name], f"triton vs torch {name}")
+
+
+@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("kda", "nvfp4/fp16"), ("mamba2", "nvfp4/fp8+sr")])
+def test_shared_keys_nvfp4_sub_block_items(family, spec):
+    """Few flush rows of an nvfp4 checkpoint: pass 1 in sub-block items (:mod:`.nvfp4_items`), with shared keys."""
+    knobs = LaunchKnobs(split_flush=True, flush_nvfp4_items=True, flush_block_v=16)
+    shared, o1 = _run(family, spec, "triton", HK, knobs, seed=1)
+    own, o2 = _run(family, spec, "triton", HV, knobs, seed=1)
+    _assert_caches_match(shared, own, o1, o2)
+
+
+def test_shared_keys_conventional_mode():
+    c1 = SSMStateCache("gdn", "fp32", SLOTS, HV, K, V, mode="conventional", backend="triton", num_key_heads=HK)
+    c2 = SSMStateCache("gdn", "fp32", SLOTS, HV, K, V, mode="conventional", backend="triton")
+    slots = torch.tensor([1, 3], dtype=torch.int32)
+    for q, k, v, g, beta in _inputs("gdn", 3, 2, 7):
+        a = c1.step(slots, q, k, v, g, beta)
+        b = c2.step(slots, q, k.repeat_interleave(HV // HK, dim=1), v, g, beta)
+        _assert_same_bits(a, b, "conventional output")
+    _assert_same_bits(c1.checkpoint(slots), c2.checkpoint(slots), "conventional checkpoint")
+
+
+def test_shared_keys_errors():
+    with pytest.raises(ValueError, match=r"num_key_heads=3 must divide num_heads=4"):
+        SSMStateCache("gdn", "fp32", 2, 4, K, V, backend="torch", num_key_heads=3)
+    with pytest.raises(ValueError, match=r"num_key_heads must be a positive int"):
+        SSMStateCache("gdn", "fp32", 2, 4, K, V, backend="torch", num_key_heads=0)
+    with pytest.raises(ValueError, match=r"speculative verify takes a key per value head"):
+        SSMStateCache("gdn", "fp32", 2, 4, K, V, backend="torch", num_key_heads=2, max_draft=2)
+    c = SSMStateCache("gdn", "fp32", 2, 4, K, V, backend="torch", num_key_heads=2)
+    q, k, v, g, beta = _inputs("gdn", 1, 1, 0)[0]
+    with pytest.raises(ValueError, match=r"k has shape \(1, 4, 32\), expected \(1, 2, 32\) \(k per key head: this "
+                                         r"cache has num_key_heads=2"):
+        c.step(torch.tensor([0]), q, k.repeat_interleave(2, dim=1), v, g, beta)
+    from replayssm_quant.kernels.chunked import chunked_forward
+    with pytest.raises(ValueError, match=r"chunked_forward: a cache with shared keys"):
+        chunked_forward(c, torch.tensor([0]), q[:, None], k[:, None], v[:, None], g[:, None], beta[:, None])
