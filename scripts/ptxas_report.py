@@ -228,7 +228,8 @@ def h200_planner(sms: int = H200_SMS):
         launch._on_gpu, launch._num_sms = saved
 
 
-def split_launch_kwargs(family: str, spec: str, batch: int, kernel: str = "flush", knobs: dict | None = None) -> dict:
+def split_launch_kwargs(family: str, spec: str, batch: int, kernel: str = "flush", knobs: dict | None = None,
+                        shared_keys: bool = True) -> dict:
     """The keyword arguments (launch options included) of the split step's ``kernel`` (``"flush"``:
     ``_flush_kernel``; ``"nonflush"``: ``_nonflush_kernel``; ``"part"``: ``_nvfp4_part_kernel``, launched when the
     plan has nvfp4 sub-block items), or with ``kernel="fused"`` of the fused step's ``_decode_step_kernel`` (small
@@ -244,6 +245,8 @@ def split_launch_kwargs(family: str, spec: str, batch: int, kernel: str = "flush
     from replayssm_quant.kernels.launch import LaunchKnobs, plan_step
 
     shape = SHAPES[family]
+    # shared keys (the bench shape's num_key_heads, as the benchmark times it; a checkout without them has none)
+    keys = dict(num_key_heads=shape["num_key_heads"]) if shared_keys and "num_key_heads" in shape else {}
     rec = _Recorder()
     stand_ins = dict(part=_Recorder(), flush=_Recorder(), nonflush=_Recorder(), rows=_Recorder(), fused=_Recorder())
     stand_ins[kernel] = rec
@@ -251,13 +254,16 @@ def split_launch_kwargs(family: str, spec: str, batch: int, kernel: str = "flush
              fused._decode_step_kernel)
     with h200_planner():
         cache = SSMStateCache(family, spec, batch, shape["num_heads"], shape["head_k"], shape["head_v"], window=16,
-                              mode="replay", backend="torch", seed=1, knobs=LaunchKnobs(flush_stream=0, **(knobs or {})))
+                              mode="replay", backend="torch", seed=1, knobs=LaunchKnobs(flush_stream=0, **(knobs or {})),
+                              **keys)
         plan = plan_step(cache, batch)
         if plan.split == (kernel == "fused"):
             raise SystemExit(f"ptxas_report: {family} {spec} at batch {batch} is a {'split' if plan.split else 'fused'}"
                              f" step on an H200 (no {kernel} launch); take a {'smaller' if plan.split else 'larger'} "
                              "--batch")
         x = bench_inputs(family, batch, shape, 1, torch.device("cpu"))
+        if keys:
+            x["k"] = x["k_heads"]
         items._nvfp4_part_kernel, flush._flush_kernel = stand_ins["part"], stand_ins["flush"]
         nonflush._nonflush_kernel, flush._flush_rows_kernel = stand_ins["nonflush"], stand_ins["rows"]
         fused._decode_step_kernel = stand_ins["fused"]
@@ -295,7 +301,7 @@ def nonflush_report(a, kernel: str = "nonflush") -> list[dict]:
 
     rows = []
     for fam, spec, variant in itertools.product(a.families.split(","), a.specs.split(","), a.knobs.split(";")):
-        kw = split_launch_kwargs(fam, spec, a.batch, kernel, parse_knobs(variant))
+        kw = split_launch_kwargs(fam, spec, a.batch, kernel, parse_knobs(variant), a.keys == "shared")
         fn = fused._decode_step_kernel if kernel == "fused" else nonflush._nonflush_kernel
         opts, info = compile_launch(fn, kw, sass=True)
         sass = info.pop("sass")
@@ -321,7 +327,7 @@ def flush_report(a) -> list[dict]:
     for fam, spec, dot, variant in itertools.product(a.families.split(","), a.specs.split(","), a.dots.split(","),
                                                      a.knobs.split(";")):
         knobs = ({} if dot == "plan" else {"flush_dot": dot}) | parse_knobs(variant)
-        kw = split_launch_kwargs(fam, spec, a.batch, "flush", knobs)
+        kw = split_launch_kwargs(fam, spec, a.batch, "flush", knobs, a.keys == "shared")
         opts, info = compile_launch(flush._flush_kernel, kw, sass=True)
         loops = sass_loops(info.pop("sass"))
         sub = loops[0] if loops else []
@@ -337,11 +343,11 @@ def flush_report(a) -> list[dict]:
     return rows
 
 
-def nvfp4_part_launch_kwargs(family: str, spec: str, knobs: dict | None = None) -> dict:
+def nvfp4_part_launch_kwargs(family: str, spec: str, knobs: dict | None = None, shared_keys: bool = True) -> dict:
     """The keyword arguments of ``_nvfp4_part_kernel`` in the split step of the bench shape at B = 64 as planned on an
     H200 with ``knobs`` (:func:`split_launch_kwargs`; by default sub-block items, 16-row sub-blocks, 3xTF32 dots, 4
     warps)."""
-    return split_launch_kwargs(family, spec, 64, "part", knobs)
+    return split_launch_kwargs(family, spec, 64, "part", knobs, shared_keys)
 
 
 def nvfp4_items_report(a) -> list[dict]:
@@ -352,7 +358,7 @@ def nvfp4_items_report(a) -> list[dict]:
 
     rows = []
     for fam, spec, variant in itertools.product(a.families.split(","), a.specs.split(","), a.knobs.split(";")):
-        kw = nvfp4_part_launch_kwargs(fam, spec, parse_knobs(variant))
+        kw = nvfp4_part_launch_kwargs(fam, spec, parse_knobs(variant), a.keys == "shared")
         for nvg in map(int, a.item_blocks.split(",")):
             opts, info = compile_launch(items._nvfp4_part_kernel, dict(kw, NVG=nvg), sass=True)
             loops = sass_loops(info.pop("sass"))
@@ -381,6 +387,9 @@ def main(argv=None):
                    "--nvfp4-items; name=value,...)")
     p.add_argument("--batch", type=int, default=256, help="rows of the planned step (--flush, --nonflush, --fused)")
     p.add_argument("--tree", default=None, help="compile this checkout's kernels (read before the imports)")
+    p.add_argument("--keys", choices=("shared", "per-head"), default="shared",
+                   help="--flush, --nonflush, --fused, --nvfp4-items: the caches' keys once per key head of the bench "
+                        "shape (shared, as the benchmark times them) or once per value head")
     p.add_argument("--item-blocks", default="0,1,2,4", help="flush_nvfp4_item_blocks values (--nvfp4-items)")
     p.add_argument("--csv", default=None)
     a = p.parse_args(argv)
