@@ -115,6 +115,16 @@ def test_shared_keys_nvfp4_sub_block_items(family, spec):
     _assert_same_run(shared, o1, ref, o2, "nvfp4 items vs torch")
 
 
+@pytest.mark.parametrize("spread", [True, False], ids=["spread", "head_program"])
+def test_shared_keys_fused_two_pass_nvfp4_flush(spread):
+    """The fused grid's two-pass nvfp4 flush (V = 40 in 16-row programs: three V-block programs per head) spread over
+    the head's programs or in its first one, two value heads sharing one key. Bit for bit the torch reference."""
+    knobs = LaunchKnobs(split_flush=False, block_v=16, flush_block_v=16, fused_nvfp4_spread=spread)
+    shared, o1 = _run("gdn", "nvfp4/fp16", "triton", 1, knobs, seed=2, hv=2, hk=1, v_dim=40)
+    ref, o2 = _run("gdn", "nvfp4/fp16", "torch", 1, seed=2, hv=2, hk=1, v_dim=40)
+    _assert_same_run(shared, o1, ref, o2, "fused two-pass vs torch")
+
+
 def test_shared_keys_conventional_mode():
     c1 = SSMStateCache("gdn", "fp32", SLOTS, HV, K, V, mode="conventional", backend="triton", num_key_heads=HK)
     c2 = SSMStateCache("gdn", "fp32", SLOTS, HV, K, V, mode="conventional", backend="torch")
