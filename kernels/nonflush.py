@@ -67,8 +67,8 @@ def _product_inputs(gam, q, k, pq, pk, DELTA: tl.constexpr, XSC: tl.constexpr):
 
 
 @triton.jit
-def _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, bhk, gam, kc, mkc, pq, pk, xs_ptr,
-                       K: tl.constexpr, BK: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
+def _add_chunk_rowsums(acc_q, acc_k, S, SB, q_ptr, k_ptr, g_ptr, gp_ptr, has_prev, bh, bhk, gam, kc, mkc, pq, pk,
+                       xs_ptr, K: tl.constexpr, BK: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr,
                        NV4R: tl.constexpr, XSC: tl.constexpr, XSCR: tl.constexpr):
     """Add key chunk ``kc`` of the read copy, ``S``, ``SB`` ``[BVA, KC]`` (:func:`.tiles._load_read`), to the row sums:
     ``acc_q += S_c (gamma q)_c`` and (delta rule) ``acc_k += S_c (gamma k)_c`` (``[BVA]`` each; gamma chunks:

@@ -254,8 +254,8 @@ def split_launch_kwargs(family: str, spec: str, batch: int, kernel: str = "flush
              fused._decode_step_kernel)
     with h200_planner():
         cache = SSMStateCache(family, spec, batch, shape["num_heads"], shape["head_k"], shape["head_v"], window=16,
-                              mode="replay", backend="torch", seed=1, knobs=LaunchKnobs(flush_stream=0, **(knobs or {})),
-                              **keys)
+                              mode="replay", backend="torch", seed=1,
+                              knobs=LaunchKnobs(flush_stream=0, **(knobs or {})), **keys)
         plan = plan_step(cache, batch)
         if plan.split == (kernel == "fused"):
             raise SystemExit(f"ptxas_report: {family} {spec} at batch {batch} is a {'split' if plan.split else 'fused'}"

@@ -47,9 +47,9 @@ def _run(family, spec, backend, num_key_heads, knobs=None, seed=0, hv=HV, hk=HK,
 
 def _assert_same_bits(a, b, what):
     assert a.shape == b.shape and a.dtype == b.dtype, what
-    if a.dtype.is_floating_point:
-        a, b = a.view(torch.int32 if a.element_size() == 4 else torch.int16 if a.element_size() == 2 else torch.uint8), \
-            b.view(torch.int32 if b.element_size() == 4 else torch.int16 if b.element_size() == 2 else torch.uint8)
+    if a.dtype.is_floating_point:   # the bits, so NaNs and signed zeros count
+        bits = {4: torch.int32, 2: torch.int16, 1: torch.uint8}[a.element_size()]
+        a, b = a.view(bits), b.view(bits)
     assert torch.equal(a, b), f"{what}: {(a != b).sum().item()} elements differ"
 
 
