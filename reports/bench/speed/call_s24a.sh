@@ -7,14 +7,17 @@
 # all five table specs, then B = 64, gdn and mamba2 (kda has a key per head).
 #   git rev-parse --short HEAD > TREE.txt
 #   run(command="BUDGET_S=470 bash reports/bench/speed/call_s24a.sh", carry=["TREE.txt"])
+# A short budget: IDENT_SPECS, B256_FAMS, B256_SPECS narrow the first two parts (e.g. IDENT_SPECS=nvfp4/fp16
+# B256_FAMS=mamba2,gdn B256_SPECS=nvfp4/fp16,fp32: the rows the shared keys move most first).
 set -u
 source scripts/gpu/setup.sh
 R=${R:-$PWD/.gpu/res_s24a}
 source scripts/gpu/parts.sh s24a "${BUDGET_S:-470}"
-part ident_b64 100 python3 scripts/gpu/knob_identity_check.py --families gdn,mamba2 --specs fp32,nvfp4/fp16,fp8+sr \
+part ident_b64 100 python3 scripts/gpu/knob_identity_check.py --families gdn,mamba2 \
+  --specs "${IDENT_SPECS:-fp32,nvfp4/fp16,fp8+sr}" \
   --variants default --batch 64 --steps 40 --shared-keys
-part keys_b256 230 python3 scripts/gpu/launch_sweep.py --out "$R/keys" --families gdn,mamba2 \
-  --specs fp32,nvfp4/fp16,fp8+sr,int8+sr,nvfp4/fp8+sr --batch 256 --phases step,staggered,nonflush,flush \
+part keys_b256 230 python3 scripts/gpu/launch_sweep.py --out "$R/keys" --families "${B256_FAMS:-gdn,mamba2}" \
+  --specs "${B256_SPECS:-fp32,nvfp4/fp16,fp8+sr,int8+sr,nvfp4/fp8+sr}" --batch 256 --phases step,staggered,nonflush,flush \
   --rep-ms 10 --stem b256_keys --keys shared,per-head
 part keys_b64 90 python3 scripts/gpu/launch_sweep.py --out "$R/keys" --families gdn,mamba2 \
   --specs fp32,nvfp4/fp16,fp8+sr --batch 64 --phases step,staggered --rep-ms 10 --stem b64_keys --keys shared,per-head
