@@ -21,8 +21,10 @@ QUEUED = ("call_s24a.sh", "call_s19a.sh", "call_s22d.sh", "call_s23b.sh", "call_
 
 
 def _expanded_text(path: str) -> str:
-    """The script with its line continuations joined and its simple ``NAME="value"`` variables substituted."""
+    """The script with its line continuations joined, its simple ``NAME="value"`` variables substituted and every
+    ``${NAME:-default}`` replaced by its default (what the script runs when the caller sets nothing)."""
     text = open(path).read().replace("\\\n", " ")
+    text = re.sub(r"\$\{[A-Z][A-Z0-9_]*:-([^}$]*)\}", r"\1", text)
     for name, value in re.findall(r'^([A-Z][A-Z0-9_]*)="([^"$]*)"$', text, flags=re.M):
         text = re.sub(r"\$\{?%s\}?(?![A-Za-z0-9_])" % name, value, text)
     return text
