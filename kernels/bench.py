@@ -42,7 +42,7 @@ import torch
 
 from .bench_checks import correctness
 from .bench_report import (FLA_MODE, L2_BYTES, MAMBA_SSM_MODE, _versions, add_ratios, configs, markdown_table,
-                           memory_table, write_report)
+                           memory_table, shape_key_group, shape_key_heads, write_report)
 from .inputs import random_decode_inputs
 from .launch import LaunchKnobs, plan_step
 from .state_cache import SSMStateCache
@@ -144,7 +144,7 @@ def bench_inputs(family, batch, shape, window, device):
     gen = torch.Generator(device=device).manual_seed(batch)
     x = random_decode_inputs(family, window, batch, shape["num_heads"], shape["head_k"], shape["head_v"],
                              dtype=ACT_DTYPE, device=device, generator=gen)
-    hg = shape["num_heads"] // shape.get("num_key_heads", shape["num_heads"])
+    hg = shape_key_group(shape)
     x["k_heads"] = x["k"][:, :, ::hg].contiguous()
     if hg > 1:
         x["k"] = x["k_heads"].repeat_interleave(hg, dim=2)
@@ -249,7 +249,7 @@ def bench_kernel(family, spec, mode, batch, shape, window, timer, device, x, kno
     cache = SSMStateCache(family, spec, batch * R, shape["num_heads"], shape["head_k"], shape["head_v"],
                           window=window, mode=mode, device=device, backend="triton", seed=1234,
                           ring_dtype=ring_dtype, knobs=knobs,
-                          num_key_heads=shape.get("num_key_heads") if shared_keys else None)
+                          num_key_heads=shape_key_heads(shape, shared_keys))
     keys = step_keys(cache, x)
     _fill_states(cache, 7)
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]

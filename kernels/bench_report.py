@@ -33,13 +33,24 @@ def configs(specs):
     return out
 
 
+def shape_key_heads(shape: dict, shared_keys: bool = True) -> int | None:
+    """``SSMStateCache``'s ``num_key_heads`` for a bench ``shape``: the model's key heads with ``shared_keys``, else
+    None (a key per value head)."""
+    return shape.get("num_key_heads") if shared_keys else None
+
+
+def shape_key_group(shape: dict) -> int:
+    """Value heads per key head of a bench ``shape`` (1: a key per head)."""
+    return shape["num_heads"] // shape.get("num_key_heads", shape["num_heads"])
+
+
 def memory_table(specs, shapes, window, ring_dtype=torch.float32, shared_keys=True):
     rows = []
     for fam, shape in shapes.items():
         for spec, mode in configs(specs):
             c = SSMStateCache(fam, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"],
                               window=window, mode=mode, backend="torch", ring_dtype=ring_dtype,
-                              num_key_heads=shape.get("num_key_heads") if shared_keys else None)
+                              num_key_heads=shape_key_heads(shape, shared_keys))
             ck = c.hp.bytes_per_slot() + (0 if c.spec.shared else c.lp.bytes_per_slot())
             rows.append(dict(family=fam, spec=c.spec.text, mode=mode, checkpoint_bytes=ck,
                              ring_bytes=c.bytes_per_slot() - ck, total_bytes=c.bytes_per_slot(),

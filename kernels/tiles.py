@@ -130,7 +130,7 @@ def _store_head_scale(hp2, lp2, sh, s_enc, FMT_HP: tl.constexpr, FMT_LP: tl.cons
 def key_row(row, head, HV, HG: tl.constexpr):
     """Index of (``row``, ``head``)'s key head in a tensor of ``[.., HV // HG, ..]`` key heads: ``HG`` value heads
     share one key (``SSMStateCache.key_group``; 1: every head its own). The caller's ``row`` is int64."""
-    if HG == 1:
+    if HG == 1:   # the index the kernels had before shared keys: they compile as they did
         return row * HV + head
     else:
         return row * (HV // HG) + head // HG

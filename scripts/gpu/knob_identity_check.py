@@ -22,7 +22,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
-from replayssm_quant.kernels.bench import SHAPES, bench_inputs, parse_knobs, step_keys  # noqa: E402
+from replayssm_quant.kernels.bench import (SHAPES, bench_inputs, parse_knobs, shape_key_group,  # noqa: E402
+                                           shape_key_heads, step_keys)
 from replayssm_quant.kernels.launch import LaunchKnobs  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
@@ -33,7 +34,7 @@ def run(family, spec, knobs, batch, steps, window=16, mode="replay", shared_keys
     dev = torch.device("cuda")
     c = SSMStateCache(family, spec, batch, sh["num_heads"], sh["head_k"], sh["head_v"], window=window,
                       mode=mode, device=dev, backend="triton", seed=7, knobs=LaunchKnobs(**knobs),
-                      num_key_heads=sh.get("num_key_heads") if shared_keys else None)
+                      num_key_heads=shape_key_heads(sh, shared_keys))
     idx = torch.arange(batch, device=dev, dtype=torch.int32)
     gen = torch.Generator().manual_seed(5)
     c.load_state(idx, torch.randn(batch, sh["num_heads"], sh["head_v"], sh["head_k"], generator=gen).to(dev) * 0.3)
@@ -62,6 +63,17 @@ def run(family, spec, knobs, batch, steps, window=16, mode="replay", shared_keys
     return outs.cpu(), {name: t.cpu() for name, t in c.stored_tensors().items()}
 
 
+def _report(fam, spec, name, out, st, base_out, base_st) -> bool:
+    """Print one variant's line against the baseline; whether its outputs and stored tensors are identical."""
+    same_out = torch.equal(out, base_out)
+    diff = [n for n, t in st.items() if not torch.equal(t, base_st[n])]
+    stored = "identical" if not diff else "DIFFER (" + ", ".join(diff) + ")"
+    outs = "identical" if same_out else \
+        f"DIFFER (max |diff| / max |out| = {(out - base_out).abs().max() / base_out.abs().max():.1e})"
+    print(f"{fam:6s} {spec:12s} {name:30s} outputs {outs}; stored tensors {stored}")
+    return same_out and not diff
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--families", default="gdn,mamba2,kda")
@@ -80,25 +92,13 @@ def main(argv=None):
         for spec in a.specs.split(","):
             base_out, base_st = run(fam, spec, variants[0][1], a.batch, a.steps, mode=a.mode)
             for name, knobs in variants[1:]:
-                out, st = run(fam, spec, knobs, a.batch, a.steps, mode=a.mode)
-                same_out = torch.equal(out, base_out)
-                diff = [name for name, t in st.items() if not torch.equal(t, base_st[name])]
-                ok = same_out and not diff
-                bad += not ok
-                stored = "identical" if not diff else "DIFFER (" + ", ".join(diff) + ")"
-                outs = "identical" if same_out else \
-                    f"DIFFER (max |diff| / max |out| = {(out - base_out).abs().max() / base_out.abs().max():.1e})"
-                print(f"{fam:6s} {spec:12s} {name:30s} outputs {outs}; stored tensors {stored}")
-            hg = SHAPES[fam]["num_heads"] // SHAPES[fam].get("num_key_heads", SHAPES[fam]["num_heads"])
+                bad += not _report(fam, spec, name, *run(fam, spec, knobs, a.batch, a.steps, mode=a.mode), base_out,
+                                   base_st)
+            hg = shape_key_group(SHAPES[fam])
             if a.shared_keys and hg > 1:
                 out, st = run(fam, spec, variants[0][1], a.batch, a.steps, mode=a.mode, shared_keys=True)
                 base_st = dict(base_st, ring_k=base_st["ring_k"][:, ::hg])   # the repeated keys' ring, once per group
-                diff = [name for name, t in st.items() if not torch.equal(t, base_st[name])]
-                ok = torch.equal(out, base_out) and not diff
-                bad += not ok
-                print(f"{fam:6s} {spec:12s} {'shared keys (HK = HV / ' + str(hg) + ')':30s} outputs "
-                      f"{'identical' if torch.equal(out, base_out) else 'DIFFER'}; stored tensors "
-                      f"{'identical' if not diff else 'DIFFER (' + ', '.join(diff) + ')'}")
+                bad += not _report(fam, spec, f"shared keys (HK = HV / {hg})", out, st, base_out, base_st)
     sys.exit(1 if bad else 0)
 
 
