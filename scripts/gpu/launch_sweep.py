@@ -76,12 +76,12 @@ def main(argv=None):
     timer = Timer(dev, a.rep_ms)
     rows = []
     todo = list(itertools.product(a.families.split(","), a.specs.split(","), variants, rings, keys))
-    x, key = None, None
-    for fam, spec, (name, knobs), ring, key in tqdm(todo, desc="launch sweep"):
-        if key != fam:
-            x, key = bench_inputs(fam, a.batch, SHAPES[fam], 16, dev), fam
+    x, x_family = None, None
+    for fam, spec, (name, knobs), ring, key_layout in tqdm(todo, desc="launch sweep"):
+        if x_family != fam:   # one family's inputs at a time
+            x, x_family = bench_inputs(fam, a.batch, SHAPES[fam], 16, dev), fam
         r = bench_kernel(fam, spec, a.mode, a.batch, SHAPES[fam], 16, timer, dev, x, knobs, phases,
-                         ring_dtype=RING_DTYPES[ring], shared_keys=key == "shared")
+                         ring_dtype=RING_DTYPES[ring], shared_keys=key_layout == "shared")
         rows.append(dict(variant=name, **r))
         pd.DataFrame(rows).to_csv(os.path.join(a.out, f"{a.stem}.csv"), index=False)
     cols = (["family", "spec", "variant"] + (["ring_dtype"] if len(rings) > 1 else [])

@@ -238,13 +238,43 @@ def test_whole_rounds_ok_catches_a_skipped_or_repeated_step():
     assert not whole_rounds_ok(cache([0, 1, 2], [3, 3, 3], arrivals=5), before)
 
 
-def test_launch_sweep_variants():
+def _launch_sweep_module():
     import importlib.util
 
     path = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "gpu", "launch_sweep.py")
     spec = importlib.util.spec_from_file_location("launch_sweep", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_launch_sweep_times_each_key_layout_and_ring_dtype(tmp_path, monkeypatch):
+    """launch_sweep's loop hands bench_kernel each configuration as asked, key layout and ring dtype in turn (the
+    timing itself stubbed: it needs a GPU), and makes each family's inputs once."""
+    mod = _launch_sweep_module()
+    calls, made = [], []
+
+    def fake_kernel(fam, spec, mode, batch, shape, window, timer, dev, x, knobs, phases, ring_dtype, shared_keys):
+        assert x == ("inputs", fam)
+        calls.append((fam, spec, ring_dtype, shared_keys))
+        return dict(family=fam, spec=spec, time_us=1.0)
+
+    monkeypatch.setattr(mod.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(mod, "Timer", lambda dev, rep_ms: None)
+    monkeypatch.setattr(mod, "bench_inputs", lambda fam, *a: made.append(fam) or ("inputs", fam))
+    monkeypatch.setattr(mod, "bench_kernel", fake_kernel)
+    monkeypatch.setattr(mod, "write_table", lambda *a: "table")
+    mod.main(["--out", str(tmp_path), "--families", "gdn,mamba2", "--specs", "fp32,nvfp4/fp16",
+              "--keys", "shared,per-head", "--ring-dtypes", "float32,bfloat16", "--stem", "t"])
+    assert made == ["gdn", "mamba2"]
+    assert calls[:4] == [("gdn", "fp32", mod.RING_DTYPES[r], k == "shared")
+                         for r in ("float32", "bfloat16") for k in ("shared", "per-head")]
+    assert len(calls) == 16 and [c[3] for c in calls] == [True, False] * 8
+    assert len(mod.pd.read_csv(tmp_path / "t.csv")) == 16
+
+
+def test_launch_sweep_variants():
+    mod = _launch_sweep_module()
     assert mod.parse_variant("default") == {}
     assert mod.parse_variant("flush_stages=2, nonflush_prefetch=true,maxnreg=none") == dict(
         flush_stages=2, nonflush_prefetch=True, maxnreg=None)
