@@ -292,6 +292,7 @@ class DecodeSession:
         self._position = 0             # tokens fed since prefill
         self._handles: list = []
         self._caches: dict[int, list] = {}
+        self._keys_checked: set[int] = set()   # SSM layers whose hooked keys were seen to repeat per key head
         self.num_docs = 0
         self.hf_cache = None
         self.attention_mask = None
@@ -347,12 +348,30 @@ class DecodeSession:
         (rows variant-major) -> fp32 ``[rows, T, HV, V]``; nothing is committed until :meth:`accept`."""
         return self._per_variant(idx, lambda c, *a: c.verify(*a, validate=False), q, k, v, g, beta)
 
+    def _cache_keys(self, idx: int, k: torch.Tensor) -> torch.Tensor:
+        """The hooked keys ``[rows, (T,) HV, K]`` as layer ``idx``'s caches take them: one per key head ``[rows, (T,)
+        HK, K]`` (every ``HV / HK``-th value head's: the model repeated each key head for its group). On a layer's
+        first call (eager, outside any graph capture) the keys are checked to be those repeats: one host sync."""
+        cache = self._caches[idx][0]
+        if cache.key_group == 1:
+            return k
+        shared = k.unflatten(-2, (cache.num_key_heads, cache.key_group))[..., 0, :].contiguous()
+        if idx not in self._keys_checked:
+            if not torch.equal(cache.value_head_keys(shared), k):
+                raise RuntimeError(
+                    f"SSM layer {idx}: the keys reaching the state cache are not one key head repeated for each of "
+                    f"its {cache.key_group} value heads (HK = {cache.num_key_heads} for HV = {cache.num_heads}), as "
+                    "this model's family is expected to give them")
+            self._keys_checked.add(idx)
+        return shared
+
     def _make_run(self, idx: int):
         def run(q, k, v, g, beta):
             with device_context(q.device), record_function("replayssm::ssm_step"):   # launches on the layer's GPU
                 if self._verifying:          # a one-token verify: the model took its single-token path
                     return self._verify_all(idx, *(None if x is None else x[:, None]
                                                    for x in (q, k, v, g, beta)))[:, 0]
+                k = self._cache_keys(idx, k)
                 if not self._use_graphs(idx, q):
                     return self._step_all(idx, q, k, v, g, beta)
                 return self._graphed(idx, "step", lambda *a: self._step_all(idx, *a), (q, k, v, g, beta))
@@ -362,10 +381,11 @@ class DecodeSession:
         from replayssm_quant.kernels.chunked import chunked_forward_many
 
         def run(q, k, v, g, beta):
-            """Inputs ``[rows, T, HV, *]`` (rows variant-major) -> fp32 ``[rows, T, HV, V]``."""
+            """Inputs ``[rows, T, HV, *]`` (rows variant-major; k per value head, as hooked) -> fp32 ``[rows, T, HV, V]``."""
             with device_context(q.device), record_function("replayssm::ssm_chunk"):
                 if self._verifying:
                     return self._verify_all(idx, q, k, v, g, beta)
+                k = self._cache_keys(idx, k)
                 # every variant's rows at once: variants of one window share the window reads
                 def windows(*a):
                     return chunked_forward_many(self._caches[idx], self._slots[idx], *a)
@@ -422,10 +442,13 @@ class DecodeSession:
             dev = devices[idx]
             backend = self.backend or ("triton" if dev.type == "cuda" else "torch")
             hv, k, v = fam.dims(layer)
+            # the rings keep one key per key head, as the model has them (the speculative verify takes a key per
+            # value head: draft sessions keep the repeated keys)
+            hk = fam.key_heads(layer) if self.draft is None else hv
             self._caches[idx] = [
                 SSMStateCache(family=fam.name, spec=var.spec, num_slots=num_docs, num_heads=hv, head_k=k,
                               head_v=v, window=var.window or self.window, mode=var.mode, seed=self.seed, device=dev,
-                              backend=backend, **self._draft_kwargs())
+                              backend=backend, num_key_heads=hk, **self._draft_kwargs())
                 for var in self.variants]
             self._slots[idx] = torch.arange(num_docs, device=dev, dtype=torch.int64)
         # decided once per prefill, not per step, per layer (a model split over CPU and GPU graphs its GPU layers):

@@ -105,7 +105,8 @@ def _read_copies(caches, slots: torch.Tensor) -> torch.Tensor:
 
 
 def _fill_ring(cache, slots, k, v, G, beta, u) -> None:
-    """Write ``m`` entries into the (empty) rings of ``slots`` as ``m`` non-flush steps would."""
+    """Write ``m`` entries into the (empty) rings of ``slots`` as ``m`` non-flush steps would: ``k [n, HK, m, K]``
+    (one key per key head), ``v, u [n, HV, m, V]``, ``G [n, HV, m, GK]``, ``beta [n, HV, m]`` or ``None``."""
     m = k.shape[2]
     cache.ring_g[slots, :, :m] = G
     cache.ring_k[slots, :, :m] = k.to(cache.ring_k.dtype)
@@ -125,7 +126,8 @@ def chunked_forward(cache, slots: torch.Tensor, q, k, v, g, beta=None) -> torch.
         cache: the layer's :class:`SSMStateCache` (any mode; conventional = window 1: every token a flush).
         slots: int64 ``[n]`` distinct slot indices (>= 0) whose rings are empty (window boundary); the
             caller guarantees it (no host sync here besides the flush's own).
-        q, k: ``[n, T, HV, K]``; v: ``[n, T, HV, V]``; g: log decays ``[n, T, HV]`` (kda ``[n, T, HV, K]``);
+        q: ``[n, T, HV, K]``; k: ``[n, T, HK, K]`` (``HK = cache.num_key_heads``, ``HV`` by default); v: ``[n, T, HV,
+            V]``; g: log decays ``[n, T, HV]`` (kda ``[n, T, HV, K]``);
             beta: ``[n, T, HV]`` (gdn, kda) or ``None`` (mamba2). Any float dtype (computed in float32).
 
     Returns:
@@ -153,8 +155,11 @@ def chunked_forward_many(caches, slots: torch.Tensor, q, k, v, g, beta=None) -> 
     single-cache call; the batched contractions differ from it at most by fp32 reassociation.
 
     Args:
-        caches: the layer's :class:`SSMStateCache` list (one family and size; any modes and windows).
-        slots, g, beta: as :func:`chunked_forward`; q, k, v, g, beta with ``len(caches) * n`` rows.
+        caches: the layer's :class:`SSMStateCache` list (one family and size, one ``num_key_heads``; any modes and
+            windows).
+        slots, g, beta: as :func:`chunked_forward`; q, k, v, g, beta with ``len(caches) * n`` rows; k ``[R, T, HK,
+            K]`` with the caches' ``HK = num_key_heads`` (``HV`` unless the value heads share keys; the window reads
+            use key head ``h // (HV / HK)`` for value head ``h``, the rings keep one key per key head).
 
     Returns:
         float32 ``[len(caches) * n, T, HV, V]``.
@@ -164,12 +169,16 @@ def chunked_forward_many(caches, slots: torch.Tensor, q, k, v, g, beta=None) -> 
     if R != len(caches) * n:
         raise ValueError(f"{R} rows for {len(caches)} caches of {n} slots")
     first = caches[0]
-    if any(c.key_group > 1 for c in caches):
-        raise ValueError("chunked_forward: a cache with shared keys (num_key_heads < num_heads) is not supported; "
-                         "create the caches with num_key_heads=num_heads (the default) and pass k per value head")
-    # token-major float32 copies [T, R, HV, *]: a flush token of one cache, x[t, rows of the cache], is contiguous
-    # (no per-step copies in SSMStateCache.step), and so is its output row block of ``out``
+    if len({c.num_key_heads for c in caches}) > 1:
+        raise ValueError("chunked_forward: the caches of one call must have the same num_key_heads, got "
+                         f"{sorted({c.num_key_heads for c in caches})}")
+    if k.shape[2] != first.num_key_heads:
+        raise ValueError(f"chunked_forward: k must be [R, T, HK, K] with HK = num_key_heads = {first.num_key_heads} "
+                         f"(HV = {HV}), got {tuple(k.shape)}")
+    # token-major float32 copies [T, R, HV, *] (k: [T, R, HK, K]): a flush token of one cache, x[t, rows of the
+    # cache], is contiguous (no per-step copies in SSMStateCache.step), and so is its output row block of ``out``
     q, k, v, g = (x.float().transpose(0, 1).contiguous() for x in (q, k, v, g))
+    k_value_heads = first.value_head_keys(k)                                     # [T, R, HV, K]: the window reads'
     beta = None if beta is None else beta.float().transpose(0, 1).contiguous()   # [T, R, HV]
     out = torch.empty(T, R, HV, v.shape[-1], dtype=torch.float32, device=v.device)
     groups: dict[int, list[int]] = {}
@@ -183,7 +192,7 @@ def chunked_forward_many(caches, slots: torch.Tensor, q, k, v, g, beta=None) -> 
             if m > 0:
                 if rows is None:                       # the group's inputs for the window reads: [rows, HV, T, *]
                     rows = _rows(members, n, q.device)
-                    qg, kg, vg = (x[:, rows].permute(1, 2, 0, 3) for x in (q, k, v))
+                    qg, kg, vg, kring = (x[:, rows].permute(1, 2, 0, 3) for x in (q, k_value_heads, v, k))
                     gg = (g[:, rows].permute(1, 2, 0, 3) if first.per_key
                           else g[:, rows].permute(1, 2, 0).unsqueeze(-1))                # [rows, HV, T, GK]
                     bg = None if beta is None else beta[:, rows].permute(1, 2, 0)
@@ -200,7 +209,8 @@ def chunked_forward_many(caches, slots: torch.Tensor, q, k, v, g, beta=None) -> 
                     out[sl, rows] = o.permute(2, 0, 1, 3)
                 with record_function("replayssm::fill_ring"):
                     for c, lr, _ in local:
-                        _fill_ring(c, slots, kg[lr, :, sl], vg[lr, :, sl], G[lr], None if b is None else b[lr], u[lr])
+                        _fill_ring(c, slots, kring[lr, :, sl], vg[lr, :, sl], G[lr], None if b is None else b[lr],
+                                   u[lr])
             t = w0 + m
             if t < min(w0 + L, T):                     # the flush token
                 with record_function("replayssm::flush"):

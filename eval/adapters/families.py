@@ -64,6 +64,16 @@ class Family:
             return layer.num_heads, layer.head_dim, layer.head_dim
         return layer.num_heads, layer.ssm_state_size, layer.head_dim
 
+    def key_heads(self, layer) -> int:
+        """``HK``: the layer's key heads (Qwen3.5 / Qwen3-Next ``num_k_heads``, Mamba-2 ``n_groups`` of B; KDA: one
+        per head). The model repeats each for ``HV / HK`` value heads (``repeat_interleave``: value head ``h`` uses
+        key head ``h // (HV / HK)``) before the functions this family hooks, so the hooks see keys per value head."""
+        if self.name == "gdn":
+            return layer.num_k_heads
+        if self.name == "mamba2":
+            return layer.n_groups
+        return layer.num_heads
+
     def state_to_vk(self, hf_state: torch.Tensor) -> torch.Tensor:
         """HF recurrent state -> float32 ``[B, HV, V, K]``.
 

@@ -143,8 +143,10 @@ def test_low_precision_states_match_kernel_reference(family):
         for vi, var in enumerate(map(parse_variant, variants)):
             steps = captured[(idx, vi)]
             assert len(steps) == T
+            hk = fam.key_heads(layer)        # the session's caches keep one key per key head, as the model
+            assert s.caches(idx)[vi].num_key_heads == hk and (family == "kda" or hk < hv)
             ref = SSMStateCache(family=fam.name, spec=var.spec, num_slots=DOCS, num_heads=hv, head_k=K, head_v=V,
-                                window=4, mode=var.mode, seed=11, backend="torch")
+                                window=4, mode=var.mode, seed=11, backend="torch", num_key_heads=hk)
             ref.load_state(torch.arange(DOCS), S0)
             for slot_idx, q, k, v, g, beta in steps:
                 ref.step(slot_idx, q, k, v, g, beta)
@@ -156,6 +158,7 @@ def test_low_precision_states_match_kernel_reference(family):
             # (all layers for the fp32 variant; the first SSM layer for every variant, since deeper layers of
             # a low-precision variant see hidden states already changed upstream)
             stk = [torch.stack([st[j] for st in steps]) for j in range(1, 5)]
+            stk[1] = ref.value_head_keys(stk[1])          # [T, B, HK, K] -> per value head for the oracle
             stk.append(torch.stack([st[5] for st in steps]) if steps[0][5] is not None else None)
             _, states = oracle_sequence(fam.name, S0, *stk)
             if vi == 0 or idx == s.layers[0][0]:

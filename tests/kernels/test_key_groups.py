@@ -148,6 +148,43 @@ def test_shared_keys_errors():
     with pytest.raises(ValueError, match=r"k has shape \(1, 4, 32\), expected \(1, 2, 32\) \(k per key head: this "
                                          r"cache has num_key_heads=2"):
         c.step(torch.tensor([0]), q, k.repeat_interleave(2, dim=1), v, g, beta)
-    from replayssm_quant.kernels.chunked import chunked_forward
-    with pytest.raises(ValueError, match=r"chunked_forward: a cache with shared keys"):
-        chunked_forward(c, torch.tensor([0]), q[:, None], k[:, None], v[:, None], g[:, None], beta[:, None])
+    from replayssm_quant.kernels.chunked import chunked_forward, chunked_forward_many
+    with pytest.raises(ValueError, match=r"chunked_forward: k must be \[R, T, HK, K\] with HK = num_key_heads = 2"):
+        chunked_forward(c, torch.tensor([0]), q[:, None], k.repeat_interleave(2, dim=1)[:, None], v[:, None],
+                        g[:, None], beta[:, None])
+    own = SSMStateCache("gdn", "fp32", 2, 4, K, V, backend="torch")
+    with pytest.raises(ValueError, match=r"the same num_key_heads, got \[2, 4\]"):
+        chunked_forward_many([c, own], torch.tensor([0]), *(torch.cat([x[:, None]] * 2) for x in (q, k, v, g, beta)))
+
+
+@pytest.mark.parametrize("family,specs", [("gdn", ("fp32", "nvfp4/fp16")), ("mamba2", ("nvfp4+sr", "fp8+sr")),
+                                          ("gdn", ("fp16+sr", "conventional:fp32"))])
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_shared_keys_chunked_windows(family, specs, backend):
+    """Teacher-forced windows (``chunked_forward_many``, the harness's chunked evaluation) of caches with shared keys:
+    the same outputs and stored tensors as caches with a key per value head fed the repeated keys, over two whole
+    windows and a partial one (the rings filled from the windows, then flushed by a step), two caches at once."""
+    from replayssm_quant.eval.decode import parse_variant
+    from replayssm_quant.kernels.chunked import chunked_forward_many
+
+    T, n = 2 * L + 2, 2
+    steps = _inputs(family, T, len(specs) * n, seed=11)
+    q, k, v, g = (torch.stack([s[i] for s in steps], 1) for i in range(4))             # [R, T, H*, *]
+    beta = None if family == "mamba2" else torch.stack([s[4] for s in steps], 1)
+    slots = torch.tensor([3, 1])
+    runs = []
+    for hk in (HK, HV):
+        caches = []
+        for text in specs:
+            var = parse_variant(text)
+            caches.append(SSMStateCache(family, var.spec, SLOTS, HV, K, V, window=var.window or L, mode=var.mode,
+                                        backend=backend, seed=5, num_key_heads=hk))
+        kk = k if hk == HK else k.repeat_interleave(HV // HK, dim=2)
+        runs.append((caches, chunked_forward_many(caches, slots, q, kk, v, g, beta)))
+    (shared, out_shared), (own, out_own) = runs
+    _assert_same_bits(out_shared, out_own, "window outputs")
+    for cs, co in zip(shared, own):
+        ts, to = cs.stored_tensors(), co.stored_tensors()
+        for name in ts:
+            want = to[name][:, ::HV // HK] if name == "ring_k" else to[name]
+            _assert_same_bits(ts[name], want, name)
