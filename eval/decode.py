@@ -340,8 +340,10 @@ class DecodeSession:
                           for i, c in enumerate(caches)], 0)
 
     def _step_all(self, idx: int, q, k, v, g, beta) -> torch.Tensor:
-        """One decode step of layer ``idx`` for every variant (rows variant-major): fp32 ``[rows, HV, V]``."""
-        return self._per_variant(idx, lambda c, *a: c.step(*a, validate=False), q, k, v, g, beta)
+        """One decode step of layer ``idx`` for every variant (rows variant-major; k per value head, as hooked): fp32
+        ``[rows, HV, V]``."""
+        return self._per_variant(idx, lambda c, *a: c.step(*a, validate=False), q, self._cache_keys(idx, k), v, g,
+                                 beta)
 
     def _verify_all(self, idx: int, q, k, v, g, beta) -> torch.Tensor:
         """Output-only verify of ``T`` tokens in layer ``idx`` for every variant: inputs ``[rows, T, HV, *]``
@@ -350,8 +352,10 @@ class DecodeSession:
 
     def _cache_keys(self, idx: int, k: torch.Tensor) -> torch.Tensor:
         """The hooked keys ``[rows, (T,) HV, K]`` as layer ``idx``'s caches take them: one per key head ``[rows, (T,)
-        HK, K]`` (every ``HV / HK``-th value head's: the model repeated each key head for its group). On a layer's
-        first call (eager, outside any graph capture) the keys are checked to be those repeats: one host sync."""
+        HK, K]`` (every ``HV / HK``-th value head's: the model repeated each key head for its group). Inside the
+        recorded step or window, so a graph replay copies in the hooked keys and selects them itself. On a layer's
+        first call (eager: a graph is recorded only after it) the keys are checked to be those repeats: one host
+        sync."""
         cache = self._caches[idx][0]
         if cache.key_group == 1:
             return k
@@ -371,7 +375,6 @@ class DecodeSession:
                 if self._verifying:          # a one-token verify: the model took its single-token path
                     return self._verify_all(idx, *(None if x is None else x[:, None]
                                                    for x in (q, k, v, g, beta)))[:, 0]
-                k = self._cache_keys(idx, k)
                 if not self._use_graphs(idx, q):
                     return self._step_all(idx, q, k, v, g, beta)
                 return self._graphed(idx, "step", lambda *a: self._step_all(idx, *a), (q, k, v, g, beta))
@@ -385,10 +388,10 @@ class DecodeSession:
             with device_context(q.device), record_function("replayssm::ssm_chunk"):
                 if self._verifying:
                     return self._verify_all(idx, q, k, v, g, beta)
-                k = self._cache_keys(idx, k)
                 # every variant's rows at once: variants of one window share the window reads
-                def windows(*a):
-                    return chunked_forward_many(self._caches[idx], self._slots[idx], *a)
+                def windows(q, k, v, g, beta):
+                    return chunked_forward_many(self._caches[idx], self._slots[idx], q, self._cache_keys(idx, k), v,
+                                                g, beta)
                 if not self._use_graphs(idx, q):
                     return windows(q, k, v, g, beta)
                 return self._graphed(idx, "chunk", windows, (q, k, v, g, beta))

@@ -12,7 +12,7 @@ any value in the environment (some machines set ``Haswell``), for this test proc
 
 Under pytest-xdist each worker gets its share of the cores for torch, OpenMP and OpenBLAS threads (and passes it
 to the scripts it starts), unless the environment says otherwise: two workers on two cores each running two
-threads oversubscribe them, and torch's CPU model tests then take 1.4x as long.
+threads oversubscribe them and slow torch's CPU model tests down.
 """
 
 import os
@@ -91,7 +91,7 @@ def pytest_collection_modifyitems(config, items):
 def _skip_repatching_in_device_calls() -> None:
     """Triton 3.6's interpreter re-patches the language modules on every call of a ``@triton.jit`` function inside
     a kernel (``InterpretedFunction.__call__`` -> ``_patch_lang``, also for ``tl.sum`` and ``tl.zeros``): an
-    ``inspect.getmembers`` walk over them each time, a third of an interpreted decode step. Within one launch
+    ``inspect.getmembers`` walk over them each time, a large share of an interpreted decode step. Within one launch
     (``GridExecutor.__call__``) a repeat for modules already patched sets nothing new: builtins already replaced
     are no longer builtins, and the rest are the same stateless functions. So each launch remembers the modules
     patched so far (its own, then those of the helpers it called) and skips a helper's patch that would cover no
