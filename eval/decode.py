@@ -348,7 +348,8 @@ class DecodeSession:
     def _verify_all(self, idx: int, q, k, v, g, beta) -> torch.Tensor:
         """Output-only verify of ``T`` tokens in layer ``idx`` for every variant: inputs ``[rows, T, HV, *]``
         (rows variant-major) -> fp32 ``[rows, T, HV, V]``; nothing is committed until :meth:`accept`."""
-        return self._per_variant(idx, lambda c, *a: c.verify(*a, validate=False), q, k, v, g, beta)
+        return self._per_variant(idx, lambda c, *a: c.verify(*a, validate=False), q, self._cache_keys(idx, k), v, g,
+                                 beta)
 
     def _cache_keys(self, idx: int, k: torch.Tensor) -> torch.Tensor:
         """The hooked keys ``[rows, (T,) HV, K]`` as layer ``idx``'s caches take them: one per key head ``[rows, (T,)
@@ -445,9 +446,7 @@ class DecodeSession:
             dev = devices[idx]
             backend = self.backend or ("triton" if dev.type == "cuda" else "torch")
             hv, k, v = fam.dims(layer)
-            # the rings keep one key per key head, as the model has them (the speculative verify takes a key per
-            # value head: draft sessions keep the repeated keys)
-            hk = fam.key_heads(layer) if self.draft is None else hv
+            hk = fam.key_heads(layer)   # the rings keep one key per key head, as the model has them
             self._caches[idx] = [
                 SSMStateCache(family=fam.name, spec=var.spec, num_slots=num_docs, num_heads=hv, head_k=k,
                               head_v=v, window=var.window or self.window, mode=var.mode, seed=self.seed, device=dev,

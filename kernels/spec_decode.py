@@ -68,14 +68,16 @@ def _torch_verify(cache, slots, q, k, v, g, beta, counts, write_draft, out):
 
 # ------------------------------------------------------------------------------------------- verify
 def verify(cache, slots, q, k, v, g, beta, out):
-    """Verify ``T`` tokens per row (inputs validated; module doc). ``slots`` int64 ``[B]``; ``g`` ``[B, T, HV,
-    GK]``; ``beta`` ``[B, T, HV]`` (zeros for mamba2); ``out`` float32 ``[B, T, HV, V]``. Returns ``out``."""
+    """Verify ``T`` tokens per row (inputs validated; module doc). ``slots`` int64 ``[B]``; ``q [B, T, HV, K]``,
+    ``k [B, T, HK, K]`` (per key head, ``HK = cache.num_key_heads``); ``g`` ``[B, T, HV, GK]``; ``beta`` ``[B, T,
+    HV]`` (zeros for mamba2); ``out`` float32 ``[B, T, HV, V]``. Returns ``out``."""
     B, T = q.shape[:2]
     if cache.backend == "triton":   # one launch (the kernels also set the pending verify count)
         from .verify import triton_conventional_verify, triton_verify
         if cache.mode == "conventional":
             return triton_conventional_verify(cache, slots, q, k, v, g, beta, out)
         return triton_verify(cache, slots, q, k, v, g, beta, None, True, out)
+    k = cache.value_head_keys(k)    # the references take a key per value head
     if cache.mode == "conventional":
         out.zero_()
         rows = torch.nonzero(slots >= 0).flatten()
@@ -106,14 +108,14 @@ def _restore_snapshots(cache, slots, accepted):
 
 def _flush_inputs(cache, slots, h):
     """The flush step's input of each row: ring entry ``L - 1`` (token ``L - 1 - h`` of the last verify window),
-    ``(k [B, HV, K], v [B, HV, V], g [B, HV(, K)], beta [B, HV])``, the raw inputs from the ring or the draft
+    ``(k [B, HV, K]`` (per value head), ``v [B, HV, V], g [B, HV(, K)], beta [B, HV])``, the raw inputs from the ring or the draft
     buffers."""
     L, Tm = cache.window, cache.max_draft
     c = _clamped(cache, slots)
     j = (L - 1 - h).clamp(0, Tm - 1).to(torch.int64)
     heads = torch.arange(cache.num_heads, device=slots.device)
     ci, ji = c[:, None], j[:, None]
-    k = cache.ring_k[c, :, L - 1]
+    k = cache.value_head_keys(cache.ring_k[c, :, L - 1])
     g = cache.draft_g[ci, heads, ji]                                   # [B, HV, GK]
     if not cache.per_key:
         g = g[..., 0]
@@ -127,13 +129,13 @@ def _flush_inputs(cache, slots, h):
 
 def _tail_inputs(cache, slots, h):
     """The committed tail after a flush: tokens ``L - h + i`` of the last verify window (ring positions ``L + i``),
-    ``i < T_max - 1``, as verify inputs ``k [B, T_max - 1, HV, K]``, ``v``, ``g [B, T_max - 1, HV, GK]``, beta."""
+    ``i < T_max - 1``, as verify inputs ``k [B, T_max - 1, HV, K]`` (per value head), ``v``, ``g [B, T_max - 1, HV, GK]``, beta."""
     L, Tm = cache.window, cache.max_draft
     c = _clamped(cache, slots)[:, None]
     i = torch.arange(Tm - 1, device=slots.device)
     pos = L + i[None, :]                                               # [1, Tm - 1] ring positions
     j = ((L - h)[:, None] + i[None, :]).clamp(0, Tm - 1).to(torch.int64)   # [B, Tm - 1] token indices
-    k = cache.ring_k[c, :, pos]                                        # [B, Tm - 1, HV, K]
+    k = cache.value_head_keys(cache.ring_k[c, :, pos])                 # [B, Tm - 1, HV, K]
     g = cache.draft_g.transpose(1, 2)[c, j]                            # [B, Tm - 1, HV, GK]
     if cached_corrections(cache):
         v, beta = cache.draft_v.transpose(1, 2)[c, j], cache.draft_beta.transpose(1, 2)[c, j]

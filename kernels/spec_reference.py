@@ -124,11 +124,11 @@ def _window_terms(cache, slots, h: int, nt: int, T: int, X, Xc, g, tok):
 
 
 def _ring_keys(cache, slots, h: int, RP: int, BK: int):
-    """The ``h`` committed ring entries' keys ``[n, HV, RP, BK]`` and cumulative log decays (``[n, HV, RP]``; kda
+    """The ``h`` committed ring entries' keys per value head ``[n, HV, RP, BK]`` and cumulative log decays (``[n, HV, RP]``; kda
     ``[n, HV, RP, BK]``), zero past ``h``, float32 numpy."""
     n, HV = slots.numel(), cache.num_heads
     Kr = np.zeros((n, HV, RP, BK), np.float32)
-    Kr[:, :, :h] = _np(cache.ring_k[slots][:, :, :h], BK)
+    Kr[:, :, :h] = _np(cache.value_head_keys(cache.ring_k[slots][:, :, :h], dim=1), BK)
     if cache.per_key:
         Gr = np.zeros((n, HV, RP, BK), np.float32)
         Gr[:, :, :h] = _np(cache.ring_g[slots][:, :, :h], BK)
@@ -143,7 +143,8 @@ def verify_rows(cache, slots, h: int, nt: int, q, k, v, g, beta, write_draft: bo
     entries (module doc); writes the ring entries ``h .. h + nt - 1`` and (``write_draft``) the draft buffers.
 
     Args:
-        q, k: float32 ``[n, T, HV, K]``; v: ``[n, T, HV, V]``; g: ``[n, T, HV, GK]`` log decays; beta:
+        q, k: float32 ``[n, T, HV, K]`` (k per value head: a cache with shared keys, ``key_group`` > 1, keeps
+            the first of each group's copies in its ring); v: ``[n, T, HV, V]``; g: ``[n, T, HV, GK]`` log decays; beta:
             ``[n, T, HV]`` (a dummy for mamba2). Tokens ``nt .. T - 1`` are ignored.
 
     Returns:
@@ -193,7 +194,7 @@ def verify_rows(cache, slots, h: int, nt: int, q, k, v, g, beta, write_draft: bo
     wr = np.flatnonzero(colr & (tok < nt))                        # the window rows, in token order
     G_new = torch.from_numpy(np.ascontiguousarray(Gs[:, :, wr])).to(dev)
     cache.ring_g[slots, :, pos] = G_new[..., :K] if cache.per_key else G_new[..., None]
-    kt = k[:, :nt].transpose(1, 2)
+    kt = k[:, :nt, ::cache.key_group].transpose(1, 2)
     cache.ring_k[slots, :, pos] = kt.to(cache.ring_k.dtype)
     vt = v[:, :nt].transpose(1, 2)
     bt_t = beta[:, :nt].transpose(1, 2)

@@ -83,8 +83,7 @@ class SSMStateCache:
             GDN: 16 key heads for 32 value heads; Nemotron-H Mamba-2: 8 groups of B for 128 heads) pass their
             count: :meth:`step` then takes k ``[B, HK, K]`` (value head h reads key head ``h // (HV / HK)``) and
             the ring keeps one key per key head (``key_group`` = HV / HK value heads share it), fewer bytes per
-            step than the repeated keys and the same results. Not with ``max_draft`` > 0 (the speculative verify
-            takes a key per value head).
+            step than the repeated keys and the same results (:meth:`verify` likewise takes k per key head).
         max_draft: T_max, the most tokens one :meth:`verify` takes (0, the default: no speculation, no extra
             memory). Replay: 1 <= T_max <= window; the ring grows to ``window - 1 + T_max`` entries.
     """
@@ -122,10 +121,6 @@ class SSMStateCache:
         if num_heads % HK:
             raise ValueError(f"num_key_heads={HK} must divide num_heads={num_heads} (each key head serves "
                              f"num_heads / num_key_heads value heads)")
-        if HK != num_heads and max_draft:
-            raise ValueError(f"num_key_heads={HK} < num_heads={num_heads} (shared keys) with max_draft={max_draft}: "
-                             "the speculative verify takes a key per value head; pass max_draft=0 or "
-                             "num_key_heads=num_heads")
         self.num_key_heads, self.key_group = HK, num_heads // HK
         self.seed = check_seed(seed)
         self.device = torch.device(device)
@@ -394,7 +389,8 @@ class SSMStateCache:
 
         Args:
             slot_idx: int32/int64 ``[B]``; negative = padded row (zero output, nothing touched).
-            q, k: ``[B, T, HV, K]``; v: ``[B, T, HV, V]``; g: ``[B, T, HV]`` (kda ``[B, T, HV, K]``), <= 0;
+            q: ``[B, T, HV, K]``; k: ``[B, T, HK, K]`` (HK = ``num_key_heads``); v: ``[B, T, HV, V]``; g:
+                ``[B, T, HV]`` (kda ``[B, T, HV, K]``), <= 0;
                 beta: ``[B, T, HV]`` or ``None`` (mamba2); ``1 <= T <= max_draft``.
             out: optional contiguous float32 ``[B, T, HV, V]``.
             validate: as :meth:`step` (host syncs).

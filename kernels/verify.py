@@ -29,7 +29,7 @@ from .launch import launch_options
 from .reference import block_k, cached_corrections
 from .rounding import nvfp4_amax, nvfp4_encode_scale
 from .spec_reference import value_rows, verify_ring_entries, verify_rows_layout
-from .tiles import _load_step_inputs, _load_tile, _store_tile
+from .tiles import _load_step_inputs, _load_tile, _store_tile, key_row
 
 
 @triton.jit
@@ -39,7 +39,7 @@ def _verify_kernel(
     HV, T: tl.constexpr, TH: tl.constexpr, TR: tl.constexpr, TRLOG: tl.constexpr, K: tl.constexpr,
     V: tl.constexpr, C: tl.constexpr, RP: tl.constexpr, TM: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     NVB: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, FMT_LP: tl.constexpr, CACHED: tl.constexpr,
-    ZERO_H: tl.constexpr, DOTP: tl.constexpr,
+    ZERO_H: tl.constexpr, DOTP: tl.constexpr, HG: tl.constexpr,
 ):
     """Verify ``ntok[b] <= T`` tokens (inputs ``[B, T, HV, .]``; ``ntok_ptr`` None: T) of row b, head, value rows
     ``pv * NVB * BV ..`` in ``NVB`` blocks of ``BV``: outputs ``out [B, T, HV, V]``, ring entries ``h .. h + ntok - 1``
@@ -48,7 +48,9 @@ def _verify_kernel(
     ``dcnt[slot] = T``. Tiles of ``TR`` stacked rows (:func:`.spec_reference.verify_rows_layout`: with the delta
     rule token t's query in row t and its key in row ``TH + t``); the key side (ring and window products, the
     solve's matrix) once per program, the value side per block. Padded rows (slot < 0): zero outputs. ``DOTP``:
-    input precision of every ``tl.dot`` (``"ieee"`` or ``"tf32x3"``)."""
+    input precision of every ``tl.dot`` (``"ieee"`` or ``"tf32x3"``). ``HG``: value heads per key head
+    (``SSMStateCache.key_group``): k ``[B, T, HV // HG, K]`` and the ring's keys per key head
+    (:func:`.tiles.key_row`), written by the group's first head."""
     DRAFT: tl.constexpr = dg_ptr is not None
     pv = tl.program_id(0)
     head = tl.program_id(1)
@@ -66,6 +68,7 @@ def _verify_kernel(
     else:
         colr = offs_r >= 0
     rows = (b.to(tl.int64) * T + tok) * HV + head                           # the rows' input rows [TR]
+    krows = key_row(b.to(tl.int64) * T + tok, head, HV, HG)                 # their key rows (k [B, T, HK, K])
     slot = tl.load(idx_ptr + b).to(tl.int64)
     if ntok_ptr is None:
         nt = T
@@ -82,6 +85,7 @@ def _verify_kernel(
     elif nt > 0:
         sh = slot * HV + head
         ring0 = sh * C
+        ring0k = key_row(slot, head, HV, HG) * C                            # the ring's keys: per key head
         if ZERO_H:
             h = 0
         else:
@@ -90,17 +94,17 @@ def _verify_kernel(
         mtk = mt[:, None] & mk[None, :]
         X = tl.load(q_ptr + rows[:, None] * K + offs_k[None, :], mask=mtk & (~isk)[:, None], other=0.0).to(tl.float32)
         if DELTA:
-            Xk = tl.load(k_ptr + rows[:, None] * K + offs_k[None, :], mask=mtk & isk[:, None], other=0.0)
+            Xk = tl.load(k_ptr + krows[:, None] * K + offs_k[None, :], mask=mtk & isk[:, None], other=0.0)
             X = tl.where(isk[:, None], Xk.to(tl.float32), X)
             Xc = X
             bts = tl.load(beta_ptr + rows, mask=mt & colr, other=0.0).to(tl.float32)
         else:
-            Xc = tl.load(k_ptr + rows[:, None] * K + offs_k[None, :], mask=mtk, other=0.0).to(tl.float32)
+            Xc = tl.load(k_ptr + krows[:, None] * K + offs_k[None, :], mask=mtk, other=0.0).to(tl.float32)
         mw = mt & colr                                                      # the window rows
         offs_j = tl.arange(0, RP)
         mj = offs_j < h
         ej = ring0 + offs_j
-        Kr = tl.load(rk_ptr + ej[:, None] * K + offs_k[None, :], mask=mj[:, None] & mk[None, :],
+        Kr = tl.load(rk_ptr + (ring0k + offs_j)[:, None] * K + offs_k[None, :], mask=mj[:, None] & mk[None, :],
                      other=0.0).to(tl.float32)
         # cumulative log decays G_{h+t} = G_{h+t-1} + g_t, token by token (the ring's fp32 order), on both rows of
         # a token; per-key decays (kda): the ring and window key products of token t's rows in the same loop
@@ -134,7 +138,8 @@ def _verify_kernel(
                 Cm = tl.where(selq, tl.sum(Kr * dec * qt[None, :], 1)[None, :], Cm)
                 W = tl.where(selq, tl.sum(Xc * dw * qt[None, :], 1)[None, :], W)
                 if DELTA:
-                    kt = tl.load(k_ptr + row * K + offs_k, mask=mtt, other=0.0).to(tl.float32)
+                    krow = key_row(b.to(tl.int64) * T + t, head, HV, HG)
+                    kt = tl.load(k_ptr + krow * K + offs_k, mask=mtt, other=0.0).to(tl.float32)
                     selk = (offs_r == TH + t)[:, None]
                     Cm = tl.where(selk, tl.sum(Kr * dec * kt[None, :], 1)[None, :], Cm)
                     W = tl.where(selk, tl.sum(Xc * dw * kt[None, :], 1)[None, :], W)
@@ -176,8 +181,13 @@ def _verify_kernel(
         # the key side's entries and the draft buffers, once per (row, head)
         eh = ring0 + h + tok
         lead = mw & (pv == 0)
-        tl.store(rk_ptr + eh[:, None] * K + offs_k[None, :], Xc.to(rk_ptr.dtype.element_ty),
-                 mask=lead[:, None] & mk[None, :])
+        ehk = ring0k + h + tok
+        if HG == 1:
+            klead = lead
+        else:                                   # a key head's first value head appends its keys
+            klead = lead & (head % HG == 0)
+        tl.store(rk_ptr + ehk[:, None] * K + offs_k[None, :], Xc.to(rk_ptr.dtype.element_ty),
+                 mask=klead[:, None] & mk[None, :])
         ed = sh * TM + tok
         if GK == 1:
             tl.store(rg_ptr + eh, Gs, mask=lead)
@@ -228,8 +238,8 @@ def verify_dot(cache) -> str:
 
 
 def triton_verify(cache, slots, q, k, v, g, beta, counts, write_draft: bool, out, zero_h: bool = False):
-    """Launch :func:`_verify_kernel`: ``counts[b]`` (int32 ``[B]``, <= T; None: T) tokens of each row. ``q, k [B, T,
-    HV, K]``, ``v [B, T, HV, V]``, ``g [B, T, HV, GK]``, ``beta [B, T, HV]`` (any float, contiguous); ``out``
+    """Launch :func:`_verify_kernel`: ``counts[b]`` (int32 ``[B]``, <= T; None: T) tokens of each row. ``q [B, T,
+    HV, K]``, ``k [B, T, HK, K]`` (HK = ``cache.num_key_heads``), ``v [B, T, HV, V]``, ``g [B, T, HV, GK]``, ``beta [B, T, HV]`` (any float, contiguous); ``out``
     float32 ``[B, T, HV, V]``. ``write_draft``: the draft buffers and counts too (a user's verify); ``zero_h``: the
     rows' committed count is taken as 0 (the tail after a flush). Returns ``out``."""
     B, T, HV, V = v.shape
@@ -255,7 +265,7 @@ def triton_verify(cache, slots, q, k, v, g, beta, counts, write_draft: bool, out
         TRLOG=TR.bit_length() - 1, K=cache.head_k, V=V, C=C, RP=verify_ring_entries(C), TM=cache.max_draft, BK=bk,
         BV=BV, NVB=triton.cdiv(blocks, split), GK=cache.head_k if cache.per_key else 1, DELTA=cache.delta,
         FMT_LP=FORMAT_CODE[cache.spec.read.name], CACHED=cached, ZERO_H=zero_h, DOTP=verify_dot(cache),
-        **launch_options(v.device, warps))
+        HG=cache.key_group, **launch_options(v.device, warps))
     return out
 
 
@@ -265,11 +275,12 @@ def _conventional_verify_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, idx_ptr, out_ptr, hp0, hp1, hp2, sp0, sp1, sp2, fcnt_ptr, dcnt_ptr, seed,
     HV, T: tl.constexpr, TM: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     GK: tl.constexpr, DELTA: tl.constexpr, FMT: tl.constexpr, SR: tl.constexpr, TAG: tl.constexpr,
+    HG: tl.constexpr,
 ):
     """The snapshot baseline: T conventional steps of (row b, head, value rows ``pv * BV ..``) from one read of the
     checkpoint; token t's output from the fp32 state, its state rounded into snapshot ``slot * TM + t`` (SR counter
     c2 = flush counter + t) and re-read (the rounded state continues); ``dcnt[slot] = T``. nvfp4: ``BV`` is the
-    whole head."""
+    whole head. ``HG``: value heads per key head (k ``[B, T, HV // HG, K]``, :func:`.tiles.key_row`)."""
     pv = tl.program_id(0)
     head = tl.program_id(1)
     b = tl.program_id(2)
@@ -289,7 +300,9 @@ def _conventional_verify_kernel(
         S = _load_tile(hp0, hp1, hp2, sh, offs_v, offs_k, mv, mk, K, V, FMT, BK)
         for t in tl.static_range(T):
             row = (b.to(tl.int64) * T + t) * HV + head
-            q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, row, offs_k, mk, K, BK, GK, DELTA)
+            krow = key_row(b.to(tl.int64) * T + t, head, HV, HG)
+            q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, row, offs_k, mk, K, BK, GK, DELTA,
+                                                     krow)
             vt = tl.load(v_ptr + row * V + offs_v, mask=mv, other=0.0).to(tl.float32)
             S, _ = _seq_step(S, tl.exp(gt), kt, vt, beta, DELTA)
             tl.store(out_ptr + row * V + offs_v, tl.sum(S * q[None, :], 1), mask=mv)
@@ -324,7 +337,7 @@ def triton_conventional_verify(cache, slots, q, k, v, g, beta, out):
         dcnt_ptr=cache.draft_count,
         seed=cache.seed, HV=HV, T=T, TM=cache.max_draft, K=cache.head_k, V=V, BK=bk, BV=BV,
         GK=cache.head_k if cache.per_key else 1, DELTA=cache.delta, FMT=FORMAT_CODE[fmt], SR=cache.spec.sr,
-        TAG=cache.tag, **launch_options(v.device, max(4, min(16, BV * bk // 1024))))
+        TAG=cache.tag, HG=cache.key_group, **launch_options(v.device, max(4, min(16, BV * bk // 1024))))
     return out
 
 
@@ -374,17 +387,21 @@ def triton_restore(cache, slots, accepted) -> None:
 def _commit_prep_kernel(
     idx_ptr, acc_ptr, cnt_ptr, rk_ptr, rv_ptr, rb_ptr, dg_ptr, dv_ptr, db_ptr,
     fk_ptr, fv_ptr, fg_ptr, fb_ptr, tk_ptr, tv_ptr, tg_ptr, tb_ptr, idxf_ptr, idxt_ptr, ntail_ptr, flcnt_ptr,
-    newcnt_ptr, fl_ptr,
+    newcnt_ptr, fl_ptr, fq_ptr, tq_ptr,
     HV, K: tl.constexpr, V: tl.constexpr, C: tl.constexpr, L: tl.constexpr, TM: tl.constexpr, BK: tl.constexpr,
-    BVA: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, CACHED: tl.constexpr,
+    BVA: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, CACHED: tl.constexpr, HG: tl.constexpr,
 ):
     """First launch of a replay commit, grid ``(B, HV)`` (``spec_decode`` module doc): h' = h + accepted; a row
     whose commit reaches the window's L-th token flushes (``fl[b]``, ``idxf[b] = slot``, else -1; ``flcnt[b]``: the
     ring count the flush launch must see, L - 1 for a flushing row), and per head the flush input (ring entry
-    L - 1: ``fk [B, HV, K]``, ``fv``, ``fg [B, HV, GK]``, ``fb``) and the committed tail (``ntail[b] = h' - L``
-    tokens, ring positions L.., ``tk [B, TM - 1, HV, K]``, ``tv``, ``tg``, ``tb``; ``idxt[b] = slot`` when
+    L - 1: ``fk [B, HK, K]``, ``fv``, ``fg [B, HV, GK]``, ``fb``) and the committed tail (``ntail[b] = h' - L``
+    tokens, ring positions L.., ``tk [B, TM - 1, HK, K]``, ``tv``, ``tg``, ``tb``; ``idxt[b] = slot`` when
     non-empty) are gathered from the ring and the draft buffers; ``newcnt[b]`` is the count after the commit. The
-    counts themselves are written by :func:`_commit_counts_kernel` (every head's program reads them here)."""
+    counts themselves are written by :func:`_commit_counts_kernel` (every head's program reads them here). Keys
+    per key head (``HG`` value heads per key head, :func:`.tiles.key_row`; written by the group's first head);
+    with ``fq_ptr`` (``HG`` > 1) also per value head, ``fq [B, HV, K]`` and ``tq [B, TM - 1, HV, K]``: the flush
+    step's and the tail verify's queries, whose outputs are dropped (finite values: any NaN would reach the
+    verify's solve through its query rows, zeroed there by a multiplication)."""
     b = tl.program_id(0)
     hd = tl.program_id(1)
     slot = tl.load(idx_ptr + b).to(tl.int64)
@@ -410,7 +427,12 @@ def _commit_prep_kernel(
         sh = s * HV + hd
         fr = b.to(tl.int64) * HV + hd
         e = sh * C + L - 1
-        tl.store(fk_ptr + fr * K + offs_k, tl.load(rk_ptr + e * K + offs_k, mask=mk), mask=mk)
+        ringk0 = key_row(s, hd, HV, HG) * C
+        lead = hd % HG == 0                # the key head's first value head writes its keys
+        kf = tl.load(rk_ptr + (ringk0 + L - 1) * K + offs_k, mask=mk)
+        tl.store(fk_ptr + key_row(b.to(tl.int64), hd, HV, HG) * K + offs_k, kf, mask=mk & lead)
+        if fq_ptr is not None:
+            tl.store(fq_ptr + fr * K + offs_k, kf, mask=mk)
         ed = sh * TM + j
         if GK == 1:
             tl.store(fg_ptr + fr, tl.load(dg_ptr + ed))
@@ -428,7 +450,11 @@ def _commit_prep_kernel(
             tr = (b.to(tl.int64) * (TM - 1) + i) * HV + hd
             et = sh * C + L + i
             edt = sh * TM + j + 1 + i
-            tl.store(tk_ptr + tr * K + offs_k, tl.load(rk_ptr + et * K + offs_k, mask=mk & m), mask=mk & m)
+            kt = tl.load(rk_ptr + (ringk0 + L + i) * K + offs_k, mask=mk & m)
+            trk = key_row(b.to(tl.int64) * (TM - 1) + i, hd, HV, HG)
+            tl.store(tk_ptr + trk * K + offs_k, kt, mask=mk & m & lead)
+            if tq_ptr is not None:
+                tl.store(tq_ptr + tr * K + offs_k, kt, mask=mk & m)
             if GK == 1:
                 tl.store(tg_ptr + tr, tl.load(dg_ptr + edt, mask=m), mask=m)
             else:
@@ -465,6 +491,7 @@ def triton_commit(cache, slots, accepted) -> None:
     from .decode import triton_step
 
     B, HV, K, V, Tm = slots.numel(), cache.num_heads, cache.head_k, cache.head_v, cache.max_draft
+    HK, HG = cache.num_key_heads, cache.key_group
     if B == 0:
         return
     dev = slots.device
@@ -475,10 +502,12 @@ def triton_commit(cache, slots, accepted) -> None:
     vdt = dict(dtype=(cache.draft_v if cached else cache.ring_v).dtype, device=dev)
     gpu = dev.type == "cuda"
     new = torch.empty if gpu else torch.zeros   # (rows that do not flush never read theirs; zeros keep numpy quiet)
-    fk, fv = new(B, HV, K, **act), new(B, HV, V, **vdt)
+    fk, fv = new(B, HK, K, **act), new(B, HV, V, **vdt)
     fg, fb = new(B, HV, GK, **f32), new(B, HV, **f32)
     T1 = max(Tm - 1, 1)
-    tk, tv = new(B, T1, HV, K, **act), new(B, T1, HV, V, **vdt)
+    tk, tv = new(B, T1, HK, K, **act), new(B, T1, HV, V, **vdt)
+    # the flush step's and the tail verify's queries (outputs dropped): the keys, per value head
+    fq, tq = (fk, tk) if HG == 1 else (new(B, HV, K, **act), new(B, T1, HV, K, **act))
     tg, tb = new(B, T1, HV, GK, **f32), new(B, T1, HV, **f32)
     idxf, idxt, ntail, flcnt, newcnt, fl = (torch.empty(B, **i32) for _ in range(6))
     _commit_prep_kernel[(B, HV)](
@@ -486,8 +515,9 @@ def triton_commit(cache, slots, accepted) -> None:
         rv_ptr=None if cached else cache.ring_v, rb_ptr=cache.ring_beta if cache.delta and not cached else None,
         dg_ptr=cache.draft_g, dv_ptr=cache.draft_v if cached else None, db_ptr=cache.draft_beta if cached else None,
         fk_ptr=fk, fv_ptr=fv, fg_ptr=fg, fb_ptr=fb, tk_ptr=tk, tv_ptr=tv, tg_ptr=tg, tb_ptr=tb, idxf_ptr=idxf,
-        idxt_ptr=idxt, ntail_ptr=ntail, flcnt_ptr=flcnt, newcnt_ptr=newcnt, fl_ptr=fl, HV=HV, K=K, V=V, C=cache.ring_k.shape[2],
-        L=cache.window, TM=Tm, BK=block_k(K), BVA=value_rows(V), GK=GK, DELTA=cache.delta, CACHED=cached)
+        idxt_ptr=idxt, ntail_ptr=ntail, flcnt_ptr=flcnt, newcnt_ptr=newcnt, fl_ptr=fl,
+        fq_ptr=None if HG == 1 else fq, tq_ptr=None if HG == 1 else tq, HV=HV, K=K, V=V, C=cache.ring_k.shape[2],
+        L=cache.window, TM=Tm, BK=block_k(K), BVA=value_rows(V), GK=GK, DELTA=cache.delta, CACHED=cached, HG=HG)
     BLOCK = min(1024, triton.next_power_of_2(B))
     _commit_counts_kernel[(triton.cdiv(B, BLOCK),)](idx_ptr=slots, val_ptr=flcnt, cnt_ptr=cache.ring_count, B=B,
                                                     BLOCK=BLOCK)
@@ -495,10 +525,10 @@ def triton_commit(cache, slots, accepted) -> None:
     # (the interpreter runs every skipped program in Python: off the GPU, where a host sync costs nothing, launches
     # with no row to flush or no tail are skipped; on the GPU they run, a few microseconds, no sync)
     if gpu or bool((idxf >= 0).any()):
-        triton_step(cache, idxf, fk, fk, fv, fg if cache.per_key else fg[..., 0], fb if cache.delta else None, out)
+        triton_step(cache, idxf, fq, fk, fv, fg if cache.per_key else fg[..., 0], fb if cache.delta else None, out)
     if Tm > 1 and (gpu or bool((idxt >= 0).any())):
         tout = torch.empty(B, T1, HV, V, **f32)
-        triton_verify(cache, idxt, tk, tk, tv, tg, tb, ntail, False, tout, zero_h=True)
+        triton_verify(cache, idxt, tq, tk, tv, tg, tb, ntail, False, tout, zero_h=True)
     _commit_counts_kernel[(triton.cdiv(B, BLOCK),)](idx_ptr=slots, val_ptr=newcnt, cnt_ptr=cache.ring_count, B=B,
                                                     BLOCK=BLOCK, fl_ptr=fl, fcnt_ptr=cache.flush_count,
                                                     dcnt_ptr=cache.draft_count)

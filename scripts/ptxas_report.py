@@ -95,12 +95,15 @@ class _Recorder:
         return launch
 
 
-def verify_launch_kwargs(family: str, spec: str, T: int = 8, window: int = 16) -> dict:
-    """The keyword arguments :func:`~.verify.triton_verify` passes for the benchmark shape of ``family``."""
+def verify_launch_kwargs(family: str, spec: str, T: int = 8, window: int = 16, shared_keys: bool = True) -> dict:
+    """The keyword arguments :func:`~.verify.triton_verify` passes for the benchmark shape of ``family`` (with
+    ``shared_keys``, the shape's key heads, as the models have them)."""
     shape = SHAPES[family]
+    hk = shape.get("num_key_heads", shape["num_heads"]) if shared_keys else shape["num_heads"]
     cache = SSMStateCache(family, spec, 2, shape["num_heads"], shape["head_k"], shape["head_v"], window=window,
-                          mode="replay", backend="torch", seed=1, max_draft=T)
+                          mode="replay", backend="torch", seed=1, max_draft=T, num_key_heads=hk)
     x = spec_inputs(family, 2, T, shape, torch.device("cpu"))
+    x["k"] = x["k"][:, :, ::cache.key_group].contiguous()
     out = torch.empty(2, T, shape["num_heads"], shape["head_v"])
     rec, kernel = _Recorder(), verify._verify_kernel
     verify._verify_kernel = rec
@@ -388,8 +391,8 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=256, help="rows of the planned step (--flush, --nonflush, --fused)")
     p.add_argument("--tree", default=None, help="compile this checkout's kernels (read before the imports)")
     p.add_argument("--keys", choices=("shared", "per-head"), default="shared",
-                   help="--flush, --nonflush, --fused, --nvfp4-items: the caches' keys once per key head of the bench "
-                        "shape (shared, as the benchmark times them) or once per value head")
+                   help="the caches' keys once per key head of the bench shape (shared, as the benchmark times them "
+                        "and the models have them) or once per value head")
     p.add_argument("--item-blocks", default="0,1,2,4", help="flush_nvfp4_item_blocks values (--nvfp4-items)")
     p.add_argument("--csv", default=None)
     a = p.parse_args(argv)
@@ -398,7 +401,7 @@ def main(argv=None):
             else nonflush_report(a) if a.nonflush else nonflush_report(a, "fused") if a.fused else [])
     for fam in [] if a.nvfp4_items or a.flush or a.nonflush or a.fused else a.families.split(","):
         for spec in a.specs.split(","):
-            kw = verify_launch_kwargs(fam, spec)
+            kw = verify_launch_kwargs(fam, spec, shared_keys=a.keys == "shared")
             for bv in map(int, a.block_v.split(",")):
                 blocks = triton.cdiv(SHAPES[fam]["head_v"], bv)
                 for split in sorted({min(int(x), blocks) for x in a.split.split(",")}):

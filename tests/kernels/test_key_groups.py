@@ -141,13 +141,14 @@ def test_shared_keys_errors():
         SSMStateCache("gdn", "fp32", 2, 4, K, V, backend="torch", num_key_heads=3)
     with pytest.raises(ValueError, match=r"num_key_heads must be a positive int"):
         SSMStateCache("gdn", "fp32", 2, 4, K, V, backend="torch", num_key_heads=0)
-    with pytest.raises(ValueError, match=r"speculative verify takes a key per value head"):
-        SSMStateCache("gdn", "fp32", 2, 4, K, V, backend="torch", num_key_heads=2, max_draft=2)
-    c = SSMStateCache("gdn", "fp32", 2, 4, K, V, backend="torch", num_key_heads=2)
+    c = SSMStateCache("gdn", "fp32", 2, 4, K, V, backend="torch", num_key_heads=2, max_draft=2)
     q, k, v, g, beta = _inputs("gdn", 1, 1, 0)[0]
     with pytest.raises(ValueError, match=r"k has shape \(1, 4, 32\), expected \(1, 2, 32\) \(k per key head: this "
                                          r"cache has num_key_heads=2"):
         c.step(torch.tensor([0]), q, k.repeat_interleave(2, dim=1), v, g, beta)
+    with pytest.raises(ValueError, match=r"k has shape \(1, 1, 4, 32\), expected \(1, 1, 2, 32\) \(k per key head"):
+        c.verify(torch.tensor([0]), *(None if x is None else x[:, None] for x in
+                                      (q, k.repeat_interleave(2, dim=1), v, g, beta)))
     from replayssm_quant.kernels.chunked import chunked_forward, chunked_forward_many
     with pytest.raises(ValueError, match=r"chunked_forward: k must be \[R, T, HK, K\] with HK = num_key_heads = 2"):
         chunked_forward(c, torch.tensor([0]), q[:, None], k.repeat_interleave(2, dim=1)[:, None], v[:, None],
@@ -188,3 +189,43 @@ def test_shared_keys_chunked_windows(family, specs, backend):
         for name in ts:
             want = to[name][:, ::HV // HK] if name == "ring_k" else to[name]
             _assert_same_bits(ts[name], want, name)
+
+
+SPEC_CASES = [("gdn", "fp32", "replay"), ("gdn", "nvfp4/fp16+sr", "replay"), ("gdn", "fp8+sr", "replay"),
+              ("kda", "nvfp4/fp8+sr", "replay"), ("mamba2", "nvfp4/fp16", "replay"), ("mamba2", "fp32", "replay"),
+              ("gdn", "int8+sr", "conventional"), ("mamba2", "fp8+sr", "conventional")]
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("family,spec,mode", SPEC_CASES)
+def test_shared_keys_speculative_verify_and_commit(family, spec, mode, backend):
+    """Speculative decoding with shared keys (``max_draft`` 3, window 4): verify rounds of a random 1..3 tokens with
+    random accepted counts (a padded row in every launch; commits that flush and re-verify the committed tail),
+    a plain step every fourth round. Outputs and every stored tensor (ring, draft buffers, snapshots, counters)
+    are bit for bit those of a cache with a key per value head fed the repeated keys, separate specs (the tail
+    verify's queries are the keys, per value head) and shared ones with cached corrections included."""
+    gen = torch.Generator().manual_seed(31)
+    caches = {hk: SSMStateCache(family, spec, SLOTS, HV, K, V, window=L, mode=mode, backend=backend, seed=5,
+                                max_draft=3, num_key_heads=hk) for hk in (HK, HV)}
+    S0 = torch.randn(SLOTS, HV, V, K, generator=gen) * 0.3
+    for c in caches.values():
+        c.load_state(torch.arange(SLOTS), S0)
+    idx = torch.tensor([2, -1, 0])
+    flushes = caches[HK].flush_count[:SLOTS].clone()
+    for r in range(9):
+        T = 1 if r % 4 == 3 else int(torch.randint(1, 4, (1,), generator=gen))
+        steps = _inputs(family, T, len(idx), seed=100 + r)
+        x = [None if steps[0][i] is None else torch.stack([s[i] for s in steps], 1) for i in range(5)]
+        rep = lambda k, c: k if c.key_group > 1 else k.repeat_interleave(HV // HK, dim=-2)   # noqa: E731
+        if r % 4 == 3:   # a plain step
+            outs = {hk: c.step(idx, x[0][:, 0], rep(x[1][:, 0], c), x[2][:, 0], x[3][:, 0],
+                               None if x[4] is None else x[4][:, 0]) for hk, c in caches.items()}
+        else:
+            outs = {hk: c.verify(idx, x[0], rep(x[1], c), *x[2:]) for hk, c in caches.items()}
+            acc = torch.randint(1, T + 1, (len(idx),), generator=gen, dtype=torch.int32)
+            for c in caches.values():
+                c.commit(idx, acc)
+        _assert_same_bits(outs[HK], outs[HV], f"round {r} outputs")
+        _assert_caches_match(caches[HK], caches[HV], [], [])
+    if mode == "replay":   # the rounds crossed flushes (commits that reach the window's L-th token)
+        assert bool((caches[HK].flush_count[:SLOTS][[0, 2]] >= flushes[[0, 2]] + 2).all())
