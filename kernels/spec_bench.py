@@ -30,8 +30,8 @@ import time
 
 import torch
 
-from .bench import SHAPES, Timer, _device_and_shapes, _fill_states, bench_inputs, bench_kernel, rotation
-from .bench_report import markdown_table, run_header
+from .bench import SHAPES, Timer, _device_and_shapes, _fill_states, bench_inputs, bench_kernel, rotation, step_keys
+from .bench_report import markdown_table, run_header, shape_key_group, shape_key_heads
 from .inputs import random_decode_inputs
 from .naive import oracle_sequence
 from .state_cache import SSMStateCache
@@ -63,25 +63,30 @@ def accepted_counts(T: int, rate: float, B: int, device) -> torch.Tensor:
 
 
 def spec_inputs(family, batch, T, shape, device):
-    """``T`` tokens of :data:`.bench.ACT_DTYPE` inputs per row as verify takes them (``[B, T, ...]``)."""
+    """``T`` tokens of :data:`.bench.ACT_DTYPE` inputs per row as verify takes them (``[B, T, ...]``; keys as
+    :func:`.bench.bench_inputs` gives them: ``k`` per value head, ``k_heads`` per key head)."""
     x = bench_inputs(family, batch, shape, T, device)
     return {n: (None if t is None else t.transpose(0, 1).contiguous()) for n, t in x.items()}
 
 
 def time_rounds(family, spec, mode, batch, T, rate, shape, window, timer, device, x, max_draft=None,
-                commit=True, knobs=None) -> float:
+                commit=True, knobs=None, shared_keys=True) -> float:
     """Microseconds per ``verify(T)`` + ``commit`` round of one slot group (``mode`` replay or conventional),
     averaged over ``window`` rounds (replay) or one (conventional: every round costs the same) per group, on a cache
     of ``max_draft`` (default T; the benchmark uses its largest T for all, so the step kernels of the commit's flush
     compile once). ``commit=False``: the verify alone (it moves no pointer, so every call does the same work).
-    ``knobs``: a :class:`.launch.LaunchKnobs` for the cache (the verify launch's ``block_v`` / ``verify_warps``)."""
+    ``knobs``: a :class:`.launch.LaunchKnobs` for the cache (the verify launch's ``block_v`` / ``verify_warps``).
+    ``shared_keys``: the cache keeps one key per key head of the shape, as the models have them (else one per value
+    head)."""
     md = max_draft or T
+    hk = shape_key_heads(shape, shared_keys)
     probe = SSMStateCache(family, spec, 1, shape["num_heads"], shape["head_k"], shape["head_v"], window=window,
-                          mode=mode, backend="torch", max_draft=md)
+                          mode=mode, backend="torch", max_draft=md, num_key_heads=hk)
     R = rotation(probe.bytes_per_slot(), batch) if device.type == "cuda" else 1
     cache = SSMStateCache(family, spec, batch * R, shape["num_heads"], shape["head_k"], shape["head_v"],
                           window=window, mode=mode, device=device, backend="triton", seed=1234, max_draft=md,
-                          knobs=knobs)
+                          knobs=knobs, num_key_heads=hk)
+    k = step_keys(cache, x)
     _fill_states(cache, 7)
     groups = [torch.arange(r * batch, (r + 1) * batch, device=device, dtype=torch.int32) for r in range(R)]
     out = torch.empty(batch, T, cache.num_heads, cache.head_v, dtype=torch.float32, device=device)
@@ -91,7 +96,7 @@ def time_rounds(family, spec, mode, batch, T, rate, shape, window, timer, device
     def fn():
         for _ in range(rounds):
             for idx in groups:
-                cache.verify(idx, x["q"], x["k"], x["v"], x["g"], x["beta"], out=out, validate=False)
+                cache.verify(idx, x["q"], k, x["v"], x["g"], x["beta"], out=out, validate=False)
                 if commit:
                     cache.commit(idx, acc, validate=False)
 
@@ -105,13 +110,15 @@ def time_rounds(family, spec, mode, batch, T, rate, shape, window, timer, device
     return us
 
 
-def correctness(family, shape, window, device, T=4, rows=3, rounds=12, knobs=None) -> dict:
+def correctness(family, shape, window, device, T=4, rows=3, rounds=12, knobs=None, shared_keys=True) -> dict:
     """fp32 replay verify / commit on the device against the float64 oracle: the largest relative error of the
     verify outputs (every token) and of the committed state after the last round (``knobs``: the cache's
-    :class:`.launch.LaunchKnobs`)."""
+    :class:`.launch.LaunchKnobs`; ``shared_keys``: the cache keeps the shape's key heads, the oracle gets each key
+    repeated for its value heads)."""
     HV, K, V = shape["num_heads"], shape["head_k"], shape["head_v"]
+    hg = shape_key_group(shape) if shared_keys else 1
     c = SSMStateCache(family, "fp32", rows, HV, K, V, window=window, device=device, backend="triton",
-                      max_draft=T, knobs=knobs)
+                      max_draft=T, knobs=knobs, num_key_heads=HV // hg)
     gen = torch.Generator().manual_seed(5)
     S = torch.randn(rows, HV, V, K, generator=gen) * 0.3
     idx = torch.arange(rows, device=device)
@@ -120,7 +127,10 @@ def correctness(family, shape, window, device, T=4, rows=3, rounds=12, knobs=Non
     err = 0.0
     for r in range(rounds):
         x = random_decode_inputs(family, T, rows, HV, K, V, generator=gen, device=device)
-        o = c.verify(idx, *(None if x[n] is None else x[n].transpose(0, 1).contiguous() for n in NAMES))
+        x["k"] = x["k"][:, :, ::hg].repeat_interleave(hg, dim=2)     # [T, rows, HV, K]: a key per group
+        xv = {n: None if t is None else t.transpose(0, 1).contiguous() for n, t in x.items()}
+        xv["k"] = xv["k"][:, :, ::hg].contiguous()                     # the cache takes it per key head
+        o = c.verify(idx, *(xv[n] for n in NAMES))
         o_ref, s_ref = oracle_sequence(family, S, *(x[n] for n in NAMES))
         err = max(err, ((o.double() - o_ref.transpose(0, 1)).abs().max() / o_ref.abs().max()).item())
         a = torch.tensor([(r + i) % T + 1 for i in range(rows)], device=device)
@@ -133,7 +143,7 @@ def correctness(family, shape, window, device, T=4, rows=3, rounds=12, knobs=Non
 
 def verify_tile_sweep(out, families=("mamba2", "gdn", "kda"), specs=("fp32",), batch=256, T=8,
                       block_vs=(16, 32, 64), warps=(4, 8, 16), dots=("ieee",), splits=(1,), rep_ms=15,
-                      cpu_smoke=False):
+                      cpu_smoke=False, shared_keys=True):
     """The replay verify alone (``verify_only``, T tokens) timed over V-block sizes x programs per head x warps per
     program x dot precisions, each config through the ``block_v`` / ``verify_split`` / ``verify_warps`` /
     ``verify_dot`` knobs (``None``: the default rule); for every config the fp32 verify's error against the float64
@@ -159,8 +169,8 @@ def verify_tile_sweep(out, families=("mamba2", "gdn", "kda"), specs=("fp32",), b
         knobs = LaunchKnobs(block_v=bv, verify_split=sp, verify_warps=w, verify_dot=dot)
         try:
             us = time_rounds(fam, spec, "replay", batch, T, 1.0, shape, window, timer, device, x, commit=False,
-                             knobs=knobs)
-            err = correctness(fam, shape, window, device, knobs=knobs)["verify_rel_err"]
+                             knobs=knobs, shared_keys=shared_keys)
+            err = correctness(fam, shape, window, device, knobs=knobs, shared_keys=shared_keys)["verify_rel_err"]
         except Exception as e:   # a config that does not compile or run is a result too
             us = err = float("nan")
             print(f"verify sweep: {fam} {spec} block_v={bv} split={sp} warps={w} dot={dot}: {type(e).__name__}: "
@@ -244,11 +254,13 @@ def _targets(summary) -> list[str]:
 
 
 def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, rates=None, window=None, rep_ms=40,
-                   cpu_smoke=False, resume=False, command=None, budget_s=None, knobs=None):
+                   cpu_smoke=False, resume=False, command=None, budget_s=None, knobs=None, shared_keys=True):
     """Run the benchmark (module doc) into ``out``; returns the summary DataFrame. Batch 256 is timed first, then
     the others; ``budget_s`` (default 270 on the GPU): no new measurement starts after that many seconds (the report
     lists what was left out; ``--resume`` in the same folder continues). ``knobs``: ``{family: LaunchKnobs}`` for
-    the replay caches (e.g. :func:`sweep_knobs`; others: the defaults)."""
+    the replay caches (e.g. :func:`sweep_knobs`; others: the defaults). ``shared_keys``: every cache (steps and
+    verify rounds alike) keeps one key per key head of the shape, as the models do (default), else one per value
+    head."""
     import pandas as pd
     from tqdm import tqdm
 
@@ -274,7 +286,7 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
     corr, errors = [], []
     for f in families:
         try:
-            corr.append(correctness(f, shapes[f], window, device))
+            corr.append(correctness(f, shapes[f], window, device, shared_keys=shared_keys))
         except Exception as e:   # a one-call GPU run reports what failed and times the rest
             errors.append(f"correctness {f}: {type(e).__name__}: {str(e)[:300]}")
     corr = pd.DataFrame(corr)
@@ -306,10 +318,12 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
                 x_key = (fam, b, 0 if step else T)
                 x = bench_inputs(fam, b, shape, window, device) if step else spec_inputs(fam, b, T, shape, device)
             if step:
-                us = bench_kernel(fam, sp, mode, b, shape, window, timer, device, x, phases=("step",))["time_us"]
+                us = bench_kernel(fam, sp, mode, b, shape, window, timer, device, x, phases=("step",),
+                                  shared_keys=shared_keys)["time_us"]
             else:
                 us = time_rounds(fam, sp, mode, b, T, p, shape, window, timer, device, x, max_draft=max(drafts),
-                                 commit=kind != "verify_only", knobs=(knobs or {}).get(fam) if mode == "replay" else None)
+                                 commit=kind != "verify_only", knobs=(knobs or {}).get(fam) if mode == "replay" else None,
+                                 shared_keys=shared_keys)
         except Exception as e:   # recorded; the run goes on (a one-call GPU run keeps what it can measure)
             errors.append(f"{fam} {sp} {kind} B={b} T={T} p={p}: {type(e).__name__}: {str(e)[:300]}")
             x_key, us = None, float("nan")
@@ -337,6 +351,8 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
              "steps).", "- acceptance p: fraction of the T - 1 drafts accepted (a row commits 1 + p (T - 1) tokens "
              "per round); tokens/s: committed SSM-layer tokens per second.",
              f"- replay and conventional caches of max_draft = {max(drafts)} (the largest T) for every T",
+             "- keys: " + ("one per key head of the shape, as the models have them (steps and verify rounds alike)"
+                           if shared_keys else "one per value head (`--keys per-head`)"),
              *(["- replay launch knobs: " + "; ".join(f"{f}: {k.overrides()}" for f, k in knobs.items())] if knobs else []),
              f"- wall time {time.time() - t0:.0f} s"
              + (f"; time budget {budget_s:.0f} s reached: {len(left)} measurements not run (first: {left[0]}); "

@@ -99,17 +99,17 @@ def verify_launch_kwargs(family: str, spec: str, T: int = 8, window: int = 16, s
     """The keyword arguments :func:`~.verify.triton_verify` passes for the benchmark shape of ``family`` (with
     ``shared_keys``, the shape's key heads, as the models have them)."""
     shape = SHAPES[family]
-    hk = shape.get("num_key_heads", shape["num_heads"]) if shared_keys else shape["num_heads"]
+    # (as split_launch_kwargs: a checkout without shared keys has no num_key_heads)
+    keys = dict(num_key_heads=shape["num_key_heads"]) if shared_keys and "num_key_heads" in shape else {}
     cache = SSMStateCache(family, spec, 2, shape["num_heads"], shape["head_k"], shape["head_v"], window=window,
-                          mode="replay", backend="torch", seed=1, max_draft=T, num_key_heads=hk)
+                          mode="replay", backend="torch", seed=1, max_draft=T, **keys)
     x = spec_inputs(family, 2, T, shape, torch.device("cpu"))
-    x["k"] = x["k"][:, :, ::cache.key_group].contiguous()
     out = torch.empty(2, T, shape["num_heads"], shape["head_v"])
     rec, kernel = _Recorder(), verify._verify_kernel
     verify._verify_kernel = rec
     try:
-        verify.triton_verify(cache, torch.arange(2, dtype=torch.int32), x["q"], x["k"], x["v"], x["g"], x["beta"],
-                             None, False, out)
+        verify.triton_verify(cache, torch.arange(2, dtype=torch.int32), x["q"], x["k_heads"] if keys else x["k"],
+                             x["v"], x["g"], x["beta"], None, False, out)
     finally:
         verify._verify_kernel = kernel
     return {k: v for k, v in rec.kwargs.items() if k not in ("num_warps", "num_stages", "maxnreg")}

@@ -52,6 +52,9 @@ def main(argv=None):
                    help="--sweep-verify: dot precisions (ieee, tf32x3)")
     p.add_argument("--sweep-split", type=_list(int), default=[1],
                    help="--sweep-verify: programs per (row, head) over its V-blocks (verify_split)")
+    p.add_argument("--keys", choices=("shared", "per-head"), default="shared",
+                   help="the caches' keys: one per key head of the shape, as the models have them (default), or one per "
+                        "value head")
     p.add_argument("--verify-config", default=None,
                    help="a --sweep-verify CSV: the replay caches of each family use its fastest config within 1e-5 "
                         "of the oracle")
@@ -64,14 +67,16 @@ def main(argv=None):
         df = verify_tile_sweep(args.out, families=tuple(args.families or ("mamba2", "gdn", "kda")),
                                specs=tuple(args.specs or ("fp32",)), block_vs=tuple(args.sweep_block_v),
                                warps=tuple(args.sweep_warps), dots=tuple(args.sweep_dots),
-                               splits=tuple(args.sweep_split), cpu_smoke=args.cpu_smoke)
+                               splits=tuple(args.sweep_split), cpu_smoke=args.cpu_smoke,
+                               shared_keys=args.keys == "shared")
         print(df.to_string(index=False))
         return 0
     try:
         run_spec_bench(args.out, families=args.families, specs=args.specs, batches=args.batches,
                        drafts=args.drafts, rates=args.rates, window=args.window, rep_ms=args.rep_ms,
                        cpu_smoke=args.cpu_smoke, resume=args.resume, budget_s=args.budget_s,
-                       knobs=sweep_knobs(args.verify_config) if args.verify_config else None)
+                       knobs=sweep_knobs(args.verify_config) if args.verify_config else None,
+                       shared_keys=args.keys == "shared")
     except ValueError as e:
         print(f"spec_bench: error: {e}", file=sys.stderr)
         return 2

@@ -31,9 +31,12 @@ def _run(args, tmp_path):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke run")
-def test_cpu_smoke_writes_the_report(tmp_path):
+@pytest.mark.parametrize("keys", ["shared", "per-head"])
+def test_cpu_smoke_writes_the_report(tmp_path, keys):
+    """The smoke shape's gdn has 2 value heads for 1 key head: with shared keys (the default) every cache keeps one
+    key, and the device check runs the verify with it against the oracle fed the repeated key."""
     out = tmp_path / "sb"
-    r = _run(["--cpu-smoke", "--families", "gdn", "--out", str(out)], tmp_path)
+    r = _run(["--cpu-smoke", "--families", "gdn", "--keys", keys, "--out", str(out)], tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     import pandas as pd
 
@@ -42,7 +45,9 @@ def test_cpu_smoke_writes_the_report(tmp_path):
     assert {"speedup_50", "speedup_100", "verify_over_replay_step", "verify_over_conv_step"} <= set(s.columns)
     corr = pd.read_csv(out / "correctness.csv")
     assert float(corr.verify_rel_err.max()) < 1e-5 and int(corr.flushes.min()) >= 1
-    assert "Verify cost" in (out / "report.md").read_text() and not (out / "results.partial.csv").exists()
+    report = (out / "report.md").read_text()
+    assert "Verify cost" in report and not (out / "results.partial.csv").exists()
+    assert ("- keys: one per key head of the shape" if keys == "shared" else "- keys: one per value head") in report
 
 
 def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
