@@ -321,9 +321,9 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
                 us = bench_kernel(fam, sp, mode, b, shape, window, timer, device, x, phases=("step",),
                                   shared_keys=shared_keys)["time_us"]
             else:
+                kn = (knobs or {}).get(fam) if mode == "replay" else None
                 us = time_rounds(fam, sp, mode, b, T, p, shape, window, timer, device, x, max_draft=max(drafts),
-                                 commit=kind != "verify_only", knobs=(knobs or {}).get(fam) if mode == "replay" else None,
-                                 shared_keys=shared_keys)
+                                 commit=kind != "verify_only", knobs=kn, shared_keys=shared_keys)
         except Exception as e:   # recorded; the run goes on (a one-call GPU run keeps what it can measure)
             errors.append(f"{fam} {sp} {kind} B={b} T={T} p={p}: {type(e).__name__}: {str(e)[:300]}")
             x_key, us = None, float("nan")

@@ -108,8 +108,8 @@ def _restore_snapshots(cache, slots, accepted):
 
 def _flush_inputs(cache, slots, h):
     """The flush step's input of each row: ring entry ``L - 1`` (token ``L - 1 - h`` of the last verify window),
-    ``(k [B, HV, K]`` (per value head), ``v [B, HV, V], g [B, HV(, K)], beta [B, HV])``, the raw inputs from the ring or the draft
-    buffers."""
+    ``(k [B, HV, K], v [B, HV, V], g [B, HV(, K)], beta [B, HV])``, the raw inputs from the ring or the draft
+    buffers (k per value head, as the torch step takes it)."""
     L, Tm = cache.window, cache.max_draft
     c = _clamped(cache, slots)
     j = (L - 1 - h).clamp(0, Tm - 1).to(torch.int64)
@@ -129,7 +129,8 @@ def _flush_inputs(cache, slots, h):
 
 def _tail_inputs(cache, slots, h):
     """The committed tail after a flush: tokens ``L - h + i`` of the last verify window (ring positions ``L + i``),
-    ``i < T_max - 1``, as verify inputs ``k [B, T_max - 1, HV, K]`` (per value head), ``v``, ``g [B, T_max - 1, HV, GK]``, beta."""
+    ``i < T_max - 1``, as verify inputs ``k [B, T_max - 1, HV, K]`` (per value head, as the torch verify takes
+    it), ``v``, ``g [B, T_max - 1, HV, GK]``, beta."""
     L, Tm = cache.window, cache.max_draft
     c = _clamped(cache, slots)[:, None]
     i = torch.arange(Tm - 1, device=slots.device)

@@ -124,8 +124,8 @@ def _window_terms(cache, slots, h: int, nt: int, T: int, X, Xc, g, tok):
 
 
 def _ring_keys(cache, slots, h: int, RP: int, BK: int):
-    """The ``h`` committed ring entries' keys per value head ``[n, HV, RP, BK]`` and cumulative log decays (``[n, HV, RP]``; kda
-    ``[n, HV, RP, BK]``), zero past ``h``, float32 numpy."""
+    """The ``h`` committed ring entries' keys per value head ``[n, HV, RP, BK]`` and cumulative log decays (``[n,
+    HV, RP]``; kda ``[n, HV, RP, BK]``), zero past ``h``, float32 numpy."""
     n, HV = slots.numel(), cache.num_heads
     Kr = np.zeros((n, HV, RP, BK), np.float32)
     Kr[:, :, :h] = _np(cache.value_head_keys(cache.ring_k[slots][:, :, :h], dim=1), BK)

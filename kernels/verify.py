@@ -239,9 +239,10 @@ def verify_dot(cache) -> str:
 
 def triton_verify(cache, slots, q, k, v, g, beta, counts, write_draft: bool, out, zero_h: bool = False):
     """Launch :func:`_verify_kernel`: ``counts[b]`` (int32 ``[B]``, <= T; None: T) tokens of each row. ``q [B, T,
-    HV, K]``, ``k [B, T, HK, K]`` (HK = ``cache.num_key_heads``), ``v [B, T, HV, V]``, ``g [B, T, HV, GK]``, ``beta [B, T, HV]`` (any float, contiguous); ``out``
-    float32 ``[B, T, HV, V]``. ``write_draft``: the draft buffers and counts too (a user's verify); ``zero_h``: the
-    rows' committed count is taken as 0 (the tail after a flush). Returns ``out``."""
+    HV, K]``, ``k [B, T, HK, K]`` (HK = ``cache.num_key_heads``), ``v [B, T, HV, V]``, ``g [B, T, HV, GK]``,
+    ``beta [B, T, HV]`` (any float, contiguous); ``out`` float32 ``[B, T, HV, V]``. ``write_draft``: the draft
+    buffers and counts too (a user's verify); ``zero_h``: the rows' committed count is taken as 0 (the tail after a
+    flush). Returns ``out``."""
     B, T, HV, V = v.shape
     if B == 0:
         return out

@@ -53,8 +53,8 @@ def main(argv=None):
     p.add_argument("--sweep-split", type=_list(int), default=[1],
                    help="--sweep-verify: programs per (row, head) over its V-blocks (verify_split)")
     p.add_argument("--keys", choices=("shared", "per-head"), default="shared",
-                   help="the caches' keys: one per key head of the shape, as the models have them (default), or one per "
-                        "value head")
+                   help="the caches' keys: one per key head of the shape, as the models have them (default), or one "
+                        "per value head")
     p.add_argument("--verify-config", default=None,
                    help="a --sweep-verify CSV: the replay caches of each family use its fastest config within 1e-5 "
                         "of the oracle")
