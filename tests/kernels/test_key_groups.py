@@ -204,17 +204,28 @@ def test_shared_keys_speculative_verify_and_commit(family, spec, mode, backend):
     a plain step every fourth round. Outputs and every stored tensor (ring, draft buffers, snapshots, counters)
     are bit for bit those of a cache with a key per value head fed the repeated keys, separate specs (the tail
     verify's queries are the keys, per value head) and shared ones with cached corrections included."""
+    _speculative_rounds(family, spec, mode, backend)
+
+
+@pytest.mark.parametrize("family", ["gdn", "mamba2"])
+def test_shared_keys_speculative_verify_split_over_programs(family):
+    """The same with V = 40 in 16-row blocks over two verify programs per head (only the first appends the keys;
+    a masked tail block)."""
+    _speculative_rounds(family, "fp32", "replay", "triton", LaunchKnobs(block_v=16, verify_split=2), 40)
+
+
+def _speculative_rounds(family, spec, mode, backend, knobs=None, v_dim=V):
     gen = torch.Generator().manual_seed(31)
-    caches = {hk: SSMStateCache(family, spec, SLOTS, HV, K, V, window=L, mode=mode, backend=backend, seed=5,
-                                max_draft=3, num_key_heads=hk) for hk in (HK, HV)}
-    S0 = torch.randn(SLOTS, HV, V, K, generator=gen) * 0.3
+    caches = {hk: SSMStateCache(family, spec, SLOTS, HV, K, v_dim, window=L, mode=mode, backend=backend, seed=5,
+                                max_draft=3, num_key_heads=hk, knobs=knobs) for hk in (HK, HV)}
+    S0 = torch.randn(SLOTS, HV, v_dim, K, generator=gen) * 0.3
     for c in caches.values():
         c.load_state(torch.arange(SLOTS), S0)
     idx = torch.tensor([2, -1, 0])
     flushes = caches[HK].flush_count[:SLOTS].clone()
     for r in range(9):
         T = 1 if r % 4 == 3 else int(torch.randint(1, 4, (1,), generator=gen))
-        steps = _inputs(family, T, len(idx), seed=100 + r)
+        steps = _inputs(family, T, len(idx), seed=100 + r, v_dim=v_dim)
         x = [None if steps[0][i] is None else torch.stack([s[i] for s in steps], 1) for i in range(5)]
         rep = lambda k, c: k if c.key_group > 1 else k.repeat_interleave(HV // HK, dim=-2)   # noqa: E731
         if r % 4 == 3:   # a plain step
