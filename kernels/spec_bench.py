@@ -127,9 +127,10 @@ def correctness(family, shape, window, device, T=4, rows=3, rounds=12, knobs=Non
     err = 0.0
     for r in range(rounds):
         x = random_decode_inputs(family, T, rows, HV, K, V, generator=gen, device=device)
-        x["k"] = x["k"][:, :, ::hg].repeat_interleave(hg, dim=2)     # [T, rows, HV, K]: a key per group
+        k_heads = x["k"][:, :, ::hg]                                    # [T, rows, HK, K]: the cache's keys
+        x["k"] = c.value_head_keys(k_heads)                             # the oracle's: repeated per value head
         xv = {n: None if t is None else t.transpose(0, 1).contiguous() for n, t in x.items()}
-        xv["k"] = xv["k"][:, :, ::hg].contiguous()                     # the cache takes it per key head
+        xv["k"] = k_heads.transpose(0, 1).contiguous()
         o = c.verify(idx, *(xv[n] for n in NAMES))
         o_ref, s_ref = oracle_sequence(family, S, *(x[n] for n in NAMES))
         err = max(err, ((o.double() - o_ref.transpose(0, 1)).abs().max() / o_ref.abs().max()).item())

@@ -95,12 +95,17 @@ class _Recorder:
         return launch
 
 
+def _key_heads_kwargs(shape: dict, shared_keys: bool) -> dict:
+    """``SSMStateCache``'s key-head argument for a bench ``shape``: its ``num_key_heads`` with ``shared_keys``, else
+    none (a key per value head; a checkout from before shared keys has no such argument, and ``--tree`` may be one)."""
+    return dict(num_key_heads=shape["num_key_heads"]) if shared_keys and "num_key_heads" in shape else {}
+
+
 def verify_launch_kwargs(family: str, spec: str, T: int = 8, window: int = 16, shared_keys: bool = True) -> dict:
     """The keyword arguments :func:`~.verify.triton_verify` passes for the benchmark shape of ``family`` (with
     ``shared_keys``, the shape's key heads, as the models have them)."""
     shape = SHAPES[family]
-    # (as split_launch_kwargs: a checkout without shared keys has no num_key_heads)
-    keys = dict(num_key_heads=shape["num_key_heads"]) if shared_keys and "num_key_heads" in shape else {}
+    keys = _key_heads_kwargs(shape, shared_keys)
     cache = SSMStateCache(family, spec, 2, shape["num_heads"], shape["head_k"], shape["head_v"], window=window,
                           mode="replay", backend="torch", seed=1, max_draft=T, **keys)
     x = spec_inputs(family, 2, T, shape, torch.device("cpu"))
@@ -248,8 +253,7 @@ def split_launch_kwargs(family: str, spec: str, batch: int, kernel: str = "flush
     from replayssm_quant.kernels.launch import LaunchKnobs, plan_step
 
     shape = SHAPES[family]
-    # shared keys (the bench shape's num_key_heads, as the benchmark times it; a checkout without them has none)
-    keys = dict(num_key_heads=shape["num_key_heads"]) if shared_keys and "num_key_heads" in shape else {}
+    keys = _key_heads_kwargs(shape, shared_keys)   # the bench shape's key heads, as the benchmark times them
     rec = _Recorder()
     stand_ins = dict(part=_Recorder(), flush=_Recorder(), nonflush=_Recorder(), rows=_Recorder(), fused=_Recorder())
     stand_ins[kernel] = rec
