@@ -6,10 +6,12 @@
 # Its results replace bench_h200/'s (one folder per card, each holding that card's current table; git keeps the old).
 #   git rev-parse --short HEAD > TREE.txt
 #   run(command="BUDGET_S=585 bash reports/bench/speed/call_s19a.sh", carry=["TREE.txt", ".whl"], needs_h200=true)
+# With little device time left, FAMS, SPECS and BATCHES narrow it (the loops go family by family): BATCHES=256 times
+# the goal rows of every family first (session 2026-12-07b).
 set -u
 source scripts/gpu/setup.sh
 R=${R:-$PWD/.gpu/res_s19a}
 source scripts/gpu/parts.sh s19a "${BUDGET_S:-585}"
-part bench 575 python3 scripts/gpu/bench.py --rep-ms 10 --out "$R/bench" --resume --families gdn,kda,mamba2 \
-  --specs fp32,nvfp4/fp16,nvfp4/fp8+sr,fp8+sr,int8+sr --batches 256,1,64,512
+part bench 575 python3 scripts/gpu/bench.py --rep-ms 10 --out "$R/bench" --resume --families "${FAMS:-gdn,kda,mamba2}" \
+  --specs "${SPECS:-fp32,nvfp4/fp16,nvfp4/fp8+sr,fp8+sr,int8+sr}" --batches "${BATCHES:-256,1,64,512}"
 echo "total wall $(( $(date +%s) - T0 ))s"; cat "$R/parts.tsv"; pack; ls -la "$OUT"
