@@ -7,8 +7,8 @@
 #   git rev-parse --short HEAD > TREE.txt
 #   run(command="BUDGET_S=560 bash reports/bench/speed/call_s25a.sh", carry=["TREE.txt", ".whl"])
 # With little device time left: e.g. BUDGET_S=300 AB_FIRST=1 B256_FAMS=mamba2,gdn B256_SPECS=nvfp4/fp16,fp32
-# IDENT_SPECS=nvfp4/fp16 (s24a's knobs). A cut s19a returns its results.partial.csv; carried back in .gpu/res_s19a
-# (carry it), a later call's --resume continues the table.
+# IDENT_SPECS=nvfp4/fp16 (s24a's knobs) and BATCHES=256 (s19a's: every family's goal rows). A cut s19a returns its
+# results.partial.csv; carried back in .gpu/res_s19a (carry it), a later call's --resume continues the table.
 set -u
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   exec bash reports/bench/speed/call_s19a.sh
