@@ -16,6 +16,7 @@ Two ways to run a replay step:
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, fields
 
 import torch
@@ -471,12 +472,22 @@ FP8_CONVERSION_FORMATS = ("fp8", "e4m3", "nvfp4")
 
 
 def check_device_formats(device, formats, what: str) -> None:
-    """Raise ValueError if ``device`` is a CUDA GPU of compute capability below 8.9 (before Ada / Hopper) and the
-    kernels of any of ``formats`` (format names) would need its E4M3 conversions; the message says which formats
-    and what runs instead. CPU devices (the interpreter) take every format."""
+    """Raise ValueError if the Triton kernels cannot run on ``device``: a device neither CUDA nor CPU, a CPU device
+    without the interpreter (``TRITON_INTERPRET=1``, read when triton is imported), or a CUDA GPU of compute
+    capability below 8.9 (before Ada / Hopper) where the kernels of any of ``formats`` (format names) would need
+    its E4M3 conversions; the message says what is wrong and what runs instead. The interpreter takes every
+    format. ``what`` names the caller in the message."""
     device = torch.device(device)
+    if device.type == "cpu":
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            raise ValueError(f"{what}: the Triton kernels on a CPU device need TRITON_INTERPRET=1 set before triton "
+                             "is imported (or use backend='torch': the same bits)")
+        return
+    if device.type != "cuda":
+        raise ValueError(f"{what}: the Triton kernels run on CUDA GPUs or, through the interpreter, on the CPU; "
+                         f"got a tensor on {device}")
     need = [f for f in dict.fromkeys(formats) if f in FP8_CONVERSION_FORMATS]
-    if device.type != "cuda" or not need:
+    if not need:
         return
     cc = tuple(torch.cuda.get_device_capability(device))
     if cc < (8, 9):

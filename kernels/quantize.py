@@ -223,6 +223,7 @@ def nvfp4_quantize(x: torch.Tensor, sr: bool = False, seed: int = 0, out=None):
     x = _check_input(x)
     if x.dim() < 2 or x.shape[-1] % 16 or x.shape[-1] == 0:
         raise ValueError(f"nvfp4 needs x [..., R, C] with C a positive multiple of 16, got shape {tuple(x.shape)}")
+    check_device_formats(x.device, e4m3_formats("nvfp4", sr), "nvfp4_quantize")
     *lead_shape, R, C = x.shape
     L = 1
     for d in lead_shape:

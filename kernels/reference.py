@@ -145,7 +145,8 @@ def replay_ring(cache, S, slots, h: int):
         if cached_corrections(cache):
             S = S * a.unsqueeze(-2) + cache.ring_u[slots, :, j].unsqueeze(-1) * kj.unsqueeze(-2)
         else:
-            S, _ = seq_step(S, a, kj, cache.ring_v[slots, :, j].float(), cache.ring_beta[slots, :, j], cache.delta)
+            bj = cache.ring_beta[slots, :, j] if cache.delta else None   # (mamba2's ring keeps no beta)
+            S, _ = seq_step(S, a, kj, cache.ring_v[slots, :, j].float(), bj, cache.delta)
     return S
 
 

@@ -14,7 +14,8 @@ Holds, for ``num_slots`` slots and ``num_heads`` (= HV) heads of ``[V, K]`` stat
   (gdn/kda): used for outputs, and for a shared spec also by the flush
   (Algorithm 1), whose ring then keeps no raw v / beta: ``ring_v`` is
   ``[S, HV, L-1, 0]`` and ``ring_beta`` ``[S, HV, 0]``; a separate spec's flush
-  recomputes the corrections from ``S_hp`` and the raw v, beta (Algorithm 3));
+  recomputes the corrections from ``S_hp`` and the raw v, beta (Algorithm 3); mamba2's ``ring_beta`` is
+  ``[S, HV, 0]`` too (no beta), and conventional decoding keeps no ring: its ring tensors are empty);
 * ``ring_count int32 [S + 1]`` entries in the ring, ``flush_count int32 [S + 1]``
   (Philox c2); entry ``S`` is a scratch slot that padded rows write to, so counter
   updates need no host synchronisation; ``step_arrivals int32 [S + 1]``, zero between
@@ -43,7 +44,7 @@ import torch
 
 from replayssm_quant.quant import parse_state_spec, StateSpec
 from replayssm_quant.quant.philox import check_seed
-from replayssm_quant.quant.spec import check_mode
+from replayssm_quant.quant.spec import check_mode, check_positive_int
 
 from .launch import LaunchKnobs, check_device_formats
 from .naive import DELTA_RULE, PER_KEY_DECAY, check_family
@@ -53,12 +54,6 @@ from .storage import BACKENDS, StoredState, TAG_CONVENTIONAL, TAG_FLUSH, sr_rbit
 _ACT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 #: bytes of the per-slot int32 counters every mode keeps: ring_count, flush_count, step_arrivals
 COUNTER_BYTES = 12
-
-
-def _pos_int(name, x):
-    if isinstance(x, bool) or not isinstance(x, int) or x < 1:
-        raise ValueError(f"{name} must be a positive int, got {x!r}")
-    return x
 
 
 class SSMStateCache:
@@ -105,9 +100,11 @@ class SSMStateCache:
         if knobs is not None and not isinstance(knobs, LaunchKnobs):
             raise ValueError(f"knobs must be a LaunchKnobs (replayssm_quant.kernels.launch), got {type(knobs).__name__}")
         self.knobs = knobs or LaunchKnobs()
-        for name, x in (("num_slots", num_slots), ("num_heads", num_heads), ("head_k", head_k),
-                        ("head_v", head_v), ("window", window)):
-            _pos_int(name, x)
+        num_slots, num_heads, head_k, head_v = (
+            check_positive_int(name, x) for name, x in (("num_slots", num_slots), ("num_heads", num_heads),
+                                                        ("head_k", head_k), ("head_v", head_v)))
+        if mode == "replay":   # (conventional decoding has no window: L = 1)
+            window = check_positive_int("window", window)
         if mode == "conventional" and not self.spec.shared:
             raise ValueError(f"spec {self.spec.text!r} has separate read/recurrence formats, which only the "
                              "replay mode has; conventional decoding takes a shared spec (FMT[+sr])")
@@ -117,18 +114,13 @@ class SSMStateCache:
             raise ValueError(f"max_draft={max_draft} exceeds the window {window}: a verify takes at most window "
                              "tokens (the committed tail after a flush must fit the next window)")
         self.max_draft = max_draft
-        HK = num_heads if num_key_heads is None else _pos_int("num_key_heads", num_key_heads)
+        HK = num_heads if num_key_heads is None else check_positive_int("num_key_heads", num_key_heads)
         if num_heads % HK:
             raise ValueError(f"num_key_heads={HK} must divide num_heads={num_heads} (each key head serves "
                              f"num_heads / num_key_heads value heads)")
         self.num_key_heads, self.key_group = HK, num_heads // HK
         self.seed = check_seed(seed)
         self.device = torch.device(device)
-        if backend == "triton" and self.device.type == "cpu":
-            import os
-            if os.environ.get("TRITON_INTERPRET") != "1":
-                raise ValueError("backend='triton' on a CPU device needs TRITON_INTERPRET=1 set before triton "
-                                 "is imported (or use backend='torch')")
         if backend == "triton":
             check_device_formats(self.device, (self.spec.recur.name, self.spec.read.name),
                                  f"SSMStateCache(spec={self.spec.text!r})")
@@ -143,15 +135,18 @@ class SSMStateCache:
         L1 = max(self.window - 1, 1) + (max_draft if mode == "replay" else 0)   # ring capacity
         GK = K if self.per_key else 1
         f32 = dict(dtype=torch.float32, device=dev)
-        self.ring_g = torch.zeros(S, HV, L1, GK, **f32)
+        # what the ring keeps is allocated, the rest is an empty tensor (a kernel argument nothing reads): conventional
+        # decoding keeps no ring (every step rounds into the checkpoint); a shared delta-rule spec (Algorithm 1)
+        # flushes with the cached corrections u_j, so it keeps no raw v_j / beta_j, which separate specs (Algorithm
+        # 3) recompute u_j from; mamba2 has no beta
+        ring = mode == "replay"
+        raw = ring and not cached_corrections(self)
+        self.ring_g = torch.zeros(S, HV, L1, GK if ring else 0, **f32)
         act = dict(dtype=ring_dtype, device=dev)
-        self.ring_k = torch.zeros(S, HK, L1, K, **act)
-        # shared delta-rule spec (Algorithm 1): the flush uses the cached corrections u_j, so the ring keeps no
-        # raw v_j / beta_j (empty tensors); separate specs (Algorithm 3) recompute u_j from them
-        raw = not cached_corrections(self)
+        self.ring_k = torch.zeros(S, HK, L1, K if ring else 0, **act)
         self.ring_v = torch.zeros(S, HV, L1, V if raw else 0, **act)
-        self.ring_beta = torch.zeros(S, HV, L1 if raw else 0, **f32)
-        self.ring_u = torch.zeros(S, HV, L1, V, **f32) if self.delta else self.ring_v
+        self.ring_beta = torch.zeros(S, HV, L1 if raw and self.delta else 0, **f32)
+        self.ring_u = torch.zeros(S, HV, L1, V if ring else 0, **f32) if self.delta else self.ring_v
         self.ring_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
         self.flush_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
         self.draft_count = torch.zeros(S + 1, dtype=torch.int32, device=dev)
@@ -199,7 +194,7 @@ class SSMStateCache:
 
     # ------------------------------------------------------------------ info
     def ring_bytes_per_slot(self) -> int:
-        ts = [self.ring_g, self.ring_k, self.ring_v] + ([self.ring_beta, self.ring_u] if self.delta else [])
+        ts = [self.ring_g, self.ring_k, self.ring_v, self.ring_beta] + ([self.ring_u] if self.delta else [])
         if self.max_draft:
             ts += [self.draft_g, self.draft_v, self.draft_beta]
         return sum(t[0].numel() * t.element_size() for t in ts) + COUNTER_BYTES + (4 if self.max_draft else 0)
@@ -220,15 +215,29 @@ class SSMStateCache:
                 f"backend={self.backend}, device={self.device}{ring})")
 
     # ------------------------------------------------------------------ validation
-    def _slots(self, slots, allow_negative: bool) -> torch.Tensor:
+    def _on_device(self, x: torch.Tensor) -> bool:
+        """Whether tensor ``x`` is on the cache's device (a cache on ``cuda`` without an index: the current one)."""
+        d = self.device
+        if x.device.type != d.type:
+            return False
+        if d.type != "cuda":
+            return True
+        return x.device.index == (d.index if d.index is not None else torch.cuda.current_device())
+
+    def _slots(self, slots, allow_negative: bool, check_values: bool = True) -> torch.Tensor:
+        """Slot indices as a contiguous 1-D tensor on the cache's device (the kernels read its memory). With
+        ``check_values`` (host syncs) int64, in range and distinct; without, the caller's int32/int64 dtype and
+        no sync (``validate=False``: a contiguous tensor on the device passes through as it is)."""
         if not isinstance(slots, torch.Tensor):   # a list / range of ints: on the cache's device
             slots = torch.as_tensor(slots, device=self.device)
         if slots.dtype not in (torch.int32, torch.int64) or slots.dim() != 1:
             raise ValueError(f"slot indices must be a 1-D int32/int64 tensor, got {slots.dtype} "
                              f"{tuple(slots.shape)}")
-        if slots.device != self.device and slots.device.type != self.device.type:
+        if not self._on_device(slots):
             raise ValueError(f"slot indices on {slots.device}, cache on {self.device}")
-        slots = slots.to(self.device, torch.int64)
+        if not check_values:
+            return slots.contiguous()
+        slots = slots.to(torch.int64).contiguous()
         if slots.numel():
             lo, hi = int(slots.min()), int(slots.max())
             if hi >= self.num_slots or (not allow_negative and lo < 0):
@@ -248,9 +257,9 @@ class SSMStateCache:
             keys = (f" (k per key head: this cache has num_key_heads={self.num_key_heads} for num_heads="
                     f"{self.num_heads})" if name == "k" and self.key_group > 1 else "")
             raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {tuple(shape)}{keys}")
-        if x.device.type != self.device.type:
+        if not self._on_device(x):
             raise ValueError(f"{name} is on {x.device}, the cache on {self.device}")
-        return x.contiguous()
+        return x.detach().contiguous()   # the cache is decode state: no gradients flow through it
 
     # ------------------------------------------------------------------ API
     def load_state(self, slots, state: torch.Tensor) -> None:
@@ -266,10 +275,11 @@ class SSMStateCache:
             raise ValueError(f"state must be a float32 tensor [n, {HV}, {V}, {K}]")
         if tuple(state.shape) != (slots.numel(), HV, V, K):
             raise ValueError(f"state has shape {tuple(state.shape)}, expected {(slots.numel(), HV, V, K)}")
-        if state.device.type != self.device.type:
+        if not self._on_device(state):
             raise ValueError(f"state is on {state.device}, the cache on {self.device}")
         if slots.numel() == 0:
             return
+        state = state.detach()   # the cache keeps values, not the prefill's autograd graph
         self.flush_count[slots] = 0
         rb = None
         if self.spec.sr:
@@ -330,8 +340,9 @@ class SSMStateCache:
                                  f"(ring_dtype): pass {self.ring_dtype} k and v or create the cache with "
                                  "ring_dtype=torch.float32")
         g = self._act("g", g, (*lead, HV, K) if self.per_key else (*lead, HV))
-        if validate and g.numel() and bool((g > 0).any()):
-            raise ValueError(f"g holds positive log decays (max {float(g.max()):.4g}): the log decay g must be <= 0 "
+        if validate and g.numel() and not bool((g <= 0).all()):
+            bad = "NaN" if bool(g.isnan().any()) else f"positive log decays (max {float(g.max()):.4g})"
+            raise ValueError(f"g holds {bad}: the log decay g must be <= 0 "
                              "(a decay a = exp(g) in (0, 1]; Mamba-2: g = dt * A with A < 0)")
         if self.delta:
             if beta is None:
@@ -357,16 +368,16 @@ class SSMStateCache:
         Returns:
             float32 ``[B, HV, V]``.
         """
-        if validate:
-            slot_idx = self._slots(slot_idx, allow_negative=True)
+        slot_idx = self._slots(slot_idx, allow_negative=True, check_values=validate)
         B, HV, K, V = slot_idx.numel(), self.num_heads, self.head_k, self.head_v
+        q, k, v, g, beta = self._check_inputs((B,), q, k, v, g, beta, validate)
+        if out is not None and (not isinstance(out, torch.Tensor) or out.dtype != torch.float32
+                                or tuple(out.shape) != (B, HV, V) or not out.is_contiguous()
+                                or not self._on_device(out)):
+            raise ValueError(f"out must be a contiguous float32 tensor of shape {(B, HV, V)} on {self.device}")
         if self.max_draft:   # a step drops the slot's pending verify (its draft entries get overwritten)
             eff = torch.where(slot_idx >= 0, slot_idx, torch.full_like(slot_idx, self.num_slots))
             self.draft_count[eff] = 0
-        q, k, v, g, beta = self._check_inputs((B,), q, k, v, g, beta, validate)
-        if out is not None and (not isinstance(out, torch.Tensor) or out.dtype != torch.float32
-                                or tuple(out.shape) != (B, HV, V) or not out.is_contiguous()):
-            raise ValueError(f"out must be a contiguous float32 tensor of shape {(B, HV, V)}")
         if self.backend == "triton":
             from .decode import triton_step
             return triton_step(self, slot_idx, q, k, v, g, beta, out, advance=True)
@@ -402,8 +413,7 @@ class SSMStateCache:
         if not self.max_draft:
             raise ValueError("verify needs a cache created with max_draft >= 1 (the most draft tokens per verify); "
                              "this one has max_draft=0")
-        if validate:
-            slot_idx = self._slots(slot_idx, allow_negative=True)
+        slot_idx = self._slots(slot_idx, allow_negative=True, check_values=validate)
         if not isinstance(q, torch.Tensor) or q.dim() != 4:
             raise ValueError(f"q must be a tensor [B, T, HV, K], got {getattr(q, 'shape', type(q).__name__)}")
         B, T = slot_idx.numel(), q.shape[1]
@@ -414,13 +424,13 @@ class SSMStateCache:
         if out is None:
             out = torch.empty(B, T, HV, V, dtype=torch.float32, device=self.device)
         elif (not isinstance(out, torch.Tensor) or out.dtype != torch.float32 or tuple(out.shape) != (B, T, HV, V)
-              or not out.is_contiguous() or out.device.type != self.device.type):
+              or not out.is_contiguous() or not self._on_device(out)):
             raise ValueError(f"out must be a contiguous float32 tensor of shape {(B, T, HV, V)} on {self.device}")
         if not self.per_key:
             g = g.unsqueeze(-1)
         if beta is None:
             beta = torch.zeros(B, T, HV, dtype=torch.float32, device=self.device)
-        return verify(self, slot_idx.to(torch.int64) if validate else slot_idx, q, k, v, g, beta, out)
+        return verify(self, slot_idx, q, k, v, g, beta, out)
 
     def commit(self, slot_idx, accepted, validate: bool = True) -> None:
         """Commit the first ``accepted[b]`` tokens of row b's last :meth:`verify` (:mod:`.spec_decode`): the ring
@@ -436,15 +446,14 @@ class SSMStateCache:
         from .spec_decode import commit
         if not self.max_draft:
             raise ValueError("commit needs a cache created with max_draft >= 1; this one has max_draft=0")
-        if validate:
-            slot_idx = self._slots(slot_idx, allow_negative=True)
+        slot_idx = self._slots(slot_idx, allow_negative=True, check_values=validate)
         B = slot_idx.numel()
         if (not isinstance(accepted, torch.Tensor) or accepted.dtype not in (torch.int32, torch.int64)
-                or tuple(accepted.shape) != (B,) or accepted.device.type != self.device.type):
+                or tuple(accepted.shape) != (B,) or not self._on_device(accepted)):
             raise ValueError(f"accepted must be an int32/int64 tensor of shape ({B},) on {self.device}, got "
                              f"{getattr(accepted, 'dtype', type(accepted).__name__)} "
                              f"{tuple(getattr(accepted, 'shape', ()))}")
-        accepted = accepted.to(torch.int32)
+        accepted = accepted.to(torch.int32).contiguous()   # the kernels read its memory
         if validate and B:
             valid = slot_idx >= 0
             pend = self.draft_count[slot_idx[valid]]

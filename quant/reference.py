@@ -256,6 +256,8 @@ def _check_nvfp4_shape(x: torch.Tensor) -> None:
 def nvfp4_amax(x: torch.Tensor) -> torch.Tensor:
     """amax over the last two dims, NaN ignored, inf counted as FLT_MAX. [..., R, C] -> float32 [...]."""
     ax = torch.where(torch.isnan(x), 0.0, x.abs()).clamp(max=FLT_MAX)
+    if ax.shape[-2] * ax.shape[-1] == 0:        # no elements: amax 0 (s_enc 1), as the kernels give
+        return ax.new_zeros(ax.shape[:-2])
     return ax.amax(dim=(-2, -1))
 
 
@@ -359,8 +361,10 @@ def _rowscaled_name(fmt) -> str:
 
 
 def rowscaled_amax(x: torch.Tensor) -> torch.Tensor:
-    """max |x| over the last dim, NaN ignored, +-inf counted as FLT_MAX: float32 ``[..., C]`` -> ``[...]``."""
-    return torch.where(torch.isnan(x), 0.0, x.abs()).clamp(max=FLT_MAX).amax(dim=-1)
+    """max |x| over the last dim, NaN ignored, +-inf counted as FLT_MAX: float32 ``[..., C]`` -> ``[...]`` (0 for
+    empty rows, C = 0)."""
+    ax = torch.where(torch.isnan(x), 0.0, x.abs()).clamp(max=FLT_MAX)
+    return ax.amax(dim=-1) if ax.shape[-1] else ax.new_zeros(ax.shape[:-1])
 
 
 def rowscaled_scales(amax: torch.Tensor, fmt) -> tuple[torch.Tensor, torch.Tensor]:

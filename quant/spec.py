@@ -18,6 +18,7 @@ step) is not part of the string; it is a separate option everywhere.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 from .formats import FORMATS, PRECISION_RULE, FormatInfo, at_least_as_precise, get_format
@@ -84,8 +85,7 @@ class StateSpec:
         :data:`.formats.DEFAULT_ROW_LEN`): 1 + 4 / K bytes per element.
         """
         check_mode(mode)
-        if window < 1:
-            raise ValueError(f"window must be >= 1, got {window}")
+        window = check_positive_int("window", window)
         r, w = self.recur.bits_at(head_k) / 8, self.read.bits_at(head_k) / 8
         if mode == "conventional":
             if not self.shared:
@@ -97,6 +97,19 @@ class StateSpec:
         if self.shared:
             return r * (1.0 + 1.0 / window)
         return w + 2.0 * r / window
+
+
+def check_positive_int(name: str, x) -> int:
+    """``x`` as a Python int if it is an integer >= 1 (a Python or numpy integer, not a bool), else ValueError
+    naming the argument ``name`` (sizes, windows)."""
+    if not isinstance(x, bool):
+        try:
+            x = operator.index(x)
+        except TypeError:
+            pass
+    if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+        raise ValueError(f"{name} must be a positive int, got {x!r}")
+    return x
 
 
 def check_mode(mode: str) -> str:
@@ -135,6 +148,11 @@ def parse_state_spec(text: str) -> StateSpec:
     except ValueError as e:
         raise ValueError(f"{e} (in state spec {raw!r}); {VALID_FORMS}") from None
     read, recur = (fmts[0], fmts[0]) if len(fmts) == 1 else (fmts[0], fmts[1])
+    if len(fmts) == 2 and read.name == recur.name:   # not silently the shared spec: a different algorithm with +sr
+        alt = "" if read.name == "fp32" else f" (e.g. {read.name}/fp32)"
+        raise ValueError(f"read copy and recurrence checkpoint are both {read.name} in {raw!r}: a separate spec "
+                         f"needs a more precise recurrence format{alt}; for one checkpoint write "
+                         f"{read.name}{'+sr' if sr else ''}; {VALID_FORMS}")
     if not at_least_as_precise(recur, read):
         what = "wider than" if read.bits_per_element > recur.bits_per_element else "more precise than"
         raise ValueError(

@@ -468,6 +468,26 @@ def test_stochastic_rounding_reproducible_from_seed():
     assert not torch.equal(a[0], other[0])           # the e4m3 recurrence checkpoint depends on the seed
 
 
+@pytest.mark.parametrize("family", ["gdn", "kda", "mamba2"])
+@pytest.mark.parametrize("spec,mode", [("fp32", "replay"), ("nvfp4/fp8+sr", "replay"), ("fp8+sr", "replay"),
+                                       ("int8", "conventional"), ("fp32", "conventional")])
+@pytest.mark.parametrize("max_draft", [0, 3])
+def test_bytes_per_slot_is_what_the_cache_allocates(family, spec, mode, max_draft):
+    """bytes_per_slot counts every byte the cache allocates per slot, no more and no less: the stored tensors
+    (each once: a shared spec's read copy is its checkpoint) over the slots, counters at 4 bytes each."""
+    S = 3
+    c = SSMStateCache(family, spec, S, 4, 32, 16, window=4, mode=mode, backend="torch", max_draft=max_draft,
+                      num_key_heads=2)
+    seen, data = set(), 0
+    for name, t in c.stored_tensors().items():
+        if name.endswith("_count") or id(t) in seen:
+            continue
+        seen.add(id(t))
+        data += t.numel() * t.element_size()
+    counters = 4 * (3 if max_draft else 2) + 4      # ring_count, flush_count (draft_count), step_arrivals
+    assert data % S == 0 and c.bytes_per_slot() == data // S + counters
+
+
 def test_bytes_per_slot():
     c = _cache("gdn", "nvfp4/fp16", 4, 128, 128, "torch", L=16, slots=1)
     ckpt = 4 * 128 * (64 + 8) + 4 * 4 + 4 * 128 * 128 * 2

@@ -132,6 +132,20 @@ def test_api_backends_agree(fmt):
         assert torch.equal(dequantize(a, "torch").view(torch.int32), dequantize(b, "triton").view(torch.int32))
 
 
+@pytest.mark.parametrize("fmt", list(FORMATS))
+@pytest.mark.parametrize("shape", [(0, 16), (2, 0, 16), (3, 0)])
+def test_api_backends_agree_on_empty_tensors(fmt, shape):
+    if fmt == "nvfp4" and (shape[-1] % 16 or not shape[-1]):   # (C = 0 is refused: no blocks)
+        return
+    x = torch.empty(shape, device=DEV)
+    for rounding in (["rne"] if fmt == "fp32" else ["rne", "sr"]):
+        a = quantize(x, fmt, rounding, seed=3, backend="torch")
+        b = quantize(x, fmt, rounding, seed=3, backend="triton")
+        for name in ("data", "scales", "s_enc"):
+            ta, tb = getattr(a, name), getattr(b, name)
+            assert (ta is None) == (tb is None) and (ta is None or torch.equal(ta, tb)), name
+
+
 def test_launcher_errors():
     x = torch.ones(4, 24, device=DEV)
     with pytest.raises(ValueError, match="multiple of 16"):

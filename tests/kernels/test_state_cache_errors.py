@@ -119,3 +119,60 @@ def test_gpu_older_than_sm89_refuses_the_e4m3_formats(monkeypatch, cc, spec, bad
     with pytest.raises(ValueError, match=r"SSMStateCache\(spec=.*" + msg):
         _c(spec=spec, backend="triton", device="cuda")
     check_device_formats(torch.device("cpu"), (bad,), "test")   # the interpreter takes every format
+
+
+def test_triton_on_cpu_without_the_interpreter_is_a_clear_error(monkeypatch):
+    """The check reads the environment when it runs: without TRITON_INTERPRET=1 a CPU device is refused by name
+    (the cache, and the quantize kernels behind ``quantize(..., backend="triton")``); other devices likewise."""
+    from replayssm_quant.quant import quantize
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    msg = r"the Triton kernels on a CPU device need TRITON_INTERPRET=1 .*backend='torch'"
+    with pytest.raises(ValueError, match=r"SSMStateCache\(spec='e4m3/fp16'\): " + msg):
+        _c(backend="triton")
+    for fmt in ("fp16", "fp8", "nvfp4"):
+        with pytest.raises(ValueError, match=msg):
+            quantize(torch.randn(2, 16), fmt, backend="triton")
+    with pytest.raises(ValueError, match=r"test: the Triton kernels run on CUDA GPUs or, through the interpreter"):
+        check_device_formats(torch.device("meta"), (), "test")
+
+
+def test_sizes_take_numpy_ints_and_conventional_ignores_the_window():
+    np = pytest.importorskip("numpy")
+    c = _c(num_slots=np.int64(3), head_v=np.int32(8))
+    assert type(c.num_slots) is int and type(c.head_v) is int
+    assert _c(spec="fp16", mode="conventional", window=0).window == 1
+    with pytest.raises(ValueError, match="head_k must be a positive int, got True"):
+        _c(head_k=True)
+
+
+def test_nan_log_decay_is_refused():
+    c = _c()
+    q, k, v, g, beta = _x()
+    g[1, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"g holds NaN: the log decay g must be <= 0"):
+        c.step([0, 1], q, k, v, g, beta)
+
+
+def test_out_on_another_device_is_refused_before_anything_changes():
+    c = _c()
+    c.load_state([0, 1], torch.randn(2, 2, 8, 32))
+    before = c.ring_count.clone()
+    with pytest.raises(ValueError, match=r"out must be a contiguous float32 tensor of shape \(2, 2, 8\) on cpu"):
+        c.step([0, 1], *_x(), out=torch.empty(2, 2, 8, device="meta"))
+    assert torch.equal(c.ring_count, before)
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_autograd_inputs_are_detached(backend):
+    """Model tensors that require grad (outside no_grad) decode as their values; the cache keeps no graph."""
+    if backend == "triton":
+        pytest.importorskip("triton")
+    c, ref = _c(spec="fp32", backend=backend), _c(spec="fp32", backend=backend)
+    S = torch.randn(2, 2, 8, 32)
+    c.load_state([0, 1], S.clone().requires_grad_())
+    ref.load_state([0, 1], S)
+    assert not any(t.requires_grad for t in c.stored_tensors().values())
+    xs = _x()
+    out = c.step([0, 1], *[x.clone().requires_grad_() for x in xs])
+    assert not out.requires_grad and torch.equal(out, ref.step([0, 1], *xs))
+    assert not c.state([0, 1]).requires_grad

@@ -83,3 +83,21 @@ def test_all_zero_tensor():
     for fmt in FORMATS:
         y = fake_quantize(torch.zeros(3, 32), fmt)
         assert torch.equal(y, torch.zeros(3, 32)) and not torch.isnan(y).any()
+
+
+@pytest.mark.parametrize("shape", [(0, 16), (2, 0, 16), (3, 0), (0,)])
+@pytest.mark.parametrize("rounding", ["rne", "sr"])
+def test_empty_tensors(shape, rounding):
+    """Empty inputs give empty codes and, for empty rows or states, the scales of an amax of 0 (decode scale 1,
+    s_enc 1), as the Triton kernels do (tests/kernels/test_quantize_triton.py compares the two)."""
+    for fmt in FORMATS:
+        if fmt == "fp32" and rounding == "sr" or fmt == "nvfp4" and len(shape) < 2:
+            continue
+        if fmt == "nvfp4" and (shape[-1] % 16 or not shape[-1]):   # (C = 0 is refused: no blocks)
+            continue
+        q = quantize(torch.empty(shape), fmt, rounding=rounding)
+        assert q.data.numel() == 0 and dequantize(q).shape == torch.Size(shape)
+        if fmt in ("fp8", "int8"):
+            assert torch.equal(q.scales, torch.ones(shape[:-1]))
+        if fmt == "nvfp4":
+            assert torch.equal(q.s_enc, torch.ones(shape[:-2]))

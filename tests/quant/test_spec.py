@@ -63,6 +63,10 @@ BAD = {
     "int8/e4m3": "more precise than",
     "fp8/e4m3+sr": "a row scale if the read format has one",
     "int8/nvfp4": "wider than",
+    "nvfp4/nvfp4+sr": "both nvfp4 in 'nvfp4/nvfp4+sr': a separate spec needs a more precise recurrence format "
+                      "(e.g. nvfp4/fp32); for one checkpoint write nvfp4+sr",
+    "fp32/fp32": "both fp32 in 'fp32/fp32': a separate spec needs a more precise recurrence format; for one "
+                 "checkpoint write fp32;",
 }
 
 
@@ -111,6 +115,11 @@ def test_cli_spec_good(capsys):
     assert main(["spec", "nvfp4/fp8+sr"]) == 0
     out = capsys.readouterr().out
     assert "separate" in out and "stochastic" in out and "8.25 bits/elem at K=128" in out
+    read = [ln for ln in out.splitlines() if ln.startswith("read format")]
+    assert read and read[0].endswith("round to nearest even)")
+    assert main(["spec", "nvfp4+sr"]) == 0     # shared: the reads come from the stochastically rounded checkpoint
+    read = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("read format")]
+    assert read and read[0].endswith("(the recurrence checkpoint, stochastic rounding)")
 
 
 @pytest.mark.parametrize("text,mode,window", [("conventional:fp8+sr", "conventional", None),
