@@ -69,7 +69,9 @@ from typing import Callable, Iterable, Sequence
 import torch
 from torch.profiler import record_function
 
-from replayssm_quant.quant.spec import DECODE_MODES, DEFAULT_WINDOW, StateSpec, check_mode, parse_state_spec
+from replayssm_quant.quant.philox import check_seed
+from replayssm_quant.quant.spec import (DECODE_MODES, DEFAULT_WINDOW, StateSpec, check_mode, check_positive_int,
+                                        parse_state_spec)
 
 from .adapters import SUPPORTED_MODELS, ssm_layers
 from .adapters.hooks import attach
@@ -251,8 +253,7 @@ class DecodeSession:
         self.variants: list[Variant] = [parse_variant(v, default_mode) for v in variants]
         if not self.variants:
             raise ValueError("a decode session needs at least one state variant")
-        if window < 1:
-            raise ValueError(f"window must be >= 1, got {window}")
+        window, seed = check_positive_int("window", window), check_seed(seed)
         if backend not in (None, "triton", "torch"):
             raise ValueError(f"backend must be 'triton', 'torch' or None (auto), got {backend!r}")
         self.exec_mode = check_exec_mode(exec_mode)
@@ -264,10 +265,10 @@ class DecodeSession:
         if self.draft is not None and exec_mode != "step":
             raise ValueError(f"draft {self.draft.text} takes exec_mode='step' (a speculative session runs its "
                              f"teacher-forced tokens as verify steps), got exec_mode={exec_mode!r}")
-        self.model, self.window, self.seed, self.backend = model, int(window), int(seed), backend
+        self.model, self.window, self.seed, self.backend = model, window, seed, backend
         if self.draft is not None:
             for v in self.variants:
-                w = v.window or int(window)
+                w = v.window or window
                 if v.mode == "replay" and self.draft.tokens > w:
                     raise ValueError(f"draft {self.draft.text} verifies {self.draft.tokens} tokens per step, more than "
                                      f"the replay window L={w} of {v.label}: use T <= L (or a longer window)")

@@ -87,6 +87,7 @@ from lm_eval.utils import simple_parse_args_string
 from tqdm import tqdm
 
 from replayssm_quant import _lm_eval_autoregister
+from replayssm_quant.quant.philox import check_seed
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,10 @@ def _as_bool(x) -> bool:
 
 
 def _as_int(name: str, x, lo: int = 1) -> int:
+    """An integer model_arg (lm-eval passes them as strings or as the ints, floats and bools it parsed them to):
+    ``x`` if it is an integer >= ``lo``, else ValueError. A bool is refused (``seed=True`` is no seed)."""
+    if isinstance(x, bool):
+        raise ValueError(f"{name} must be an integer >= {lo}, got {x!r}")
     try:
         v = int(x)
     except (TypeError, ValueError):
@@ -165,19 +170,14 @@ def _is_cuda(device) -> bool:
 
 
 def _check_device(device: str | None) -> str:
-    """The device to run on: ``device`` as given (an error when it names CUDA and no GPU is
-    visible), or cuda when a GPU is visible and cpu otherwise for None."""
-    if device is None or str(device).strip() == "":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    dev = str(device).strip()
+    """The device to run on (:func:`.placement.resolve_device`): ``device`` as given, checked, or for None cuda
+    when a GPU is visible and cpu otherwise."""
+    from .placement import resolve_device
+
     try:
-        torch.device(dev)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"replayssm: device={dev!r} is not a torch device; use cpu, cuda or cuda:N") from None
-    if _is_cuda(dev) and not torch.cuda.is_available():
-        why = "torch is built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
-        raise ValueError(f"replayssm: device={dev} but {why}; use device=cpu (or leave device unset)")
-    return dev
+        return resolve_device(device)
+    except ValueError as e:
+        raise ValueError(f"replayssm: device={str(device).strip()}: {e} (device=cpu, or leave device unset)") from None
 
 
 def model_kwargs(model_args: dict, additional_config: dict | None = None) -> dict:
@@ -244,7 +244,7 @@ class ReplaySSMLM(TemplateLM):
             raise ValueError("replayssm: model_args needs pretrained=PATH_OR_ID (or gdn-demo / mamba2-demo)")
         self.variant = parse_variant(str(state), default_mode=str(mode))
         self.window = _as_int("window", window)
-        self.seed = _as_int("seed", seed, lo=0)
+        self.seed = check_seed(_as_int("seed", seed, lo=0))   # (its range: checked here, not at the first request)
         self.max_batch_size = _as_int("max_batch_size", max_batch_size) if max_batch_size is not None else 64
         if isinstance(batch_size, str) and batch_size.strip().lower().startswith("auto"):
             self.batch_size = self.max_batch_size
@@ -323,7 +323,7 @@ class ReplaySSMLM(TemplateLM):
 
         gen = self.generation_summary()
         return {"model_pretrained": self.pretrained, "state": self.variant.spec.text,
-                "mode": self.variant.mode, "window": self.window, "seed": self.seed,
+                "mode": self.variant.mode, "window": self.variant.window or self.window, "seed": self.seed,
                 "model_device": str(self.device), "model_batch_size": self.batch_size,
                 "weights_dtype": weights_dtype(self.model), "generation_tokens": gen["tokens"],
                 "generation_seconds": gen["seconds"], "generation_tokens_per_s": gen["tokens_per_s"],

@@ -15,6 +15,31 @@ from contextlib import nullcontext
 import torch
 
 
+def resolve_device(device: str | None) -> str:
+    """The device to run on: ``device`` checked against this torch build and the visible GPUs, or for None (or
+    "") cuda when a GPU is visible, else cpu. ValueError saying what is wrong and what to use instead; the
+    caller prefixes the argument's name (``--device``, ``device=``)."""
+    if device is None or str(device).strip() == "":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    device = str(device).strip()
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError("not a torch device; use cpu, cuda or cuda:N") from None
+    if dev.type == "cuda":
+        if not torch.backends.cuda.is_built():
+            raise ValueError(f"this torch ({torch.__version__}) is built without CUDA; install a CUDA build of torch "
+                             "or use cpu")
+        n = torch.cuda.device_count()
+        if n == 0:
+            raise ValueError("no CUDA GPU is visible; use cpu")
+        if dev.index is not None and dev.index >= n:
+            raise ValueError(f"only {n} CUDA GPU(s) visible (cuda:0..cuda:{n - 1})")
+    elif dev.type != "cpu":
+        raise ValueError(f"runs on cpu or cuda, not {dev.type}; use cpu, cuda or cuda:N")
+    return device
+
+
 def _hook_device(module) -> torch.device | None:
     """The ``execution_device`` of ``module``'s accelerate hook (a SequentialHook's first that has one)."""
     hook = getattr(module, "_hf_hook", None)

@@ -81,3 +81,16 @@ def test_graphed_chunked_windows_equal_eager_bit_for_bit(arch):
     graphed, kinds = _feed(model, ids, 8, 8, True)
     assert kinds == ["chunk"] * len(ssm_layers(model))   # one chunk graph per SSM layer (the last shape's)
     assert torch.equal(eager, graphed)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(window=2.5), "window must be a positive int, got 2.5"),
+    (dict(window="4"), "window must be a positive int, got '4'"),
+    (dict(window=0), "window must be a positive int, got 0"),
+    (dict(seed=1.5), r"seed must be an int in \[0, 2\*\*63\), got 1.5"),
+    (dict(seed="3"), r"seed must be an int in \[0, 2\*\*63\), got '3'"),
+])
+def test_session_refuses_bad_window_and_seed(kw, match):
+    """No silent coercion: a float window or seed is refused, not truncated (the caches refuse them too)."""
+    with pytest.raises(ValueError, match=match):
+        DecodeSession(tiny_model("mamba2", seed=1), ["fp32"], **kw)

@@ -124,4 +124,4 @@ def test_cuda_in_model_args_without_gpu_is_one_line_error(cli_runs):
     tail = err["cuda_in_model_args"]
     assert "Traceback" not in tail, tail[-3000:]
     last = tail.strip().splitlines()[-1]
-    assert last.startswith("error: replayssm: device=cuda but ") and "use device=cpu" in last, last
+    assert last.startswith("error: replayssm: device=cuda: ") and "(device=cpu, or leave device unset)" in last, last

@@ -76,6 +76,8 @@ def test_registered_in_lm_eval_registry_and_entry_point(tiny_dirs):
         {"batch_size": 2, "device": "cpu"})
     assert (lm.variant.label, lm.window, lm.seed, lm.batch_size) == ("nvfp4/fp8+sr", 4, 3, 2)
     assert lm.get_model_info()["state"] == "nvfp4/fp8+sr"
+    own = ReplaySSMLM(pretrained=tiny_dirs["qwen3_5"], state="replay@8:fp8", window=4, device="cpu")
+    assert own.get_model_info()["window"] == 8       # the window the caches run: the state's own
     lm2 = cls.create_from_arg_string(f"pretrained={tiny_dirs['qwen3_5']},state=fp8+sr,mode=conventional")
     assert lm2.variant.label == "conventional:fp8+sr"
     # a key in model_args and in lm-eval's own options: model_args win (no "multiple values" TypeError)
@@ -110,7 +112,8 @@ def test_factories_model_args_win_over_lm_eval_options(tiny_dirs, factory, monke
                  {"device": "cpu", "batch_size": 1, "max_batch_size": 9}) == ("cpu", 5, 5, 0)
     assert build({"pretrained": folder}, None) == ("cpu", 1, 64, 0)
     # a cuda device the user put in model_args is kept, and without a GPU it is a clear error
-    with pytest.raises(ValueError, match=r"device=cuda but .*use device=cpu"):
+    with pytest.raises(ValueError,
+                       match=r"device=cuda: this torch .* built without CUDA; .*\(device=cpu, or leave device unset\)"):
         build({"pretrained": folder, "device": "cuda"}, {"device": "cpu"})
 
 
@@ -149,6 +152,8 @@ def test_simple_evaluate_with_device_beside_model_args(tiny_dirs, monkeypatch):
     ({"colour": "red"}, "known: .*max_batch_tokens"),
     ({"pretrained": "/no/such/folder"}, "unknown model"),
     ({"dtype": "fp64"}, "^replayssm: unknown dtype 'fp64'; valid: auto, bfloat16, float16, float32"),
+    ({"seed": True}, "seed must be an integer >= 0, got True"),
+    ({"seed": 2 ** 64}, r"seed must be an int in \[0, 2\*\*63\)"),
 ])
 def test_bad_model_args_are_clear_errors(tiny_dirs, bad, match):
     args = {"pretrained": tiny_dirs["qwen3_5"], "device": "cpu", **bad}
