@@ -419,6 +419,10 @@ def build_report(root: str | Path, out: str | Path | None = None, per_position: 
     except OSError as e:
         raise ValueError(f"cannot create the report folder {dest} ({e.strerror}); pass a writable folder") from None
     cfg = t["config"]
+    if dest.resolve() != root.resolve():   # the settings go with the CSVs: `report DEST` can rebuild from them
+        import shutil
+
+        shutil.copyfile(root / "run.json", dest / "run.json")
     t["records"].to_csv(dest / "results.csv", index=False, float_format="%.6g")
     # per-document tables: full precision, so a report rebuilt from them equals the one from the records
     t["doc_buckets"].to_csv(dest / "doc_buckets.csv", index=False, float_format="%.17g")
@@ -434,17 +438,20 @@ def build_report(root: str | Path, out: str | Path | None = None, per_position: 
         t["stats"].to_csv(dest / "stats.csv", index=False, float_format="%.6g")
     plots = _plots(t, dest, per_position)
     from .data import describe
-    from replayssm_quant.quant.spec import parse_state_spec
+    from .decode import parse_variant
 
     summ = t["records"].groupby("variant", observed=True).agg(docs=("doc", "count"), mean_kl=("mean_kl", "mean"),
                                                               mean_nll=("mean_nll", "mean"))
     last = [c for c in t["buckets"].columns if c != "docs"][-1]
     summ[f"kl positions {last}"] = t["buckets"][last]
     bpe = []
-    for v in summ.index:
-        mode, _, spec = v.rpartition(":")
-        bpe.append(parse_state_spec(spec).step_bytes_per_element(mode or "replay", cfg.get("window", 16)))
+    for v in summ.index:       # a variant's label: its mode, its own window (replay@L:) or the run's, its spec
+        var = parse_variant(v)
+        bpe.append(var.spec.step_bytes_per_element(var.mode, var.window or cfg.get("window", 16)))
     summ["state B/elem/step"] = bpe
+    summ.to_csv(dest / "summary.csv", float_format="%.6g")
+    written = ["summary.csv"] + (["stats.csv"] if t["stats"] is not None else []) + (
+        ["growth.csv"] if len(t["growth"]) else [])
     b = t["batches"]
     rows_tok = sum(x["rows"] * x["decode_steps"] for x in b)
     secs = sum(x["decode_seconds"] for x in b)
@@ -510,8 +517,9 @@ def build_report(root: str | Path, out: str | Path | None = None, per_position: 
     ] + [f"![{p}]({p})" for p in plots] + [
         "",
         "Files: results.csv (per document and variant), doc_buckets.csv and doc_quartiles.csv (per document, "
-        "variant and position range), positions.csv (mean per position), buckets.csv, quartiles.csv, stats.csv, ratios.csv, "
-        "ratio_intervals.csv, growth.csv; `replayssm-quant report DIR` rebuilds this report from them. The run folder's "
+        "variant and position range), positions.csv (mean per position), buckets.csv, quartiles.csv, ratios.csv, "
+        f"ratio_intervals.csv, {', '.join(written)} (the table above), run.json (the settings); "
+        "`replayssm-quant report DIR` rebuilds this report from them. The run folder's "
         "records/<doc>/<variant>.npz hold the per-position arrays (needed to resume, not to report).",
     ]
     md = dest / "report.md"

@@ -9,9 +9,11 @@ once, so a rerun into the same folder skips finished runs (resume). Columns of `
     model, task, variant, draft, doc_id, gen_tokens, steps, drafted, accepted, emitted, identical, correct, seconds
 
 (``identical``: the row's tokens equal the draft-``none`` run's; ``correct``: the text is the task's target;
-``seconds``: the batch's wall time shared over its rows). The summary (``summary.csv``, ``report.md``,
-``tokens_per_step.png``) aggregates per (model, task, variant, draft): acceptance rate = accepted / drafted,
-tokens per step = emitted / steps (1 for plain decoding), the share of identical rows, and the wall-time
+``seconds``: the batch's wall time shared over its rows; each run's first batch is generated once untimed
+before it is timed, so no run pays the process's kernel compiles and graph captures). A folder's runs share
+their settings (:data:`_SAME_ON_RESUME`: a rerun with other ones is refused). The summary (``summary.csv``,
+``report.md``, ``tokens_per_step.png``) aggregates per (model, task, variant, draft): acceptance rate = accepted /
+drafted, tokens per step = emitted / steps (1 for plain decoding), the share of identical rows, and the wall-time
 speed-up over the draft-``none`` run on the machine that ran it.
 """
 
@@ -73,6 +75,10 @@ def load_task_docs(task: str, docs: int, max_len: int) -> list[dict]:
     return rows[:docs]
 
 
+#: settings every run of one report folder shares (a resumed call must agree on them)
+_SAME_ON_RESUME = ("max_ngram", "docs", "max_len", "batch_size", "window", "backend", "device", "machine")
+
+
 def _done_runs(out: Path) -> set[tuple]:
     import pandas as pd
 
@@ -121,9 +127,12 @@ def _run_one(model, tok, variant: str, draft: str, docs: list[dict], st: SpecRep
             pad = tok.pad_token_id if tok.pad_token_id is not None else 0
             ids = torch.tensor([[pad] * (P - len(e)) + e for e in enc])
             mask = torch.tensor([[0] * (P - len(e)) + [1] * len(e) for e in enc])
+            n_new = max(d["gen_len"] for d in batch) + 8
+            if b == 0:   # untimed warm-up: the first call's kernel compiles and graph captures are not the run's
+                s.generate(ids, n_new, attention_mask=mask, stop_token_ids=[NEWLINE, EOS])
+                sync()
             t0 = time.perf_counter()
-            out = s.generate(ids, max(d["gen_len"] for d in batch) + 8, attention_mask=mask,
-                             stop_token_ids=[NEWLINE, EOS])
+            out = s.generate(ids, n_new, attention_mask=mask, stop_token_ids=[NEWLINE, EOS])
             sync()
             sec = (time.perf_counter() - t0) / len(batch)
             for r, (d, row) in enumerate(zip(batch, out)):
@@ -150,9 +159,16 @@ def run_spec_report(out: Path, st: SpecReportSettings) -> Path:
     task_docs = {t: load_task_docs(t, st.docs, st.max_len) for t in st.tasks}
     out.mkdir(parents=True, exist_ok=True)
     device = st.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    (out / "config.json").write_text(json.dumps(dict(vars(st), device=device, machine=machine(device)), indent=1,
-                                                default=list))
     done = _done_runs(out)
+    cfg = dict(vars(st), device=device, machine=machine(device))
+    old = json.loads((out / "config.json").read_text()) if done and (out / "config.json").exists() else {}
+    for k in _SAME_ON_RESUME:   # the runs of a folder are comparable: made with the same settings
+        if k in old and old[k] != cfg[k]:
+            raise ValueError(f"{out} holds runs made with {k}={old[k]!r}, now {k}={cfg[k]!r}: rerun with the same "
+                             f"setting to add runs, or use another --out")
+    for k in ("models", "tasks", "variants", "drafts"):   # what the folder holds: the runs of both calls
+        cfg[k] = list(dict.fromkeys(list(old.get(k, [])) + list(cfg[k])))
+    (out / "config.json").write_text(json.dumps(cfg, indent=1, default=list))
     todo = [(m, t, v, d) for m in st.models for t in st.tasks for v in variants for d in drafts
             if (m, t, v, d) not in done]
     sync = (lambda: torch.cuda.synchronize()) if device.startswith("cuda") else (lambda: None)

@@ -34,6 +34,29 @@ class UsageError(Exception):
     """A user mistake: printed as one line, exit status 2."""
 
 
+def default_states(states: list[str], mode: str) -> list[str]:
+    """A command's default state list under ``--mode``: ``states``, less (conventional) the separate READ/RECUR
+    specs without a mode of their own, which only the replay mode has (a note on stderr says what runs)."""
+    from replayssm_quant.quant.spec import parse_state_spec
+
+    kept = [t for t in states if mode != "conventional" or ":" in t or parse_state_spec(t).shared]
+    if len(kept) < len(states):
+        print(f"--mode {mode}: the default states less the separate READ/RECUR specs (replay only): "
+              + " ".join(kept), file=sys.stderr)
+    return kept
+
+
+def device_arg(device: str | None) -> str:
+    """A command's ``--device`` value checked (:func:`replayssm_quant.eval.placement.resolve_device`; a one-line
+    :class:`UsageError`); None: cuda when a GPU is visible, else cpu."""
+    from replayssm_quant.eval.placement import resolve_device
+
+    try:
+        return resolve_device(device)
+    except ValueError as e:
+        raise UsageError(f"--device {device}: {e}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="replayssm-quant",
@@ -75,4 +98,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # `python -m replayssm_quant.cli`: run the package's module, whose UsageError the commands raise (this file,
+    # run as __main__, is a second module with a second UsageError class)
+    from replayssm_quant.cli import main as _main
+
+    sys.exit(_main())

@@ -113,6 +113,9 @@ class TrainSettings:
             raise ValueError(f"--long-dt-max must be in ({LONG_DT_RANGE[0]}, 1], got {self.long_dt_max}")
         if not 0.0 <= self.task_curriculum < 1.0:
             raise ValueError(f"--task-curriculum must be in [0, 1), got {self.task_curriculum}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"--steps must be >= 1 (a cap on optimizer steps; leave it out for none), got "
+                             f"{self.max_steps}")
         if self.minutes <= 0 and not self.max_steps:
             raise ValueError("give a positive --minutes budget or --steps")
         if self.seq_len < 2048 and self.size == "default":

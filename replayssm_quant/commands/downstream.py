@@ -96,13 +96,19 @@ def run(args):
         from replayssm_quant.eval.adapters.dtypes import parse_weight_dtype
 
         parse_weight_dtype(args.dtype)            # a bad value: one line, exit 2
+        if args.device is not None:
+            from replayssm_quant.cli import device_arg
+
+            device_arg(args.device)
         for name, v in (("--batch-size", args.batch_size), ("--window", args.window)):
             if v < 1:
                 raise ValueError(f"{name} must be >= 1, got {v}")
         if args.max_gen_toks is not None and args.max_gen_toks < 1:
             raise ValueError(f"--max-gen-toks must be >= 1, got {args.max_gen_toks}")
         max_batch_tokens = _max_batch_tokens(args.max_batch_tokens)
-        runs = plan_runs(args.state or DEFAULT_RUNS, args.mode)
+        from replayssm_quant.cli import default_states
+
+        runs = plan_runs(args.state or default_states(DEFAULT_RUNS, args.mode), args.mode)
         gen_kwargs = None if args.max_gen_toks is None else f"max_gen_toks={args.max_gen_toks}"
         run_downstream(out, args.model or ["gdn-demo"], runs, args.tasks, limit=_limit(args.limit),
                        batch_size=args.batch_size, max_batch_tokens=max_batch_tokens, device=args.device,

@@ -71,32 +71,6 @@ def _check_args(args):
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
 
 
-def check_device(device: str | None) -> str:
-    """``device`` (default: cuda if available, else cpu), checked against this torch build (one-line errors)."""
-    import torch
-
-    from replayssm_quant.cli import UsageError
-
-    if device is None:
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise UsageError(f"--device {device!r}: not a device; use cpu, cuda or cuda:N") from None
-    if dev.type == "cuda":
-        if not torch.backends.cuda.is_built():
-            raise UsageError(f"--device {device}: this torch ({torch.__version__}) is built without CUDA; "
-                             "install a CUDA build of torch or use --device cpu")
-        n = torch.cuda.device_count()
-        if n == 0:
-            raise UsageError(f"--device {device}: no CUDA GPU is visible; use --device cpu")
-        if dev.index is not None and dev.index >= n:
-            raise UsageError(f"--device {device}: only {n} CUDA GPU(s) visible (cuda:0..cuda:{n - 1})")
-    elif dev.type != "cpu":
-        raise UsageError(f"--device {device!r}: use cpu, cuda or cuda:N")
-    return device
-
-
 def _env() -> str:
     import platform
 
@@ -112,10 +86,15 @@ def run(args):
     import sys
 
     _check_args(args)
+    from replayssm_quant.cli import default_states
     from replayssm_quant.eval.decode import parse_variant
 
-    variants = [parse_variant(s, args.mode) for s in (args.state or DEFAULT_STATES)]  # ValueError -> exit 2
-    device = check_device(args.device)
+    states = args.state or default_states(DEFAULT_STATES, args.mode)
+    variants = [parse_variant(s, args.mode) for s in states]  # ValueError -> exit 2
+    variants = list({v.label: v for v in variants}.values())   # each variant once (its first place kept)
+    from replayssm_quant.cli import device_arg
+
+    device = device_arg(args.device)
     from replayssm_quant.eval.adapters.dtypes import parse_weight_dtype, weights_dtype
     from replayssm_quant.eval.decode import check_exec_mode
 

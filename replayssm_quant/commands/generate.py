@@ -4,7 +4,9 @@ HELP = "greedy generation through the SSM state cache; --draft ngram:T decodes s
 
 
 def configure(parser):
-    parser.add_argument("--model", default=None, help="gdn-demo (default), mamba2-demo, tiny-ARCH, a folder or hub id")
+    parser.add_argument("--model", default="gdn-demo",
+                        help="gdn-demo (default: it learned the packaged tasks), mamba2-demo, tiny-ARCH, a folder or "
+                             "hub id")
     parser.add_argument("--prompt", nargs="+", action="extend", default=None, metavar="TEXT",
                         help="prompts (repeatable; '\\n' is a newline); default: --task's packaged documents")
     parser.add_argument("--task", default="copy", choices=["copy", "upper"],
@@ -31,6 +33,7 @@ def run(args):
     import torch
     from tqdm import tqdm
 
+    from replayssm_quant.cli import device_arg
     from replayssm_quant.eval.adapters.loading import check_model_name, load_model
     from replayssm_quant.eval.decode import DecodeSession, parse_variant
     from replayssm_quant.eval.drafting import parse_draft
@@ -44,7 +47,7 @@ def run(args):
             raise ValueError(f"{name} must be >= 1, got {v}")
     if args.check and draft is None:
         raise ValueError("--check compares a speculative run with plain decoding: it needs --draft ngram:T")
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = device_arg(args.device)
     lm = load_model(args.model, device=device, dtype="float32")
     prompts = [p.replace("\\n", "\n") for p in args.prompt] if args.prompt else \
         [d["prompt"] for d in load_task_docs(args.task, args.docs, 10 ** 9)]

@@ -29,7 +29,9 @@ def describe(spec, mode="replay", window=16, head_k=128) -> dict:
     return {
         "spec": spec.text,
         "layout": "shared (one checkpoint)" if spec.shared else "separate (Algorithm 3: dual checkpoint)",
-        "read format": _format_line(spec.read, head_k, "round to nearest even"),
+        "read format": _format_line(spec.read, head_k, "round to nearest even" if not spec.shared else
+                                    "the recurrence checkpoint, " + ("stochastic rounding" if spec.sr else
+                                                                     "round to nearest even")),
         "recurrence format": _format_line(spec.recur, head_k,
                                           "stochastic rounding" if spec.sr else "round to nearest even"),
         "decode mode": mode + (f" (window L={window})" if mode == "replay" else " (state rounded every step)"),

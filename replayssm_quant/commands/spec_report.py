@@ -37,6 +37,7 @@ def run(args):
 
     from replayssm_quant.eval.decode import parse_variant
     from replayssm_quant.eval.drafting import parse_draft
+    from replayssm_quant.cli import device_arg
     from replayssm_quant.eval.spec_report import SpecReportSettings, run_spec_report, write_spec_report
 
     out = Path(args.out)
@@ -47,6 +48,8 @@ def run(args):
                     ("--window", args.window)):
         if v < 1:
             raise ValueError(f"{name} must be >= 1, got {v}")
+    if args.device is not None:
+        device_arg(args.device)                 # a bad or absent device: one line before anything loads
     for T in args.drafts:                       # a bad T or N: the drafter's one-line error
         parse_draft(f"ngram:{T}:{args.max_ngram}")
     for v in args.state:

@@ -36,7 +36,8 @@ def configure(parser):
     t.add_argument("--minutes", type=float, default=6.6, help="wall-clock training budget, compile included (default 6.6)")
     t.add_argument("--steps", type=int, default=None, help="optional cap on optimizer steps")
     t.add_argument("--batch-size", type=int, default=4, help="rows per step (default 4)")
-    t.add_argument("--seq-len", type=int, default=4096, help="training context in tokens (=bytes), >= 2048 (default 4096)")
+    t.add_argument("--seq-len", type=int, default=4096,
+                   help="training context in tokens (=bytes), >= 2048 for --size default (default 4096)")
     t.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
     t.add_argument("--task-fraction", type=float, default=0.75,
                    help="fraction of rows that are task examples (default 0.75)")
@@ -119,6 +120,10 @@ def _settings(args, arch=None):
 def run(args):
     from pathlib import Path
 
+    from replayssm_quant.cli import device_arg
+
+    if args.device is not None:
+        device_arg(args.device)                   # a bad or absent device: one line before anything runs
     if args.report:
         from replayssm_quant.eval.model_report import DEFAULT_MODELS_DIR, DEFAULT_REPORT_DIR, write_report
 

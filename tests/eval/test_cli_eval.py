@@ -169,6 +169,43 @@ def test_resume_with_more_docs_keeps_document_identity(two_texts, tmp_path):
     assert ids == ["a#0", "b#0", "a#1"]
 
 
+def test_variants_with_their_own_window_get_a_report(two_texts, tmp_path):
+    """``replay@L:SPEC`` variants (README) run and report: their state bytes per step use their own window."""
+    out = tmp_path / "w"
+    assert main(_small(two_texts, out, "--docs", "1", "--state", "replay@2:nvfp4+sr", "--state",
+                       "conventional:fp8")) == 0
+    import pandas as pd
+
+    from replayssm_quant.quant.spec import parse_state_spec
+
+    s = pd.read_csv(out / "summary.csv", index_col=0)["state B/elem/step"]
+    sp = parse_state_spec("nvfp4+sr")
+    assert s["replay@2:nvfp4+sr"] == sp.step_bytes_per_element("replay", 2)
+    assert s["nvfp4+sr"] == sp.step_bytes_per_element("replay", 4) != s["replay@2:nvfp4+sr"]
+    assert s["conventional:fp8"] == parse_state_spec("fp8").step_bytes_per_element("conventional")
+    assert main(["report", str(out)]) == 0
+
+
+def test_conventional_mode_runs_the_default_states_it_can(two_texts, tmp_path, capsys):
+    """--mode conventional without --state: the default list less its separate (replay-only) specs, said so."""
+    from replayssm_quant.commands.eval_kl import DEFAULT_STATES
+
+    argv = [a for a in _small(two_texts, tmp_path / "c", "--docs", "1", "--mode", "conventional")
+            if a not in ("--state", "nvfp4+sr")]
+    assert main(argv) == 0
+    note = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("--mode conventional:")]
+    kept = [s for s in DEFAULT_STATES if "/" not in s]
+    assert note == ["--mode conventional: the default states less the separate READ/RECUR specs (replay only): "
+                    + " ".join(kept)]
+    import pandas as pd
+
+    from replayssm_quant.eval.decode import parse_variant
+
+    got = pd.read_csv(tmp_path / "c" / "results.csv")["variant"].tolist()
+    want = ["fp32"] + list(dict.fromkeys(parse_variant(s, "conventional").label for s in kept))
+    assert got == want            # (conventional:fp8+sr, in the list twice, runs once)
+
+
 def test_resume_refuses_other_documents_or_another_model(two_texts, tmp_path, monkeypatch, capsys):
     import replayssm_quant.eval.adapters.tiny as tiny
 
@@ -223,7 +260,7 @@ def test_device_cuda_without_cuda_is_one_line(tmp_path, monkeypatch, capsys):
     assert main(["eval", "--device", "cuda:1", "--out", str(tmp_path / "o"), "--no-progress"]) == 2
     assert "no CUDA GPU is visible" in _err(capsys)
     assert main(["eval", "--device", "gpu", "--out", str(tmp_path / "o"), "--no-progress"]) == 2
-    assert "not a device" in _err(capsys) or "use cpu, cuda" in _err(capsys)
+    assert "--device gpu: not a torch device; use cpu, cuda or cuda:N" in _err(capsys)
 
 
 def test_hub_id_offline_fails_at_once(monkeypatch):
@@ -302,6 +339,9 @@ def test_report_on_read_only_folder(two_texts, tmp_path, monkeypatch, capsys):
     assert "is not writable; pass --out OTHER_FOLDER" in _err(capsys)
     assert main(["report", str(tmp_path / "r"), "--out", str(tmp_path / "elsewhere")]) == 0
     assert (tmp_path / "elsewhere" / "report.md").is_file()
+    first = (tmp_path / "elsewhere" / "summary.csv").read_text()
+    assert main(["report", str(tmp_path / "elsewhere")]) == 0          # rebuilt from its CSVs and run.json
+    assert (tmp_path / "elsewhere" / "summary.csv").read_text() == first
 
 
 def test_interrupt_says_how_to_resume(two_texts, tmp_path, monkeypatch, capsys):

@@ -35,9 +35,32 @@ def test_report_files_resume_and_identity(tmp_path):
     # a rerun into the same folder runs nothing (resume); adding a draft runs only that one
     run_spec_report(tmp_path, st)
     assert len(pd.read_csv(tmp_path / "spec_runs.csv")) == 4
-    run_spec_report(tmp_path, SpecReportSettings(**{**vars(st), "drafts": (3, 2)}))
+    run_spec_report(tmp_path, SpecReportSettings(**{**vars(st), "drafts": (2,)}))
     runs = pd.read_csv(tmp_path / "spec_runs.csv")
     assert len(runs) == 6 and runs["identical"].all()
+    assert json.loads((tmp_path / "config.json").read_text())["drafts"] == [3, 2]     # what the folder holds
+    # runs of one folder are comparable: other settings are refused, and nothing is written
+    with pytest.raises(ValueError, match=r"holds runs made with docs=2, now docs=3: rerun with the same setting"):
+        run_spec_report(tmp_path, SpecReportSettings(**{**vars(st), "docs": 3}))
+    assert len(pd.read_csv(tmp_path / "spec_runs.csv")) == 6
+
+
+def test_each_run_is_timed_after_an_untimed_warm_up(tmp_path, monkeypatch):
+    """The first batch of every run is generated once before its timed call (the process's first calls compile
+    kernels and record graphs: timed, they made the first run look slow and every later one fast)."""
+    from replayssm_quant.eval import decode
+
+    calls = []
+    real = decode.DecodeSession.generate
+    monkeypatch.setattr(decode.DecodeSession, "generate",
+                        lambda self, ids, *a, **kw: calls.append(tuple(ids.shape)) or real(self, ids, *a, **kw))
+    st = SpecReportSettings(models=("tiny-qwen3_5",), tasks=("copy",), drafts=(3,), docs=3, max_len=30,
+                            batch_size=2, device="cpu")
+    run_spec_report(tmp_path, st)
+    n = len(load_task_docs("copy", 3, 30))
+    batches = [2] * (n // 2) + [1] * (n % 2)
+    per_run = [2] + batches                                       # the warm-up: the first batch once more
+    assert [c[0] for c in calls] == per_run * 2 and calls[0] == calls[1]
 
 
 def test_task_docs_are_the_shortest():
@@ -55,6 +78,10 @@ def test_task_docs_are_the_shortest():
     (["spec-report", "--drafts", "17"], r"bad T \(tokens per verify step\) '17'"),
     (["spec-report", "--max-ngram", "0"], r"bad N \(longest n-gram\) '0'"),
     (["spec-report", "--state", "conventional:nvfp4/fp8"], "takes a shared spec"),
+    (["generate", "--device", "meta"], r"--device meta: runs on cpu or cuda, not meta"),
+    (["spec-report", "--device", "gpu"], r"--device gpu: not a torch device; use cpu, cuda or cuda:N"),
+    (["downstream", "--device", "meta", "--out", "/nonexistent/x"], r"--device meta: runs on cpu or cuda"),
+    (["train-demo", "--device", "tpu", "--size", "tiny", "--steps", "1"], r"--device tpu: not a torch device"),
 ])
 def test_command_errors_are_one_line(capsys, argv, match):
     assert main(argv) == 2
@@ -69,3 +96,20 @@ def test_generate_check_on_a_tiny_model(capsys):
                  "--max-new-tokens", "6", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "identical to plain greedy: yes" in out and "model steps" in out
+
+
+def test_generate_defaults_to_the_model_that_learned_the_tasks():
+    from replayssm_quant.cli import build_parser
+
+    assert build_parser().parse_args(["generate"]).model == "gdn-demo"
+
+
+def test_cli_module_run_directly_prints_one_line_errors():
+    """``python -m replayssm_quant.cli`` (the module as __main__) catches the commands' UsageError too."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "replayssm_quant.cli", "eval", "--tokens", "0"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "replayssm-quant eval: error: --tokens must be >= 1, got 0"], r.stderr

@@ -42,3 +42,14 @@ def test_markdown_escapes_the_pipe_in_column_names():
     cells = lambda line: len(line.replace("\\|", "").split("|"))  # noqa: E731
     assert all(cells(line) == cells(header) for line in md.splitlines())
     assert "nan" not in markdown(summary(table), floatfmt=".3g")
+
+
+def test_command_writes_nested_out_and_names_its_data(tmp_path, capsys):
+    from replayssm_quant.cli import main
+
+    out = tmp_path / "a" / "b.md"
+    assert main(["state-stats", "--model", "tiny-mamba2", "--prefill", "16", "--docs", "1", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "--data sampled --prefill 16 --docs 1`" in text and "Data: sampled:" in text
+    assert main(["state-stats", "--model", "tiny-mamba2", "--out", str(tmp_path)]) == 2
+    assert "is a folder; pass a file path" in capsys.readouterr().err

@@ -602,6 +602,9 @@ def test_long_init_dt_range_and_settings_checks():
     with pytest.raises(ValueError, match="long-dt-max"):
         TrainSettings(arch="gdn-long", long_dt_max=2.0).check()
     TrainSettings(arch="gdn-long", task_count_share=0.5, long_dt_max=1.0).check()
+    for steps in (0, -1):     # not "no cap": a budget-long run the user did not ask for
+        with pytest.raises(ValueError, match=rf"--steps must be >= 1 .*got {steps}"):
+            TrainSettings(arch="gdn", max_steps=steps).check()
 
 
 @pytest.mark.books
