@@ -410,8 +410,17 @@ def run_downstream(out: Path, models: list[str], runs: list, tasks: list[str], *
     tdtype = parse_weight_dtype(dtype)
     config = run_config(tasks, limit, window, seed, batch_size, gen_kwargs, num_fewshot, metric, filter_name,
                         max_batch_tokens, str(dtype))
-    check_config(out, config)
+    for p in include_path or []:
+        if not Path(p).is_dir():
+            raise ValueError(f"--include-path {p}: no such folder (a folder of lm-eval task YAML files)")
     todo = [(m, r) for m in models for r in runs if not run_file(out, model_label(m), r).exists()]
+    if todo:                      # before any model loads or file is written: one line, not a late traceback
+        known = set(task_manager(include_path).all_tasks)
+        unknown = [t for t in tasks if t not in known and not Path(t).is_file()]
+        if unknown:
+            raise ValueError(f"unknown lm-eval task(s) {', '.join(unknown)}: not a task, group or tag of lm-eval, "
+                             "of this package (replayssm_copy, ...) or of --include-path, nor a YAML file")
+    check_config(out, config)
     done = len(models) * len(runs) - len(todo)
     if done:
         print(f"downstream: {done} run(s) already in {out}, skipping them", flush=True)

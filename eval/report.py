@@ -362,15 +362,24 @@ def _growth_section(t: dict) -> str:
             "flat means it dies out between flushes):\n\n" + _md(g))
 
 
+_EXEC_TEXT = {
+    "chunked": ("chunked (replay variants L tokens per model forward, exact to the step path up to fp32 "
+                "reassociation; conventional variants on the step path, DESIGN.md sec. 3)"),
+    "chunked-all": ("chunked-all (every variant L tokens per model forward; conventional states stepped token by "
+                    "token inside each SSM layer)"),
+    "step": "step (one token per model forward)",
+}
+
+
 def _exec_line(cfg: dict) -> str:
-    ex = cfg.get("exec")
-    if ex == "chunked":
-        return ("chunked (replay variants L tokens per model forward, exact to the step path up to fp32 "
-                "reassociation; conventional variants on the step path, DESIGN.md sec. 3).")
-    if ex == "chunked-all":
-        return ("chunked-all (every variant L tokens per model forward; conventional states stepped token by token "
-                "inside each SSM layer).")
-    return "step (one token per model forward)." if ex == "step" else "not recorded (step: one token per forward)."
+    """The execution mode(s) of the folder's calls (``exec``: one, or several joined by ", " when a resumed call
+    ran in another mode)."""
+    modes = [m for m in str(cfg.get("exec") or "").split(", ") if m]
+    if not modes:
+        return "not recorded (step: one token per forward)."
+    text = "; then ".join(_EXEC_TEXT.get(m, m) for m in modes)
+    return text + (" (the calls that made this folder's records ran in these modes in turn)." if len(modes) > 1
+                   else ".")
 
 
 def _memory_line(cfg: dict) -> str:
@@ -458,7 +467,9 @@ def build_report(root: str | Path, out: str | Path | None = None, per_position: 
     lines = [
         f"# KL report: {cfg.get('model')}",
         "",
-        f"Command: `{cfg.get('command', '')}`  ",
+        (f"Command: `{cfg.get('command', '')}`  " if len(cfg.get("commands", [])) < 2 else
+         "Commands (this folder's records were made by each in turn): "
+         + "; ".join(f"`{c}`" for c in cfg["commands"]) + "  "),
         f"Generated {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; run settings: prefill "
         f"{cfg.get('prefill')}, teacher-forced tokens {cfg.get('tokens')}, documents {t['records']['doc'].nunique()}, "
         f"window L={cfg.get('window')}, seed {cfg.get('seed')}.  ",

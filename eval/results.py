@@ -185,6 +185,11 @@ class ResultsStore:
             merged = dict(old)
             merged["variants"] = list(dict.fromkeys(old.get("variants", []) + config.get("variants", [])))
             merged["docs"] = max(old.get("docs", 0), config.get("docs", 0))
+            # the commands and execution modes that made the folder's records (a resume may add documents,
+            # variants, or run the rest in another --exec): all of them, in order
+            merged["commands"] = list(dict.fromkeys(old.get("commands", [old.get("command")]) + [config.get("command")]))
+            modes = [m for m in str(old.get("exec") or "").split(", ") + [config.get("exec")] if m]
+            merged["exec"] = ", ".join(dict.fromkeys(modes)) or None
             config = merged
         self._pending = config
 
@@ -209,6 +214,10 @@ class ResultsStore:
     def _base(self, doc: int, slug: str) -> Path:
         return self.root / "records" / doc_key(doc) / slug
 
+    def record_count(self) -> int:
+        """How many finished records the folder holds."""
+        return sum(1 for _ in (self.root / "records").glob("d*/*.json"))
+
     def done(self, doc: int, slug: str) -> bool:
         return self._base(doc, slug).with_suffix(".json").is_file()
 
@@ -228,8 +237,14 @@ class ResultsStore:
         _write_json(base.with_suffix(".json"), meta)
 
     def write_batch(self, batch: int, meta: dict) -> None:
+        """Timing of batch ``batch``; a later call that runs the batch again (added variants) keeps the earlier
+        timing beside it (``b0000.1.json``, ...)."""
         self._commit_config()
-        _write_json(self.root / "batches" / f"b{batch:04d}.json", meta)
+        path, k = self.root / "batches" / f"b{batch:04d}.json", 0
+        while path.exists():
+            k += 1
+            path = self.root / "batches" / f"b{batch:04d}.{k}.json"
+        _write_json(path, meta)
 
     def records(self) -> list[tuple[dict, dict]]:
         """Every finished record as ``(meta, {"kl": array, "nll": array})``, sorted by (doc, variant)."""

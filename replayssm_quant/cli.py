@@ -5,7 +5,8 @@ exposing ``HELP`` (one line), ``configure(parser)`` and ``run(args) -> int``.
 Modules keep heavy imports (torch, transformers) inside ``run`` so ``--help``
 stays fast. Errors meant for the user are raised as :class:`UsageError` or
 ``ValueError`` and printed as one line with exit status 2. A module with
-``RESUMABLE = True`` gets, on Ctrl-C, the exact command that resumes it.
+``RESUMABLE = True`` gets, on Ctrl-C, the exact command that resumes it; one with ``RESUME_FLAG`` (an option
+that makes a rerun resume) the command with that option.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
         mod.configure(p)
-        p.set_defaults(_run=mod.run, _resumable=getattr(mod, "RESUMABLE", False))
+        p.set_defaults(_run=mod.run, _resumable=getattr(mod, "RESUMABLE", False),
+                       _resume_flag=getattr(mod, "RESUME_FLAG", None))
     return parser
 
 
@@ -89,9 +91,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"replayssm-quant {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        if args._resumable:
+        flag = args._resume_flag
+        if args._resumable or (flag and flag in argv):
             print("interrupted; finished work is kept: rerun the same command to resume: "
                   "replayssm-quant " + shlex.join(argv), file=sys.stderr)
+        elif flag:
+            print(f"interrupted; finished work is kept: rerun with {flag} to resume: "
+                  "replayssm-quant " + shlex.join(argv + [flag]), file=sys.stderr)
         else:
             print("interrupted", file=sys.stderr)
         return 130

@@ -2,6 +2,9 @@
 
 HELP = "benchmark the decode kernels on a GPU (time per step, bandwidth, speedups, memory per slot)"
 
+#: ``cli`` prints, on Ctrl-C, the command with this option (it keeps the rows already measured)
+RESUME_FLAG = "--resume"
+
 
 def _csv(kind):
     def parse(text):

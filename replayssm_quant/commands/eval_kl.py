@@ -86,6 +86,10 @@ def run(args):
     import sys
 
     _check_args(args)
+    if args.no_progress:          # transformers' own bars too (its "Loading weights" bar of a model load)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     from replayssm_quant.cli import default_states
     from replayssm_quant.eval.decode import parse_variant
 
@@ -152,6 +156,9 @@ def run(args):
                         docs=len(docs), variants=[v.label for v in with_reference(variants)],
                         command="replayssm-quant " + shlex.join(sys.argv[1:]), env=_env(), alloc_conf=alloc_conf),
                    docs)
+        kept = store.record_count()
+        if kept:
+            print(f"{kept} records already in {args.out}: kept (only the missing ones run)")
         summary = run_kl(lm.model, docs, variants, st, store, progress=not args.no_progress, memory=memory)
         if summary["batches"]:
             from replayssm_quant.eval.placement import block_placement

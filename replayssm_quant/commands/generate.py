@@ -51,6 +51,11 @@ def run(args):
     lm = load_model(args.model, device=device, dtype="float32")
     prompts = [p.replace("\\n", "\n") for p in args.prompt] if args.prompt else \
         [d["prompt"] for d in load_task_docs(args.task, args.docs, 10 ** 9)]
+    if not args.prompt and len(prompts) < args.docs:
+        import sys
+
+        print(f"note: the {args.task} task has {len(prompts)} packaged documents (asked for {args.docs})",
+              file=sys.stderr)
     stops = [NEWLINE, EOS] if not args.prompt else [lm.tokenizer.eos_token_id or EOS]
 
     def generate(spec):
@@ -72,8 +77,9 @@ def run(args):
         st, sec = stats[i]
         line = f"    {len(row)} tokens in {sec:.2f} s"
         if st is not None:
-            line += (f"; {st.steps} model steps, {st.tokens_per_step:.2f} tokens/step, drafts accepted "
-                     f"{st.accepted}/{st.drafted} ({st.acceptance_rate:.1%})")
+            line += (f"; {st.steps} model steps, {st.tokens_per_step:.2f} tokens/step, "
+                     + (f"drafts accepted {st.accepted}/{st.drafted} ({st.acceptance_rate:.1%})" if st.drafted
+                        else "no draft proposed (no n-gram of the text repeated)"))
         if ref is not None:
             line += "; identical to plain greedy: " + ("yes" if ref[i] == row else "NO")
         print(line)

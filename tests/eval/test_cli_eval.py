@@ -156,10 +156,14 @@ def _small(data, out, *extra):
             "--window", "4", "--no-progress", "--state", "nvfp4+sr", "--out", str(out)] + list(extra)
 
 
-def test_resume_with_more_docs_keeps_document_identity(two_texts, tmp_path):
+def test_resume_with_more_docs_keeps_document_identity(two_texts, tmp_path, capsys):
     """--docs 2 then --docs 3 into one folder == a fresh --docs 3 run (no duplicated, no skipped document)."""
     assert main(_small(two_texts, tmp_path / "r", "--docs", "2")) == 0
+    capsys.readouterr()
     assert main(_small(two_texts, tmp_path / "r", "--docs", "3")) == 0
+    out = capsys.readouterr().out       # (fp32 and nvfp4+sr for 2 documents; the third's 2 records are new)
+    assert f"4 records already in {tmp_path / 'r'}: kept (only the missing ones run)" in out
+    assert "2 records written in 1 batches" in out
     assert main(_small(two_texts, tmp_path / "fresh", "--docs", "3")) == 0
     got = (tmp_path / "r" / "results.csv").read_text()
     assert got == (tmp_path / "fresh" / "results.csv").read_text()
@@ -184,6 +188,26 @@ def test_variants_with_their_own_window_get_a_report(two_texts, tmp_path):
     assert s["nvfp4+sr"] == sp.step_bytes_per_element("replay", 4) != s["replay@2:nvfp4+sr"]
     assert s["conventional:fp8"] == parse_state_spec("fp8").step_bytes_per_element("conventional")
     assert main(["report", str(out)]) == 0
+
+
+def test_extending_a_folder_keeps_every_command_exec_mode_and_batch_timing(two_texts, tmp_path, monkeypatch):
+    """A rerun that adds a variant (batch 0 again) in another --exec: the report names both calls and both
+    modes, and the first call's batch timing stays beside the second's."""
+    import sys
+
+    out = tmp_path / "x"
+    first = _small(two_texts, out, "--docs", "1", "--exec", "step")
+    second = _small(two_texts, out, "--docs", "1", "--state", "fp8+sr", "--exec", "chunked")
+    for argv in (first, second):
+        monkeypatch.setattr(sys, "argv", ["replayssm-quant"] + argv)
+        assert main(argv) == 0
+    md = (out / "report.md").read_text()
+    import shlex
+
+    assert ("Commands (this folder's records were made by each in turn): "
+            + "; ".join(f"`replayssm-quant {shlex.join(a)}`" for a in (first, second))) in md
+    assert "Execution: step (one token per model forward); then chunked (" in md
+    assert sorted(p.name for p in (out / "batches").glob("*.json")) == ["b0000.1.json", "b0000.json"]
 
 
 def test_conventional_mode_runs_the_default_states_it_can(two_texts, tmp_path, capsys):
@@ -392,3 +416,17 @@ def test_default_output_folder_is_git_ignored():
         pytest.skip("not a git checkout")
     for path in ("kl_results/report.md", "reports/kl/gdn-demo/records/d0000/fp32.npz"):
         assert subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=root).returncode == 0, path
+
+
+def test_interrupted_bench_says_to_rerun_with_resume(monkeypatch, capsys):
+    """bench resumes only with --resume: an interrupt names the command with it (and without a second copy)."""
+    import replayssm_quant.commands.bench as bench
+
+    def stop(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(bench, "run", stop)
+    assert main(["bench", "--families", "gdn"]) == 130
+    assert _err(capsys) == ("interrupted; finished work is kept: rerun with --resume to resume: "
+                            "replayssm-quant bench --families gdn --resume")
+    assert main(["bench", "--families", "gdn", "--resume"]) == 130
+    assert _err(capsys).endswith("rerun the same command to resume: replayssm-quant bench --families gdn --resume")

@@ -232,6 +232,19 @@ def test_task_manager_knows_packaged_and_builtin_tasks():
     assert {"replayssm_count", "replayssm_recall", ds.LONG_TAG} <= names
 
 
+def test_unknown_task_or_include_path_fails_before_anything_loads(tmp_path, monkeypatch):
+    pytest.importorskip("lm_eval")
+    from replayssm_quant.eval import lm_eval_plugin
+
+    monkeypatch.setattr(lm_eval_plugin, "load_model_and_tokenizer", lambda *a, **k: pytest.fail("model loaded"))
+    runs = ds.plan_runs(["fp8+sr"])
+    with pytest.raises(ValueError, match=r"unknown lm-eval task\(s\) nosuchtask: not a task, group or tag"):
+        ds.run_downstream(tmp_path / "o", ["gdn-demo"], runs, ["replayssm_copy", "nosuchtask"], device="cpu")
+    with pytest.raises(ValueError, match=r"--include-path /no/such/dir: no such folder"):
+        ds.run_downstream(tmp_path / "o", ["gdn-demo"], runs, ["replayssm_copy"], include_path=["/no/such/dir"])
+    assert not (tmp_path / "o").exists()                   # no settings left behind to refuse the next run
+
+
 def test_packaged_task_data_is_the_heldout_set(tmp_path):
     """The shipped jsonl equal a fresh write from synthetic_tasks (held-out seed), and the task's
     process_results scores a target right and a damaged target wrong."""
