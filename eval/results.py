@@ -187,7 +187,8 @@ class ResultsStore:
             merged["docs"] = max(old.get("docs", 0), config.get("docs", 0))
             # the commands and execution modes that made the folder's records (a resume may add documents,
             # variants, or run the rest in another --exec): all of them, in order
-            merged["commands"] = list(dict.fromkeys(old.get("commands", [old.get("command")]) + [config.get("command")]))
+            calls = old.get("commands", [old.get("command")]) + [config.get("command")]
+            merged["commands"] = list(dict.fromkeys(c for c in calls if c))
             modes = [m for m in str(old.get("exec") or "").split(", ") + [config.get("exec")] if m]
             merged["exec"] = ", ".join(dict.fromkeys(modes)) or None
             config = merged
