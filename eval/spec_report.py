@@ -287,8 +287,9 @@ def write_spec_report(out: Path) -> Path:
         "they equal the argmax. `acceptance_rate` = accepted / drafted tokens, `tokens_per_step` = tokens emitted "
         "per model step of a row (1 for plain decoding, at most T), `identical` = share of rows whose tokens equal "
         "the non-speculative greedy run's (draft `none`), `correct` = share of exact targets, `speedup` = wall time "
-        "of the draft-`none` run / this run's on this machine (on a CPU with the torch reference of the state "
-        "cache it measures the Python reference, not the kernels). The drafts depend only on the prompt and the "
+        "of the draft-`none` run / this run's on this machine, each run timed after an untimed pass over its first "
+        "batch (on a CPU with the torch reference of the state cache it measures the Python reference, not the "
+        "kernels). The drafts depend only on the prompt and the "
         "text generated so far, and a draft is accepted iff it is the greedy token, so two models that generate "
         "the same text get the same drafts and acceptance (the `upper` task's outputs differ from their prompts "
         "in case, so its drafts rarely match).",
