@@ -8,8 +8,8 @@ states, against NVFP4 with its per-16 block scales) can make ``nvfp4/e4m3+sr`` w
 than shared ``nvfp4+sr``; the row-scaled ``fp8`` / ``int8`` are the 8-bit formats
 serving stacks use.
 
-:func:`state_format_table` prefills held-out documents through the model's own
-fp32 path, takes every SSM layer's state ``[D, HV, V, K]`` and reports, per
+:func:`prefill_states` prefills the ``--data`` documents through the model's own
+fp32 path and takes every SSM layer's state ``[D, HV, V, K]``; :func:`state_format_table` reports, per
 format, the relative Frobenius error of one round-to-nearest-even cast, and the
 fraction of the nonzero elements that the cast rounds to zero (every format,
 scaled or not: below the smallest subnormal of a raw cast, below half the

@@ -11,10 +11,11 @@ bytes per step = state bytes only (:meth:`StateSpec.step_bytes_per_element`);
 ring and activation bytes are extra and not counted. The device copy bandwidth
 (bytes read + written by a large ``copy_``) is measured in the same run. fla's
 ``fused_recurrent_gated_delta_rule`` (GVA, fp32 state) and ``fused_recurrent_kda`` are the outside GDN and KDA
-anchors when importable (:data:`FLA_ANCHORS`; Mamba-2 has no fla decode kernel: its anchor is our conventional
-fp32 kernel, a vLLM-style ``selective_state_update``). Correctness on the device: fp32 replay/conventional outputs and
-checkpoints against the float64 oracle (the only tl.dot, in the replay flush, is fp32
-with input_precision="ieee": no TF32). Replay rows also report the time of a non-flush step alone
+anchors when importable (:data:`FLA_ANCHORS`; Mamba-2 has no fla decode kernel: its outside anchor is mamba_ssm's
+Triton ``selective_state_update``, loaded from its source with ``--mamba-ssm-src``, :mod:`.mamba_ssm_anchor`, beside
+our conventional fp32 kernel). Correctness on the device: fp32 replay/conventional outputs and checkpoints against
+the float64 oracle (the fp32 tl.dots of the replay flush use input_precision="ieee": no TF32; the nvfp4/fp16
+check also runs the split flush's 3xTF32 dots). Replay rows also report the time of a non-flush step alone
 (``nonflush_us``) and the flush step alone (``flush_us``: every slot's ring count set to L - 1 first). The
 main replay time (``time_us``) starts every slot of a group at the same ring position, so a group's flushes
 all fall on one of the L steps; ``staggered_us`` spreads the positions (:func:`stagger_slots`: B / L rows

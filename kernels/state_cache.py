@@ -361,7 +361,7 @@ class SSMStateCache:
                 ``[B, HV]`` (kda: ``[B, HV, K]``), <= 0;
                 beta: ``[B, HV]`` (gdn, kda) or ``None`` (mamba2). float32 / bfloat16 / float16; k and v in
                 ``ring_dtype`` unless that is float32.
-            out: optional float32 ``[B, HV, V]`` to write into (triton backend).
+            out: optional contiguous float32 ``[B, HV, V]`` on the cache's device to write into.
             validate: check slot ranges and duplicates and that ``g <= 0`` (host syncs: the benchmark and the
                 model decode sessions turn it off; the kernels take any ``g`` and a positive one grows the state).
 

@@ -126,7 +126,7 @@ def quantize(x: torch.Tensor, fmt, rounding: str = "rne", seed: int = 0, backend
             float64 is rounded to float32 first). For ``nvfp4``: ``[..., R, C]`` with C a
             multiple of 16; amax (second-level scale) over the last two dims. For ``fp8`` and
             ``int8``: at least one dim; one decode scale per row of the last dim.
-        fmt: a name of :data:`FORMATS` (or alias such as ``e4m3``) or a FormatInfo.
+        fmt: a name of :data:`FORMATS` (or an alias such as ``fp8e4m3`` or ``float16``) or a FormatInfo.
         rounding: ``"rne"`` (nearest even) or ``"sr"`` (stochastic; not for fp32,
             which has nothing to round).
         seed: SR seed, int in [0, 2**63).

@@ -21,7 +21,7 @@ shipped weights are the checkpoint with the best validation bits per byte (usual
 The held-out books are measured alongside for the training curve but never used for a decision.
 torch.compile is optional (``compile=True``): at ~5M parameters and 16K-token batches (4 x 4096) the eager
 step is dominated by large fp32 tensors that the fast chunked paths already batch, and the compile
-warm-up (several graphs, forward and backward) would come out of the 5-minute budget.
+warm-up (several graphs, forward and backward) would come out of the 6.6-minute default budget.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``replayssm-quant train-demo``: train, evaluate and report the embedded default models.
 
-Train one model (GPU; ~5 min of training + ~2 min evaluation on an H200)::
+Train one model (GPU; ~6.6 min of training, the default ``--minutes``, + ~2 min evaluation on an H200)::
 
     replayssm-quant train-demo --arch gdn --out runs/            # -> runs/gdn/ (HF model folder)
     replayssm-quant train-demo --arch mamba2 --out runs/ --minutes 4.5
