@@ -459,7 +459,7 @@ def build_report(root: str | Path, out: str | Path | None = None, per_position: 
         bpe.append(var.spec.step_bytes_per_element(var.mode, var.window or cfg.get("window", 16)))
     summ["state B/elem/step"] = bpe
     summ.to_csv(dest / "summary.csv", float_format="%.6g")
-    written = ["summary.csv"] + (["stats.csv"] if t["stats"] is not None else []) + (
+    written = ["summary.csv (the table above)"] + (["stats.csv"] if t["stats"] is not None else []) + (
         ["growth.csv"] if len(t["growth"]) else [])
     b = t["batches"]
     rows_tok = sum(x["rows"] * x["decode_steps"] for x in b)
@@ -529,7 +529,7 @@ def build_report(root: str | Path, out: str | Path | None = None, per_position: 
         "",
         "Files: results.csv (per document and variant), doc_buckets.csv and doc_quartiles.csv (per document, "
         "variant and position range), positions.csv (mean per position), buckets.csv, quartiles.csv, ratios.csv, "
-        f"ratio_intervals.csv, {', '.join(written)} (the table above), run.json (the settings); "
+        f"ratio_intervals.csv, {', '.join(written)}, run.json (the settings); "
         "`replayssm-quant report DIR` rebuilds this report from them. The run folder's "
         "records/<doc>/<variant>.npz hold the per-position arrays (needed to resume, not to report).",
     ]
