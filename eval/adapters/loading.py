@@ -61,11 +61,17 @@ def parse_device_map(text) -> str | dict | None:
             raise ValueError(f"unknown --device-map {text!r}; {DEVICE_MAP_FORMS}") from None
     if not isinstance(dm, dict) or not dm:
         raise ValueError(f"--device-map {text!r} is not a name or a non-empty JSON object; {DEVICE_MAP_FORMS}")
+    import torch
+
     for k, v in dm.items():
         ok = (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or v in ("cpu", "disk") or (
             isinstance(v, str) and v.startswith("cuda") and _is_cuda_device(v))
         if not isinstance(k, str) or not ok:
             raise ValueError(f"--device-map: bad device {v!r} for module {k!r}; {DEVICE_MAP_FORMS}")
+        gpu = None if v in ("cpu", "disk") else v if isinstance(v, int) else torch.device(v).index or 0
+        if gpu is not None and gpu >= torch.cuda.device_count():
+            raise ValueError(f"--device-map puts module {k!r} on GPU {gpu}, but {torch.cuda.device_count()} CUDA "
+                             "GPU(s) are visible; use cpu / disk entries or a machine with the GPUs")
     return dm
 
 

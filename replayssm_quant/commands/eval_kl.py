@@ -153,6 +153,7 @@ def run(args):
         store.open(dict(config, model=lm.name, model_hash=model_fingerprint(lm.model), model_source=lm.source,
                         model_card=model_card(lm.model, lm.source),
                         dtype=args.dtype, weights_dtype=weights_dtype(lm.model), exec=args.exec_mode,
+                        device_map=args.device_map,
                         docs=len(docs), variants=[v.label for v in with_reference(variants)],
                         command="replayssm-quant " + shlex.join(sys.argv[1:]), env=_env(), alloc_conf=alloc_conf),
                    docs)

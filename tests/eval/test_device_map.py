@@ -87,6 +87,14 @@ def test_bad_device_map_is_one_line(text, match, tmp_path, capsys):
     assert len(err) == 1 and match in err[0] and "valid --device-map values" in err[0]
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without a GPU")
+@pytest.mark.parametrize("text", ['{"lm_head": 0}', '{"model.layers.0": "cuda:0"}', '{"lm_head": "cuda"}'])
+def test_device_map_naming_an_absent_gpu_is_refused(text):
+    """Not a silent run on the CPU: a map that puts a module on a GPU the machine lacks is an error."""
+    with pytest.raises(ValueError, match=r"--device-map puts module '.*' on GPU 0, but 0 CUDA GPU\(s\) are visible"):
+        parse_device_map(text)
+
+
 def test_cli_runs_split_and_records_placement(tmp_path):
     text = tmp_path / "t.txt"
     text.write_text("It was the best of times, it was the worst of times. " * 4)
@@ -95,7 +103,7 @@ def test_cli_runs_split_and_records_placement(tmp_path):
                  "--docs", "1", "--window", "4", "--state", "nvfp4+sr", "--no-progress", "--no-report",
                  "--device-map", json.dumps(SPLIT), "--out", str(out)]) == 0
     cfg = json.loads((out / "run.json").read_text())
-    assert cfg["placement"] == SPLIT
+    assert cfg["placement"] == SPLIT and cfg["device_map"] == json.dumps(SPLIT)    # where it ran, what was asked
     assert block_placement(load_model("tiny-qwen3_5").model) == {"": "cpu"}
 
 
