@@ -10,14 +10,16 @@ model_args::
 
     pretrained=PATH_OR_ID|gdn-demo|mamba2-demo   model folder, hub id or embedded model name
     state=SPEC           state spec (fp32, nvfp4+sr, nvfp4/fp8+sr, ...); a ``MODE:`` prefix
-                         (conventional:fp8+sr) overrides ``mode``
+                         (conventional:fp8+sr) overrides ``mode``, a window of its own (replay@8:nvfp4+sr)
+                         ``window`` (another explicit window than 16 beside it is an error)
     mode=replay|conventional   decode mode (default replay)
     window=16            replay window L
     draft=none           speculative generation: ngram:T[:N] verifies T tokens per model step (the last
                          accepted token + up to T-1 drafts from n-gram matching in the prompt and the text so
                          far; greedy acceptance, the same tokens as plain greedy decoding); T <= window
     seed=0               stochastic-rounding seed
-    batch_size=1         rows per decode batch (one row = one request); "auto" = max_batch_size or 64;
+    batch_size=1         rows per decode batch (one row = one request); "auto" (or lm-eval's "auto:N") =
+                         max_batch_size or 64;
                          wins over lm-eval's --batch_size (which is used when model_args has none)
     max_batch_size=64    used by batch_size=auto
     max_batch_tokens=65536  token budget of a batch: rows x (longest prompt of the batch + max_gen_toks)
@@ -31,8 +33,10 @@ model_args::
                          the SSM states, the fp32 reference's included, stay float32
     backend=triton|torch cache kernels (default: triton on CUDA, torch on CPU)
     parallelize=false    spread the model over the visible GPUs (device_map=auto)
-    max_length=N         context limit for loglikelihood_rolling windows (default: the
-                         model's max_position_embeddings, else 4096)
+    max_length=N         context limit (default: the model's max_position_embeddings, else 4096):
+                         loglikelihood_rolling windows as lm-eval's hf model cuts them; for loglikelihood and
+                         generate_until only the context is cut to its last max_length tokens, the continuation
+                         or the generated tokens come on top (lm-eval's hf model keeps max_length in all)
     add_bos_token=false  prepend the tokenizer's bos token to every context
 
 Registration: importing this module registers ``replayssm`` in lm-eval's model
@@ -54,7 +58,13 @@ lm-eval from Python.
 Generation is greedy (``do_sample=True`` is an error). A row stops at the
 tokenizer's eos, at any ``until`` string, or after ``max_gen_toks`` tokens;
 the returned text is cut before the first ``until`` string (lm-eval's
-convention).
+convention). Chat templates (``--apply_chat_template``) are not supported.
+
+Scores against lm-eval's ``hf`` model: with ``state=fp32`` and float32 weights the log-likelihoods agree to about
+1e-4 on the embedded and tiny models, but Mamba-2 (Nemotron-H) ones: transformers clamps dt to ``time_step_min``
+in its chunked (prefill) path and not in its one-token step, and the plugin steps every scored token as a decode
+does (the same numbers as transformers' own step-by-step decoding; on ``mamba2-demo`` ~1e-3 to 1e-2 nats per
+token from a full forward).
 
 Batching: requests are sorted longest first (generation: within groups of equal
 stop settings; loglikelihood: within groups of equal continuation length) and cut
@@ -75,6 +85,7 @@ count), which the downstream runner uses for the generation-length quartiles.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any
 
@@ -88,12 +99,15 @@ from tqdm import tqdm
 
 from replayssm_quant import _lm_eval_autoregister
 from replayssm_quant.quant.philox import check_seed
+from replayssm_quant.quant.spec import DEFAULT_WINDOW
 
 log = logging.getLogger(__name__)
 
 #: generation keyword arguments the plugin understands (others are ignored with a warning)
 _GEN_KEYS = {"until", "max_gen_toks", "do_sample", "temperature"}
 DEFAULT_MAX_GEN_TOKS = 256
+#: decode steps between two host checks of the multi-token stop strings (each check syncs with the device)
+STOP_CHECK_EVERY = 8
 #: default token budget of one decode batch (model_arg max_batch_tokens; see the module doc)
 DEFAULT_MAX_BATCH_TOKENS = 65536
 
@@ -225,7 +239,8 @@ class ReplaySSMLM(TemplateLM):
             raise
 
     def __init__(self, pretrained: str | None = None, state: str = "fp32", mode: str = "replay",
-                 window: int = 16, seed: int = 0, batch_size: int | str = 1, max_batch_size: int | None = None,
+                 window: int = DEFAULT_WINDOW, seed: int = 0, batch_size: int | str = 1,
+                 max_batch_size: int | None = None,
                  max_batch_tokens: int | str | None = DEFAULT_MAX_BATCH_TOKENS, device: str | None = None,
                  dtype: str = "auto", backend: str | None = None,
                  max_length: int | None = None, add_bos_token: bool | str = False,
@@ -244,9 +259,15 @@ class ReplaySSMLM(TemplateLM):
             raise ValueError("replayssm: model_args needs pretrained=PATH_OR_ID (or gdn-demo / mamba2-demo)")
         self.variant = parse_variant(str(state), default_mode=str(mode))
         self.window = _as_int("window", window)
+        if self.variant.window and self.window not in (DEFAULT_WINDOW, self.variant.window):
+            raise ValueError(f"replayssm: state={state} carries its own window L={self.variant.window}, and "
+                             f"window={self.window} asks for another: give one of them")
         self.seed = check_seed(_as_int("seed", seed, lo=0))   # (its range: checked here, not at the first request)
         self.max_batch_size = _as_int("max_batch_size", max_batch_size) if max_batch_size is not None else 64
-        if isinstance(batch_size, str) and batch_size.strip().lower().startswith("auto"):
+        auto = isinstance(batch_size, str) and batch_size.strip().lower().startswith("auto")
+        if auto and not re.fullmatch(r"auto(:[1-9][0-9]*)?", batch_size.strip().lower()):
+            raise ValueError(f"batch_size must be an integer >= 1, auto or auto:N, got {batch_size!r}")
+        if auto:
             self.batch_size = self.max_batch_size
         else:
             self.batch_size = _as_int("batch_size", batch_size)
@@ -262,9 +283,18 @@ class ReplaySSMLM(TemplateLM):
             raise ValueError(f"replayssm: {e}") from None
         dev = _check_device(device)
         self._device = torch.device(dev)
+        if backend == "triton":       # before the model loads (not at the first request)
+            from replayssm_quant.kernels.launch import check_device_formats
+
+            check_device_formats(self._device, (self.variant.spec.recur.name, self.variant.spec.read.name),
+                                 "replayssm: backend=triton")
         if model is None:
-            model, tokenizer = load_model_and_tokenizer(str(pretrained), dev, tdtype,
-                                                        "auto" if _as_bool(parallelize) else None)
+            try:
+                model, tokenizer = load_model_and_tokenizer(str(pretrained), dev, tdtype,
+                                                            "auto" if _as_bool(parallelize) else None)
+            except ValueError as e:   # the loader's words are the replayssm-quant command line's
+                raise ValueError(f"replayssm: pretrained={pretrained}: "
+                                 + str(e).replace("valid --model values", "valid pretrained= values")) from None
         elif tokenizer is None:
             raise ValueError("replayssm: a model object needs its tokenizer too")
         self.model, self.tokenizer = model.eval(), tokenizer
@@ -455,8 +485,10 @@ class ReplaySSMLM(TemplateLM):
                 multi.append(u)
         if not multi:
             return stop_ids, None
-        # a stop string of b bytes spans at most b (+ a partial character) tokens
-        tail = max(len(u.encode()) for u in multi) + 4
+        # a stop string of b bytes spans at most b (+ a partial character) tokens, and it may have ended up to
+        # the tokens of one check interval (or one verify step) before the check
+        since_check = max(STOP_CHECK_EVERY, self.draft.tokens if self.draft is not None else 1)
+        tail = max(len(u.encode()) for u in multi) + 4 + since_check
 
         def stop_fn(_row: int, toks: list[int]) -> bool:
             text = self.tok_decode(toks[-tail:] if len(toks) > tail else toks)
@@ -487,7 +519,7 @@ class ReplaySSMLM(TemplateLM):
                 ids, mask = self._pad_left(seqs)
                 t0 = time.perf_counter()
                 rows = self.session.generate(ids, max_gen, attention_mask=mask, stop_token_ids=stop_ids,
-                                             stop_fn=stop_fn)
+                                             stop_fn=stop_fn, check_every=STOP_CHECK_EVERY)
                 if self._device.type == "cuda":
                     torch.cuda.synchronize(self._device)
                 self.generation_stats["seconds"] += time.perf_counter() - t0
@@ -524,7 +556,12 @@ def main(argv: list[str] | None = None) -> None:
 
     if argv is not None:
         sys.argv = [sys.argv[0]] + list(argv)
-    cli_evaluate()
+    try:
+        cli_evaluate()
+    except ValueError as e:   # the plugin's refusals at a request (e.g. do_sample=true): one line, no traceback
+        if str(e).startswith("replayssm:"):
+            raise SystemExit(f"error: {e}") from None
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover - exercised by the CLI test in a subprocess

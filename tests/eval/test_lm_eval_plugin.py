@@ -76,7 +76,7 @@ def test_registered_in_lm_eval_registry_and_entry_point(tiny_dirs):
         {"batch_size": 2, "device": "cpu"})
     assert (lm.variant.label, lm.window, lm.seed, lm.batch_size) == ("nvfp4/fp8+sr", 4, 3, 2)
     assert lm.get_model_info()["state"] == "nvfp4/fp8+sr"
-    own = ReplaySSMLM(pretrained=tiny_dirs["qwen3_5"], state="replay@8:fp8", window=4, device="cpu")
+    own = ReplaySSMLM(pretrained=tiny_dirs["qwen3_5"], state="replay@8:fp8", device="cpu")
     assert own.get_model_info()["window"] == 8       # the window the caches run: the state's own
     lm2 = cls.create_from_arg_string(f"pretrained={tiny_dirs['qwen3_5']},state=fp8+sr,mode=conventional")
     assert lm2.variant.label == "conventional:fp8+sr"
@@ -153,6 +153,10 @@ def test_simple_evaluate_with_device_beside_model_args(tiny_dirs, monkeypatch):
     ({"pretrained": "/no/such/folder"}, "unknown model"),
     ({"dtype": "fp64"}, "^replayssm: unknown dtype 'fp64'; valid: auto, bfloat16, float16, float32"),
     ({"seed": True}, "seed must be an integer >= 0, got True"),
+    ({"batch_size": "autox"}, r"batch_size must be an integer >= 1, auto or auto:N, got 'autox'"),
+    ({"pretrained": "no-such-model"},
+     r"^replayssm: pretrained=no-such-model: unknown model .*valid pretrained= values"),
+    ({"state": "replay@4:nvfp4+sr", "window": 8}, r"state=replay@4:nvfp4\+sr carries its own window L=4, and window=8"),
     ({"seed": 2 ** 64}, r"seed must be an int in \[0, 2\*\*63\)"),
 ])
 def test_bad_model_args_are_clear_errors(tiny_dirs, bad, match):
@@ -365,3 +369,43 @@ def test_lm_eval_command_line_offline(tiny_dirs, tmp_path):
     samples = [json.loads(line) for f in out.rglob("samples_replayssm_copy_*.jsonl") for line in open(f)]
     assert sorted(s["doc_id"] for s in samples) == [0, 1]
     assert all(len(s["resps"][0][0].encode()) <= 6 for s in samples)
+
+
+def test_triton_backend_on_cpu_is_refused_before_the_model_loads(tiny_dirs, monkeypatch):
+    from replayssm_quant.eval import lm_eval_plugin
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(lm_eval_plugin, "load_model_and_tokenizer", lambda *a, **k: pytest.fail("model loaded"))
+    with pytest.raises(ValueError, match=r"replayssm: backend=triton: the Triton kernels on a CPU device need "
+                                         r"TRITON_INTERPRET=1"):
+        ReplaySSMLM(pretrained=tiny_dirs["qwen3_5"], device="cpu", backend="triton")
+
+
+def test_auto_batch_size_forms(tiny_dirs):
+    for bs in ("auto", "auto:4", "AUTO"):
+        assert ReplaySSMLM(pretrained=tiny_dirs["qwen3_5"], device="cpu", batch_size=bs,
+                           max_batch_size=5).batch_size == 5
+
+
+def test_stop_strings_are_seen_however_long_ago_they_ended(tiny_dirs):
+    """The host checks the stop strings every STOP_CHECK_EVERY steps: a string that ended up to that many tokens
+    before a check is still found (it was missed, and the row ran on to max_gen_toks)."""
+    from replayssm_quant.eval.lm_eval_plugin import STOP_CHECK_EVERY
+
+    lm = ReplaySSMLM(pretrained=tiny_dirs["qwen3_5"], device="cpu")
+    _, stop_fn = lm._stop_setup(("3:",))
+    for after in range(STOP_CHECK_EVERY + 1):
+        toks = lm.tokenizer.encode("a 1:xy 2:zz 3:" + "q" * after, add_special_tokens=False)
+        assert stop_fn(0, toks), after
+
+
+def test_plugin_refusals_at_a_request_are_one_line_on_the_command_line(monkeypatch):
+    import lm_eval.__main__ as lm_main
+
+    from replayssm_quant.eval import lm_eval_plugin
+
+    def refuse():
+        raise ValueError("replayssm: the plugin decodes greedily; sampling is not supported")
+    monkeypatch.setattr(lm_main, "cli_evaluate", refuse)
+    with pytest.raises(SystemExit, match=r"^error: replayssm: the plugin decodes greedily"):
+        lm_eval_plugin.main(["--model", "replayssm"])
