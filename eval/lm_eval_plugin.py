@@ -60,11 +60,10 @@ tokenizer's eos, at any ``until`` string, or after ``max_gen_toks`` tokens;
 the returned text is cut before the first ``until`` string (lm-eval's
 convention). Chat templates (``--apply_chat_template``) are not supported.
 
-Scores against lm-eval's ``hf`` model: with ``state=fp32`` and float32 weights the log-likelihoods agree to about
-1e-4 on the embedded and tiny models, but Mamba-2 (Nemotron-H) ones: transformers clamps dt to ``time_step_min``
-in its chunked (prefill) path and not in its one-token step, and the plugin steps every scored token as a decode
-does (the same numbers as transformers' own step-by-step decoding; on ``mamba2-demo`` ~1e-3 to 1e-2 nats per
-token from a full forward).
+Scores against lm-eval's ``hf`` model (README): with ``state=fp32`` and float32 weights the log-likelihoods are
+those of a full forward up to float32 rounding, but Mamba-2 (Nemotron-H) ones: transformers clamps dt to
+``time_step_min`` in its chunked (prefill) path and not in its one-token step, and the plugin steps every scored
+token as a decode does (the numbers of transformers' own step-by-step decoding).
 
 Batching: requests are sorted longest first (generation: within groups of equal
 stop settings; loglikelihood: within groups of equal continuation length) and cut

@@ -95,10 +95,10 @@ def run(args):
         use_expandable_segments()                 # before the first CUDA tensor (eval/allocator.py)
         from replayssm_quant.eval.adapters.dtypes import parse_weight_dtype
 
+        from replayssm_quant.cli import default_states, device_arg
+
         parse_weight_dtype(args.dtype)            # a bad value: one line, exit 2
         if args.device is not None:
-            from replayssm_quant.cli import device_arg
-
             device_arg(args.device)
         for name, v in (("--batch-size", args.batch_size), ("--window", args.window)):
             if v < 1:
@@ -106,8 +106,6 @@ def run(args):
         if args.max_gen_toks is not None and args.max_gen_toks < 1:
             raise ValueError(f"--max-gen-toks must be >= 1, got {args.max_gen_toks}")
         max_batch_tokens = _max_batch_tokens(args.max_batch_tokens)
-        from replayssm_quant.cli import default_states
-
         runs = plan_runs(args.state or default_states(DEFAULT_RUNS, args.mode), args.mode)
         gen_kwargs = None if args.max_gen_toks is None else f"max_gen_toks={args.max_gen_toks}"
         run_downstream(out, args.model or ["gdn-demo"], runs, args.tasks, limit=_limit(args.limit),

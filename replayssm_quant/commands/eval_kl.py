@@ -90,14 +90,12 @@ def run(args):
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    from replayssm_quant.cli import default_states
+    from replayssm_quant.cli import default_states, device_arg
     from replayssm_quant.eval.decode import parse_variant
 
     states = args.state or default_states(DEFAULT_STATES, args.mode)
     variants = [parse_variant(s, args.mode) for s in states]  # ValueError -> exit 2
     variants = list({v.label: v for v in variants}.values())   # each variant once (its first place kept)
-    from replayssm_quant.cli import device_arg
-
     device = device_arg(args.device)
     from replayssm_quant.eval.adapters.dtypes import parse_weight_dtype, weights_dtype
     from replayssm_quant.eval.decode import check_exec_mode
