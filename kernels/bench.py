@@ -44,7 +44,7 @@ import torch
 from .bench_checks import correctness
 from .bench_report import (FLA_MODE, L2_BYTES, MAMBA_SSM_MODE, _versions, add_ratios, configs, markdown_table,
                            memory_table, shape_key_group, shape_key_heads, write_report)
-from .inputs import random_decode_inputs
+from .inputs import random_decode_inputs, share_keys
 from .launch import LaunchKnobs, plan_step
 from .state_cache import SSMStateCache
 
@@ -145,11 +145,7 @@ def bench_inputs(family, batch, shape, window, device):
     gen = torch.Generator(device=device).manual_seed(batch)
     x = random_decode_inputs(family, window, batch, shape["num_heads"], shape["head_k"], shape["head_v"],
                              dtype=ACT_DTYPE, device=device, generator=gen)
-    hg = shape_key_group(shape)
-    x["k_heads"] = x["k"][:, :, ::hg].contiguous()
-    if hg > 1:
-        x["k"] = x["k_heads"].repeat_interleave(hg, dim=2)
-    return x
+    return share_keys(x, shape_key_group(shape))
 
 
 def step_keys(cache, x) -> torch.Tensor:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from .inputs import random_decode_inputs
+from .bench_report import shape_key_group, shape_key_heads
+from .inputs import random_decode_inputs, share_keys
 from .launch import LaunchKnobs, flush_dot_precision
 from .naive import oracle_sequence
 from .state_cache import SSMStateCache
@@ -21,14 +22,16 @@ def _rel(a, ref) -> float:
 class Oracle:
     """The checks' shared problem: ``T`` steps of random fp32 inputs ``x`` (``[T, rows, HV, ..]`` by name) for
     ``rows`` rows from the state ``S0`` ``[rows, HV, V, K]``, and the float64 oracle's outputs ``o_ref``
-    ``[T, rows, HV, V]`` and states ``s_ref`` ``[T, rows, HV, V, K]``."""
+    ``[T, rows, HV, V]`` and states ``s_ref`` ``[T, rows, HV, V, K]``. Where the shape's ``num_key_heads`` is
+    below ``num_heads`` the value heads of a key head share its key (``x["k_heads"]`` ``[T, rows, HK, K]``), and
+    the caches keep one key per key head, as the benchmark times them (:func:`.inputs.share_keys`)."""
 
     def __init__(self, family, shape, window, device, steps=None, rows=3):
         HV, K, V = shape["num_heads"], shape["head_k"], shape["head_v"]
         self.family, self.shape, self.window, self.device, self.rows = family, shape, window, device, rows
         self.T = steps or 2 * window + 3
-        self.x = random_decode_inputs(family, self.T, rows, HV, K, V, device=device,
-                                      generator=torch.Generator().manual_seed(99))
+        self.x = share_keys(random_decode_inputs(family, self.T, rows, HV, K, V, device=device,
+                                                 generator=torch.Generator().manual_seed(99)), shape_key_group(shape))
         self.S0 = torch.randn(rows, HV, V, K, generator=torch.Generator().manual_seed(98)).to(device) * 0.3
         self.o_ref, self.s_ref = oracle_sequence(family, self.S0, *(None if self.x[n] is None else self.x[n]
                                                                    for n in NAMES))
@@ -37,7 +40,13 @@ class Oracle:
         sh = self.shape
         return SSMStateCache(self.family, spec, self.rows, sh["num_heads"], sh["head_k"], sh["head_v"],
                              window=self.window, mode=mode, device=self.device, backend="triton", seed=seed,
-                             knobs=knobs)
+                             knobs=knobs, num_key_heads=shape_key_heads(sh))
+
+    def step_inputs(self, c, t, i) -> tuple:
+        """The inputs of steps ``t`` for rows ``i`` (index tensors or ints) as cache ``c`` takes them, in
+        :data:`NAMES` order: the keys per key head where ``c`` keeps them so."""
+        names = [("k_heads" if n == "k" and c.key_group > 1 else n) for n in NAMES]
+        return tuple(None if self.x[n] is None else self.x[n][t, i] for n in names)
 
     def errors(self, c, all_outputs, stagger=False):
         """T steps of cache ``c`` from S0: the largest relative errors against the oracle of the outputs (every
@@ -53,7 +62,7 @@ class Oracle:
             tau = t - start                          # each row's own step
             act = ((tau >= 0) & (tau < self.T)).nonzero().squeeze(1)
             ta, ia = tau[act], idx[act]
-            o = c.step(ia, *(None if self.x[n] is None else self.x[n][ta, ia] for n in NAMES)).double()
+            o = c.step(ia, *self.step_inputs(c, ta, ia)).double()
             flush = (ta + 1) % c.window == 0         # (conventional: window 1, every step)
             if all_outputs:
                 out_err = max(out_err, _rel(o, self.o_ref[ta, ia]))
@@ -96,15 +105,17 @@ def correctness(family, shape, window, device, steps=None, rows=3):
         res.append(dict(family=family, spec=spec, mode=mode, steps=oracle.T, checked=what,
                         max_rel_out_err=out_err, max_rel_ckpt_err=ckpt_err, counters_ok=counters_ok,
                         ok=bool(out_err < 1e-5 and ckpt_err < 1e-5 and counters_ok)))
-    res += [_split_vs_fused(family, spec, shape, window, device, oracle.x, oracle.S0)
-            for spec in ("nvfp4+sr", "nvfp4/fp8+sr")]
+    res += [_split_vs_fused(oracle, spec) for spec in ("nvfp4+sr", "nvfp4/fp8+sr")]
     # the split flush's 3xTF32 dots (the default of a dual nvfp4 spec, flush_dot_precision) against IEEE ones
     res.append(flush_dot_check(oracle, "nvfp4/fp16"))
+    key_heads = oracle.cache("fp32").num_key_heads   # below num_heads: the value heads of a key head share its key
+    for r in res:
+        r["key_heads"] = key_heads
     return res
 
 
-def _split_vs_fused(family, spec, shape, window, device, x, S0) -> dict:
-    """The split step against the fused one on the same inputs, over the first L steps (a flush included)."""
+def _split_vs_fused(oracle: Oracle, spec: str) -> dict:
+    """The split step against the fused one on the oracle's inputs, over the first L steps (a flush included)."""
     # the split step (separate non-flush / flush launches) against the fused kernel on the same inputs (no oracle
     # for rounded formats), over the first L steps (the flush included): outputs to fp32 rounding. The two kernels'
     # reductions may round in a different order, so the cached corrections (shared delta-rule specs) and hence
@@ -112,23 +123,22 @@ def _split_vs_fused(family, spec, shape, window, device, x, S0) -> dict:
     # head decodes ~1e-7 apart) and a stochastic rounding may land one quantum apart in rare elements. So the
     # share of decoded checkpoint elements more than 1e-5 (of the largest) apart is reported and bounded.
     # (both launches with the split launch's flush-dot precision: 3xTF32 for nvfp4/fp8+sr, flush_dot_precision)
-    HV, K, V = shape["num_heads"], shape["head_k"], shape["head_v"]
-    rows = S0.shape[0]
+    sh, window, device = oracle.shape, oracle.window, oracle.device
+    probe = SSMStateCache(oracle.family, spec, 1, sh["num_heads"], sh["head_k"], sh["head_v"], window=window,
+                          device=device, backend="torch")
+    idx = torch.arange(oracle.rows, device=device)
     cs = []
     for split in (False, True):
-        probe = SSMStateCache(family, spec, 1, HV, K, V, window=window, device=device, backend="torch")
-        knobs = LaunchKnobs(split_flush=split, flush_dot=flush_dot_precision(probe, split=True))
-        c = SSMStateCache(family, spec, rows, HV, K, V, window=window, device=device, backend="triton", seed=3,
-                          knobs=knobs)
-        c.load_state(torch.arange(rows, device=device), S0)
+        c = oracle.cache(spec, knobs=LaunchKnobs(split_flush=split, flush_dot=flush_dot_precision(probe, split=True)),
+                         seed=3)
+        c.load_state(idx, oracle.S0)
         cs.append(c)
-    idx = torch.arange(rows, device=device)
     out_err = 0.0
     for t in range(window):
-        o = [c.step(idx, *(None if x[n] is None else x[n][t] for n in NAMES)).double() for c in cs]
+        o = [c.step(idx, *oracle.step_inputs(c, t, idx)).double() for c in cs]
         out_err = max(out_err, _rel(o[1], o[0]))
     ck = [c.checkpoint(idx).double() for c in cs]
     frac = ((ck[1] - ck[0]).abs() > 1e-5 * ck[0].abs().max()).double().mean().item()
-    return dict(family=family, spec=spec, mode="replay", steps=window,
+    return dict(family=oracle.family, spec=spec, mode="replay", steps=window,
                 checked="split vs fused: outputs; ckpt column = share of checkpoint elements > 1e-5 apart",
                 max_rel_out_err=out_err, max_rel_ckpt_err=frac, ok=bool(out_err < 1e-5 and frac < 1e-4))

@@ -38,3 +38,17 @@ def random_decode_inputs(family: str, T: int, B: int, HV: int, K: int, V: int, *
     g = -torch.rand(*gshape, **kw) * decay_scale
     out = dict(q=q.to(dtype), k=k.to(dtype), v=v.to(dtype), g=g, beta=beta)
     return {n: (None if t is None else t.to(device)) for n, t in out.items()}
+
+
+def share_keys(x: dict, group: int) -> dict:
+    """Give the value heads of each key head one key, as models with ``HV / group`` key heads have them: adds
+    ``x["k_heads"]`` ``[T, B, HV // group, K]`` (the key of each group's first value head; what a cache with shared
+    keys, ``num_key_heads = HV // group``, takes) and makes ``x["k"]`` ``[T, B, HV, K]`` those keys repeated per
+    value head (what the oracle, the anchors and a cache with a key per value head take). ``group`` 1: ``k_heads``
+    is ``k``. Returns ``x``."""
+    if group < 1 or x["k"].shape[2] % group:
+        raise ValueError(f"key group {group} does not divide the {x['k'].shape[2]} value heads")
+    x["k_heads"] = x["k"][:, :, ::group].contiguous()
+    if group > 1:
+        x["k"] = x["k_heads"].repeat_interleave(group, dim=2)
+    return x

@@ -35,27 +35,31 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
 from replayssm_quant.kernels.bench import (CPU_SMOKE_SHAPES, RING_DTYPES, SHAPES, _fill_states, bench_inputs,  # noqa: E402
-                                           stagger_slots)
+                                           shape_key_heads, stagger_slots, step_keys)
 from replayssm_quant.kernels.bench_report import write_table  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
 
 def profile_config(family, spec, mode, batch, window, rounds, ring_dtype="float32", stagger=False,
-                   ncu_window=False, shapes=SHAPES, device=None):
+                   ncu_window=False, shapes=SHAPES, device=None, shared_keys=True):
     """The per-kernel rows of one configuration (``rounds`` x L profiled steps after 2 L warm-up steps; 0: none,
-    and with ``ncu_window`` the two steps for ``ncu --profile-from-start off``, see the module docstring)."""
+    and with ``ncu_window`` the two steps for ``ncu --profile-from-start off``, see the module docstring).
+    ``shared_keys``: the ring keeps one key per key head of the shape, as the benchmark times it and the models
+    have it (False: a key per value head)."""
     shape = shapes[family]
     dev = device or torch.device("cuda")
     cache = SSMStateCache(family, spec, batch, shape["num_heads"], shape["head_k"], shape["head_v"], window=window,
-                          mode=mode, device=dev, backend="triton", seed=1, ring_dtype=RING_DTYPES[ring_dtype])
+                          mode=mode, device=dev, backend="triton", seed=1, ring_dtype=RING_DTYPES[ring_dtype],
+                          num_key_heads=shape_key_heads(shape, shared_keys))
     _fill_states(cache, 7)
     x = bench_inputs(family, batch, shape, window, dev)
+    keys = step_keys(cache, x)
     idx = torch.arange(batch, device=dev, dtype=torch.int32)
     out = torch.empty(batch, shape["num_heads"], shape["head_v"], device=dev)
 
     def steps(n):
         for t in range(n):
-            cache.step(idx, x["q"][t % window], x["k"][t % window], x["v"][t % window], x["g"][t % window],
+            cache.step(idx, x["q"][t % window], keys[t % window], x["v"][t % window], x["g"][t % window],
                        None if x["beta"] is None else x["beta"][t % window], out=out, validate=False)
 
     steps(2 * window)   # compile + warm up (the ring counts end where they began: 0)
@@ -80,7 +84,8 @@ def profile_config(family, spec, mode, batch, window, rounds, ring_dtype="float3
         if e.count == 0 or (dev.type == "cuda" and e.device_type.name != "CUDA"):   # (CPU smoke: the CPU ops)
             continue
         total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
-        rows.append(dict(family=family, spec=spec, mode=mode, batch=batch, kernel=e.key[:60], launches=e.count,
+        rows.append(dict(family=family, spec=spec, mode=mode, batch=batch, key_heads=cache.num_key_heads,
+                         kernel=e.key[:60], launches=e.count,
                          total_us=total, us_per_step=total / n, us_per_launch=total / e.count))
     return rows
 
@@ -113,6 +118,9 @@ def main(argv=None):
     p.add_argument("--stagger", action="store_true", help="also the replay specs with staggered slots (B / L rows "
                    "flush on every step); with --ncu-window: only staggered")
     p.add_argument("--no-conventional", action="store_true", help="skip the conventional fp32 rows")
+    p.add_argument("--keys", choices=("shared", "per-head"), default="shared",
+                   help="the rings' keys once per key head of the bench shape (shared, as bench.py times them and "
+                        "the models have them; the default) or once per value head")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes in the Triton interpreter (TRITON_INTERPRET=1;"
                    " CPU op times, a check that the script runs)")
     a = p.parse_args(argv)
@@ -127,7 +135,7 @@ def main(argv=None):
         dev, shapes = torch.device("cuda"), SHAPES
     os.makedirs(a.out, exist_ok=True)
     rows = []
-    kw = dict(shapes=shapes, device=dev)
+    kw = dict(shapes=shapes, device=dev, shared_keys=a.keys == "shared")
     for b in batches:
         for fam in a.families.split(","):
             if a.rounds and not a.no_conventional:    # (--rounds 0: the replay launches only, for ncu)

@@ -48,7 +48,12 @@ def test_profile_step_stagger_and_ncu_window(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     df = pd.read_csv(tmp_path / "p" / "profile.csv")
     assert set(df["mode"]) == {"replay", "replay staggered"} and set(df.batch) == {1, 2}
+    assert set(df.key_heads) == {1}   # the smoke shape's 2 value heads share one key head, as bench.py times them
     assert not (tmp_path / "p" / "profile.partial.csv").exists()
+    r = _run("profile_step.py", args + ["--batch", "2", "--rounds", "1", "--keys", "per-head", "--out",
+                                        str(tmp_path / "h")])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert set(pd.read_csv(tmp_path / "h" / "profile.csv").key_heads) == {2}
     r = _run("profile_step.py", args + ["--batch", "2", "--rounds", "0", "--ncu-window", "--out", str(tmp_path / "n")])
     assert r.returncode == 0, r.stderr[-2000:]
     assert not (tmp_path / "n" / "profile.csv").exists()   # (no table: the steps are for an outside profiler)
