@@ -598,7 +598,7 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
         # 20 rows on the GPU: the launcher then uses the large-batch tiles and register cap (BV=32 with two
         # 16-row flush sub-blocks, maxnreg 128) that the timed B=256 runs use
         corr += correctness(fam, shapes[fam], window, device, rows=20 if device.type == "cuda" else 2,
-                            steps=None if device.type == "cuda" else window + 2)
+                            steps=None if device.type == "cuda" else window + 2, shared_keys=shared_keys)
     fla_fams = _fla_families(families, device, notes)
     os.makedirs(out, exist_ok=True)
     corr += _resumed_checks(os.path.join(out, "correctness.csv"), resume, families)

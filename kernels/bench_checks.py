@@ -24,11 +24,13 @@ class Oracle:
     ``rows`` rows from the state ``S0`` ``[rows, HV, V, K]``, and the float64 oracle's outputs ``o_ref``
     ``[T, rows, HV, V]`` and states ``s_ref`` ``[T, rows, HV, V, K]``. Where the shape's ``num_key_heads`` is
     below ``num_heads`` the value heads of a key head share its key (``x["k_heads"]`` ``[T, rows, HK, K]``), and
-    the caches keep one key per key head, as the benchmark times them (:func:`.inputs.share_keys`)."""
+    the caches keep one key per key head, as the benchmark times them (:func:`.inputs.share_keys`; ``shared_keys``
+    False: a key per value head, fed the repeated keys)."""
 
-    def __init__(self, family, shape, window, device, steps=None, rows=3):
+    def __init__(self, family, shape, window, device, steps=None, rows=3, shared_keys=True):
         HV, K, V = shape["num_heads"], shape["head_k"], shape["head_v"]
         self.family, self.shape, self.window, self.device, self.rows = family, shape, window, device, rows
+        self.shared_keys = shared_keys
         self.T = steps or 2 * window + 3
         self.x = share_keys(random_decode_inputs(family, self.T, rows, HV, K, V, device=device,
                                                  generator=torch.Generator().manual_seed(99)), shape_key_group(shape))
@@ -40,7 +42,7 @@ class Oracle:
         sh = self.shape
         return SSMStateCache(self.family, spec, self.rows, sh["num_heads"], sh["head_k"], sh["head_v"],
                              window=self.window, mode=mode, device=self.device, backend="triton", seed=seed,
-                             knobs=knobs, num_key_heads=shape_key_heads(sh))
+                             knobs=knobs, num_key_heads=shape_key_heads(sh, self.shared_keys))
 
     def step_inputs(self, c, t, i) -> tuple:
         """The inputs of steps ``t`` for rows ``i`` (index tensors or ints) as cache ``c`` takes them, in
@@ -89,12 +91,13 @@ def flush_dot_check(oracle: Oracle, spec: str) -> dict:
                 ok=bool(errs["tf32x3"] <= 1.1 * errs["ieee"] + 1e-6))
 
 
-def correctness(family, shape, window, device, steps=None, rows=3):
+def correctness(family, shape, window, device, steps=None, rows=3, shared_keys=True):
     """fp32 (replay, also with staggered rows; conventional) and nvfp4/fp32 (dual, also with staggered rows) on the
     device vs the float64 oracle; nvfp4+sr and nvfp4/fp8+sr replay: the split step against the fused kernel;
-    nvfp4/fp16: the split flush's 3xTF32 dots against IEEE ones (:func:`flush_dot_check`). Returns the rows of
-    ``correctness.csv``."""
-    oracle = Oracle(family, shape, window, device, steps, rows)
+    nvfp4/fp16: the split flush's 3xTF32 dots against IEEE ones (:func:`flush_dot_check`). ``shared_keys``: the
+    caches keep one key per key head of ``shape`` (:class:`Oracle`). Returns the rows of ``correctness.csv``, each
+    with the caches' ``key_heads``."""
+    oracle = Oracle(family, shape, window, device, steps, rows, shared_keys)
     res = []
     for spec, mode, stagger in (("fp32", "replay", False), ("fp32", "replay", True), ("fp32", "conventional", False),
                                 ("nvfp4/fp32", "replay", False), ("nvfp4/fp32", "replay", True)):

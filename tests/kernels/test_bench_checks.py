@@ -24,6 +24,8 @@ def test_correctness_checks_pass_on_a_tiny_shape():
 def test_correctness_checks_with_shared_keys():
     """Where the shape's value heads share keys (num_key_heads < num_heads) the checks run the caches as the
     benchmark times them, one ring key per key head, against the oracle fed the repeated keys."""
-    rows = correctness("gdn", dict(num_heads=4, num_key_heads=2, head_k=16, head_v=8), 3, DEV, rows=2)
-    assert len(rows) == 8 and all(r["key_heads"] == 2 for r in rows)
-    assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
+    shape = dict(num_heads=4, num_key_heads=2, head_k=16, head_v=8)
+    for shared, key_heads in ((True, 2), (False, 4)):
+        rows = correctness("gdn", shape, 3, DEV, rows=2, shared_keys=shared)
+        assert len(rows) == 8 and all(r["key_heads"] == key_heads for r in rows)
+        assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
