@@ -7,7 +7,8 @@
 #   git rev-parse --short HEAD > TREE.txt
 #   run(command="bash reports/bench/speed/call_s28b.sh", carry=["TREE.txt", ".whl"], kind="nvidia-h200")
 set -u
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+# READINGS=1: the readings on any card (a second call on a warm H200, after the table).
+if [ "${READINGS:-0}" != 1 ] && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   exec bash reports/bench/speed/call_s19a.sh
 fi
 (
