@@ -56,9 +56,10 @@ def dump_configs(specs) -> list[tuple[str, str]]:
 
 
 def run_tree(root: str, name: str, out: str, rep_ms: int, smoke: bool = False, families: str = FAMILIES,
-             specs: str = SPECS, batches: str | None = None, bench_too: bool = True) -> None:
+             specs: str = SPECS, batches: str | None = None, bench_too: bool = True, keys: str = "shared") -> None:
     """Bench and hash one tree (``smoke``: a tiny CPU run in the interpreter, to check this script's plumbing;
-    ``batches``: the bench's and the hashed runs', None: :data:`BENCH_BATCHES` and :data:`DUMP_BATCHES`)."""
+    ``batches``: the bench's and the hashed runs', None: :data:`BENCH_BATCHES` and :data:`DUMP_BATCHES`; ``keys``:
+    the hashed runs' ring keys, :func:`dump`)."""
     others = [p for p in os.environ.get("PYTHONPATH", "").split(":") if p and not p.rstrip("/").endswith("rq_site")]
     env = dict(os.environ, PYTHONPATH=":".join([site_for(root, name)] + others), PYTHONUNBUFFERED="1")
     os.makedirs(os.path.join(out, name), exist_ok=True)
@@ -66,7 +67,7 @@ def run_tree(root: str, name: str, out: str, rep_ms: int, smoke: bool = False, f
     bench = [sys.executable, os.path.join(root, "scripts", "gpu", "bench.py"), "--out",
              os.path.join(out, name, "bench"), "--rep-ms", str(rep_ms), *(SMOKE_BENCH_ARGS if smoke else bench_args)]
     dump = [sys.executable, os.path.abspath(__file__), "--dump", os.path.join(out, name, "hashes.json"),
-            "--families", families, "--specs", specs] + (["--batches", batches] if batches else [])
+            "--families", families, "--specs", specs, "--keys", keys] + (["--batches", batches] if batches else [])
     dump += ["--smoke"] if smoke else []
     for cmd in ([bench] if bench_too else []) + [dump]:
         print(f"[{name}] {' '.join(cmd)}", flush=True)
@@ -78,9 +79,13 @@ def _digest(t) -> str:
                           .numpy().tobytes()).hexdigest()[:16]
 
 
-def dump(path: str, device: str = "cuda", shapes=None, batches=DUMP_BATCHES, specs=SPECS.split(",")) -> dict:
+def dump(path: str, device: str = "cuda", shapes=None, batches=DUMP_BATCHES, specs=SPECS.split(","),
+         shared_keys: bool = True) -> dict:
     """Hash the outputs and stored tensors of a fixed decode run per configuration (:func:`dump_configs` of
-    ``specs``; the tree on ``sys.path``; ``shapes``: the benchmark's by default)."""
+    ``specs``; the tree on ``sys.path``; ``shapes``: the benchmark's by default). ``shared_keys``: where a shape's
+    value heads share keys (``num_key_heads`` below ``num_heads``; a tree before 2026-12-06g has no such shapes)
+    the caches keep one ring key per key head, as the benchmark times them, and the configuration's name ends in
+    ``HK=<key heads>``; False: a key per value head, the names of older trees' hashes."""
     import torch
 
     from replayssm_quant.kernels import SSMStateCache
@@ -90,22 +95,25 @@ def dump(path: str, device: str = "cuda", shapes=None, batches=DUMP_BATCHES, spe
     for fam, sh in (shapes or SHAPES).items():
         for spec, mode in dump_configs(specs):
             for B in batches:
+                hk = sh.get("num_key_heads", sh["num_heads"]) if shared_keys else sh["num_heads"]
+                kw = dict(num_key_heads=hk) if hk < sh["num_heads"] else {}
                 c = SSMStateCache(fam, spec, B, sh["num_heads"], sh["head_k"], sh["head_v"], window=L, mode=mode,
-                                  device=dev, backend="triton", seed=5)
+                                  device=dev, backend="triton", seed=5, **kw)
                 idx = torch.arange(B, device=dev, dtype=torch.int32)
                 g = torch.Generator(device=dev).manual_seed(B)
                 c.load_state(idx, torch.randn(B, sh["num_heads"], sh["head_v"], sh["head_k"], device=dev,
                                               generator=g) * 0.3)
                 c.ring_count[:B] = torch.arange(B, device=dev, dtype=torch.int32) % c.window   # staggered rings
                 x = bench_inputs(fam, B, sh, L + 2, dev)
+                keys = x["k_heads"] if kw else x["k"]
                 h = hashlib.sha256()
                 for t in range(L + 2):
-                    o = c.step(idx, x["q"][t], x["k"][t], x["v"][t], x["g"][t],
+                    o = c.step(idx, x["q"][t], keys[t], x["v"][t], x["g"][t],
                                None if x["beta"] is None else x["beta"][t], validate=False)
                     h.update(_digest(o).encode())
                 if dev.type == "cuda":
                     torch.cuda.synchronize()
-                key = f"{fam} {spec} {mode} B={B}"
+                key = f"{fam} {spec} {mode} B={B}" + (f" HK={hk}" if kw else "")
                 res[key] = dict(outputs=h.hexdigest()[:16],
                                 **{n: _digest(t) for n, t in c.stored_tensors().items()})
                 print(key, res[key]["outputs"], flush=True)
@@ -168,25 +176,31 @@ def main(argv=None):
     p.add_argument("--batches", default=None, help=f"the bench's and the hashed runs' batches (default {BENCH_BATCHES} "
                    f"and {','.join(map(str, DUMP_BATCHES))})")
     p.add_argument("--no-bench", action="store_true", help="hash only: no bench, no timings")
+    p.add_argument("--keys", choices=("shared", "per-head"), default="shared",
+                   help="the hashed runs' ring keys: once per key head where the bench shape's value heads share "
+                        "keys (shared, the default, as bench.py times them) or once per value head (per-head: what "
+                        "a tree before 2026-12-06g can run, to compare its bits with this one's)")
     p.add_argument("--dump", help=argparse.SUPPRESS)   # internal: hash one tree's run into this file
     p.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)   # CPU interpreter, tiny: plumbing test
     a = p.parse_args(argv)
     if a.dump:
         specs = a.specs.split(",")
         if a.smoke:
-            return dump(a.dump, "cpu", {"gdn": dict(num_heads=2, head_k=16, head_v=16)}, (2,), specs)
+            return dump(a.dump, "cpu", {"gdn": dict(num_heads=2, num_key_heads=1, head_k=16, head_v=16)}, (2,), specs,
+                        a.keys == "shared")
         from replayssm_quant.kernels.bench import SHAPES
         unknown = set(a.families.split(",")) - set(SHAPES)
         if unknown:
             sys.exit(f"tree_compare: unknown families {sorted(unknown)}; allowed {', '.join(SHAPES)}")
         return dump(a.dump, shapes={f: SHAPES[f] for f in a.families.split(",")},
-                    batches=tuple(map(int, a.batches.split(","))) if a.batches else DUMP_BATCHES, specs=specs)
+                    batches=tuple(map(int, a.batches.split(","))) if a.batches else DUMP_BATCHES, specs=specs,
+                    shared_keys=a.keys == "shared")
     if not a.old or not a.out or not all(os.path.isfile(os.path.join(a.old, d, "__init__.py"))
                                          for d in ("quant", "kernels", "eval")):
         sys.exit("tree_compare: --old DIR (an exported tree: quant/, kernels/, eval/__init__.py, replayssm_quant/, "
                  "scripts/, pyproject.toml; see --help) and --out DIR are required")
     for name, root in (("old", os.path.abspath(a.old)), ("new", NEW_ROOT)):   # run_tree changes cwd
-        run_tree(root, name, a.out, a.rep_ms, a.smoke, a.families, a.specs, a.batches, not a.no_bench)
+        run_tree(root, name, a.out, a.rep_ms, a.smoke, a.families, a.specs, a.batches, not a.no_bench, a.keys)
     print(compare(a.out, not a.no_bench))
 
 

@@ -130,7 +130,12 @@ def test_tree_compare_hashes_only(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     text = (out / "compare.md").read_text()
     assert "3 configurations" in text and "differ" in text
-    assert "gdn fp8+sr replay B=2: hp0" in text and "gdn fp32" not in text.split("differ", 1)[1]
+    # the smoke shape's two value heads share one key head: the hashed runs keep one ring key per key head
+    assert "gdn fp8+sr replay B=2 HK=1: hp0" in text and "gdn fp32" not in text.split("differ", 1)[1]
+    r = _run("tree_compare.py", ["--old", str(tmp_path / "old"), "--out", str(tmp_path / "out_h"), "--smoke",
+                                 "--no-bench", "--specs", "fp32", "--keys", "per-head"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "gdn fp32 replay B=2," in (tmp_path / "out_h" / "compare.md").read_text()   # no HK: a key per value head
 
 
 def test_ptxas_report_flush_launch_is_the_h200_plan():
