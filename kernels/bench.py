@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import math
 import os
 import sys
@@ -530,6 +531,36 @@ def _resumed_rows(partial: str, resume: bool, notes, finished: str | None = None
     return rows
 
 
+#: a run's settings (``out/settings.json``): a resumed run must have the same ones
+SETTINGS_FILE = "settings.json"
+
+
+def _check_resume_settings(out: str, settings: dict, resume: bool) -> None:
+    """Refuse ``--resume`` into a folder whose measurements were taken with other settings (device, window, ring
+    dtype, key layout, forced launch knobs): its rows would be kept under this run's header. A folder from before
+    the settings were recorded is checked by its rows' ``ring_dtype`` and ``key_heads`` columns where it has them."""
+    import pandas as pd
+
+    results = [p for p in (os.path.join(out, "results.partial.csv"), os.path.join(out, "results.csv"))
+               if os.path.exists(p)]
+    if not (resume and results):
+        return
+    path = os.path.join(out, SETTINGS_FILE)
+    if os.path.exists(path):
+        with open(path) as f:
+            old = json.load(f)
+        diff = [f"{k}: {old.get(k)!r} there, {v!r} now" for k, v in settings.items() if old.get(k) != v]
+    else:
+        df = pd.read_csv(results[0])
+        diff = []
+        if "ring_dtype" in df:
+            dtypes = set(df.ring_dtype.dropna()) - {settings["ring_dtype"]}
+            diff += [f"ring_dtype: {sorted(dtypes)} there, {settings['ring_dtype']!r} now"] if dtypes else []
+    if diff:
+        raise ValueError(f"--resume into {out}: its measurements were taken with other settings ("
+                         + "; ".join(diff) + "); resume with the same settings or use a new --out folder")
+
+
 def _resumed_checks(path: str, resume: bool, families) -> list[dict]:
     """The device checks of the families outside ``families`` in ``path`` (``correctness.csv``) when resuming: a
     resumed run into another run's folder keeps their checks beside its own."""
@@ -580,16 +611,23 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
     import pandas as pd
     from tqdm import tqdm
 
-    families = families or list(SHAPES)
+    families = list(dict.fromkeys(families or SHAPES))   # (a name given twice is timed once)
     for f in families:
         if f not in SHAPES:
             raise ValueError(f"unknown family {f!r}; valid: {', '.join(SHAPES)}")
     specs, batches, window = run_defaults(cpu_smoke, specs, batches, window)
+    specs, batches = list(dict.fromkeys(specs)), list(dict.fromkeys(batches))
     configs(specs)                      # bad specs fail here, before any work
     if ring_dtype not in RING_DTYPES:
         raise ValueError(f"ring dtype {ring_dtype!r}: allowed {', '.join(RING_DTYPES)}")
+    if sweep_block_v and not set(sweep_families) & set(families):
+        raise ValueError(f"--sweep-block-v times {', '.join(sweep_families)}, which --families leaves out")
     bars = dict(disable=False if cpu_smoke else None)   # tqdm: always shown in a smoke run (interpreted kernels are slow)
     device, shapes = _device_and_shapes(cpu_smoke, families)
+    settings = dict(device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)",
+                    window=window, ring_dtype=ring_dtype, keys="shared" if shared_keys else "per-head",
+                    block_v=block_v, flush_block_v=flush_block_v, maxnreg=maxnreg, split_flush=split_flush)
+    _check_resume_settings(out, settings, resume)   # before anything in the folder is rewritten
     timer = Timer(device, rep_ms)
     notes = []
     t_start = time.time()
@@ -599,9 +637,15 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
         # 20 rows on the GPU: the launcher then uses the large-batch tiles and register cap (BV=32 with two
         # 16-row flush sub-blocks, maxnreg 128) that the timed B=256 runs use
         corr += correctness(fam, shapes[fam], window, device, rows=20 if device.type == "cuda" else 2,
-                            steps=None if device.type == "cuda" else window + 2, shared_keys=shared_keys)
+                            steps=None if device.type == "cuda" else window + 2, shared_keys=shared_keys,
+                            ring_dtype=RING_DTYPES[ring_dtype])
     fla_fams = _fla_families(families, device, notes)
     os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, SETTINGS_FILE), "w") as f:
+        json.dump(settings, f, indent=1)
+    if any(v is not None for v in (block_v, flush_block_v, maxnreg, split_flush)):
+        notes.append("the device checks ran the launcher's own plans, not the forced --block-v / --flush-block-v / "
+                     "--maxnreg / --split-flush of the timed rows")
     corr += _resumed_checks(os.path.join(out, "correctness.csv"), resume, families)
     pd.DataFrame(corr).to_csv(os.path.join(out, "correctness.csv"), index=False)   # (a run cut short keeps them)
     partial = os.path.join(out, "results.partial.csv")
@@ -646,8 +690,9 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
                 device=torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (Triton interpreter)",
                 versions=_versions(), window=window, copy_GBps=bw["best"], copy_detail=bw, shapes=report_shapes,
                 ring_dtype=ring_dtype, shared_keys=shared_keys)
-    write_report(out, df, memory_table(specs, report_shapes, window, RING_DTYPES[ring_dtype], shared_keys), corr, meta,
-                 notes)
+    mem_specs = list(dict.fromkeys(specs + [s for s in df.spec[df["mode"].isin(("replay", "conventional"))]]))
+    write_report(out, df, memory_table(mem_specs, report_shapes, window, RING_DTYPES[ring_dtype], shared_keys), corr,
+                 meta, notes)
     os.remove(partial)
     if sweep_block_v:
         configs(list(sweep_specs))

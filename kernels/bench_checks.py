@@ -25,14 +25,16 @@ class Oracle:
     ``[T, rows, HV, V]`` and states ``s_ref`` ``[T, rows, HV, V, K]``. Where the shape's ``num_key_heads`` is
     below ``num_heads`` the value heads of a key head share its key (``x["k_heads"]`` ``[T, rows, HK, K]``), and
     the caches keep one key per key head, as the benchmark times them (:func:`.inputs.share_keys`; ``shared_keys``
-    False: a key per value head, fed the repeated keys)."""
+    False: a key per value head, fed the repeated keys). ``ring_dtype``: the dtype in which the caches' rings keep k
+    and v; q, k, v are drawn in it (a cache with a bfloat16 ring takes bf16 inputs and keeps them exactly, as it keeps
+    the benchmark's bf16 activations)."""
 
-    def __init__(self, family, shape, window, device, steps=None, rows=3, shared_keys=True):
+    def __init__(self, family, shape, window, device, steps=None, rows=3, shared_keys=True, ring_dtype=torch.float32):
         HV, K, V = shape["num_heads"], shape["head_k"], shape["head_v"]
         self.family, self.shape, self.window, self.device, self.rows = family, shape, window, device, rows
-        self.shared_keys = shared_keys
+        self.shared_keys, self.ring_dtype = shared_keys, ring_dtype
         self.T = steps or 2 * window + 3
-        self.x = share_keys(random_decode_inputs(family, self.T, rows, HV, K, V, device=device,
+        self.x = share_keys(random_decode_inputs(family, self.T, rows, HV, K, V, device=device, dtype=ring_dtype,
                                                  generator=torch.Generator().manual_seed(99)), shape_key_group(shape))
         self.S0 = torch.randn(rows, HV, V, K, generator=torch.Generator().manual_seed(98)).to(device) * 0.3
         self.o_ref, self.s_ref = oracle_sequence(family, self.S0, *(None if self.x[n] is None else self.x[n]
@@ -42,7 +44,8 @@ class Oracle:
         sh = self.shape
         return SSMStateCache(self.family, spec, self.rows, sh["num_heads"], sh["head_k"], sh["head_v"],
                              window=self.window, mode=mode, device=self.device, backend="triton", seed=seed,
-                             knobs=knobs, num_key_heads=shape_key_heads(sh, self.shared_keys))
+                             knobs=knobs, num_key_heads=shape_key_heads(sh, self.shared_keys),
+                             ring_dtype=self.ring_dtype)
 
     def step_inputs(self, c, t, i) -> tuple:
         """The inputs of steps ``t`` for rows ``i`` (index tensors or ints) as cache ``c`` takes them, in
@@ -91,13 +94,13 @@ def flush_dot_check(oracle: Oracle, spec: str) -> dict:
                 ok=bool(errs["tf32x3"] <= 1.1 * errs["ieee"] + 1e-6))
 
 
-def correctness(family, shape, window, device, steps=None, rows=3, shared_keys=True):
+def correctness(family, shape, window, device, steps=None, rows=3, shared_keys=True, ring_dtype=torch.float32):
     """fp32 (replay, also with staggered rows; conventional) and nvfp4/fp32 (dual, also with staggered rows) on the
     device vs the float64 oracle; nvfp4+sr and nvfp4/fp8+sr replay: the split step against the fused kernel;
     nvfp4/fp16: the split flush's 3xTF32 dots against IEEE ones (:func:`flush_dot_check`). ``shared_keys``: the
-    caches keep one key per key head of ``shape`` (:class:`Oracle`). Returns the rows of ``correctness.csv``, each
-    with the caches' ``key_heads``."""
-    oracle = Oracle(family, shape, window, device, steps, rows, shared_keys)
+    caches keep one key per key head of ``shape``; ``ring_dtype``: their rings' k and v (:class:`Oracle`). Returns the
+    rows of ``correctness.csv``, each with the caches' ``key_heads`` and ``ring_dtype``."""
+    oracle = Oracle(family, shape, window, device, steps, rows, shared_keys, ring_dtype)
     res = []
     for spec, mode, stagger in (("fp32", "replay", False), ("fp32", "replay", True), ("fp32", "conventional", False),
                                 ("nvfp4/fp32", "replay", False), ("nvfp4/fp32", "replay", True)):
@@ -111,9 +114,9 @@ def correctness(family, shape, window, device, steps=None, rows=3, shared_keys=T
     res += [_split_vs_fused(oracle, spec) for spec in ("nvfp4+sr", "nvfp4/fp8+sr")]
     # the split flush's 3xTF32 dots (the default of a dual nvfp4 spec, flush_dot_precision) against IEEE ones
     res.append(flush_dot_check(oracle, "nvfp4/fp16"))
-    key_heads = oracle.cache("fp32").num_key_heads   # below num_heads: the value heads of a key head share its key
+    c = oracle.cache("fp32")   # key heads below num_heads: the value heads of a key head share its key
     for r in res:
-        r["key_heads"] = key_heads
+        r["key_heads"], r["ring_dtype"] = c.num_key_heads, str(c.ring_dtype).replace("torch.", "")
     return res
 
 

@@ -26,6 +26,9 @@ def configs(specs):
 
     out = []
     for s in specs:
+        if ":" in s:
+            raise ValueError(f"bench --specs takes specs without a mode prefix, got {s!r}: every spec is timed in "
+                             "replay mode, and shared specs in conventional mode too")
         sp = parse_state_spec(s)
         if sp.shared:
             out.append((sp.text, "conventional"))
@@ -230,7 +233,9 @@ def write_report(out, df, mem, corr, meta, notes):
              f"- window L = {meta['window']}; per-step time = median of triton.testing.do_bench over CUDA-graph "
              f"replays of L rounds x R slot groups (R chosen so the groups' checkpoints exceed 4x the "
              f"{L2_BYTES >> 20} MB L2), divided by L*R; activations bf16; the replay rings keep k and v in "
-             f"{meta['ring_dtype']} (`ring_dtype`; betas, cumulative log decays and corrections in float32)",
+             f"{meta['ring_dtype']} (`ring_dtype`; betas, cumulative log decays and corrections in float32); "
+             + ("one ring key per key head where the model's value heads share keys (`--keys shared`)"
+                if meta.get("shared_keys", True) else "one ring key per value head (`--keys per-head`)"),
              f"- device copy bandwidth (read + write, 1 GiB buffers, do_bench median, no CUDA graph): "
              f"{meta['copy_GBps']:.0f} GB/s (copy_ {meta['copy_detail']['copy']:.0f}, elementwise "
              f"{meta['copy_detail']['elementwise']:.0f})",

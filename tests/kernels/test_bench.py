@@ -28,6 +28,11 @@ def test_bench_bad_arguments(capsys):
     assert "powers of two >= 16" in capsys.readouterr().err
     assert cli.main(["bench", "--maxnreg", "7"]) == 2
     assert "--maxnreg/--sweep-maxnreg must be 0" in capsys.readouterr().err
+    assert cli.main(["bench", "--cpu-smoke", "--specs", "conventional:fp8+sr", "--out", "/nonexistent/x"]) == 2
+    assert "without a mode prefix, got 'conventional:fp8+sr'" in capsys.readouterr().err
+    assert cli.main(["bench", "--cpu-smoke", "--families", "mamba2", "--sweep-block-v", "16",
+                     "--out", "/nonexistent/x"]) == 2
+    assert "--sweep-block-v times gdn, which --families leaves out" in capsys.readouterr().err
 
 
 def test_cpu_smoke_defaults_are_small():
@@ -170,6 +175,23 @@ def test_bench_resume_keeps_finished_measurements(tmp_path, capsys, monkeypatch)
     assert set(pd.read_csv(out / "correctness.csv").family) == {"gdn", "mamba2"}
     assert set(pd.read_csv(out / "memory.csv").family) == {"gdn", "mamba2"}
     assert "resumed: 2 measurements from an earlier run into this folder (results.csv" in (out / "report.md").read_text()
+    # a resume with other settings is refused before anything in the folder is rewritten (its rows would be kept
+    # under this run's header)
+    checks = (out / "correctness.csv").read_bytes()
+    for extra, said in ((["--window", "3"], "window: 2 there, 3 now"),
+                        (["--ring-dtype", "bfloat16"], "ring_dtype: 'float32' there, 'bfloat16' now"),
+                        (["--keys", "per-head"], "keys: 'shared' there, 'per-head' now")):
+        assert cli.main(args + ["--resume"] + extra) == 2
+        assert said in capsys.readouterr().err
+    assert (out / "correctness.csv").read_bytes() == checks
+    (out / "settings.json").unlink()                 # a folder from before the settings were recorded: its rows' dtype
+    assert cli.main(args + ["--resume", "--ring-dtype", "bfloat16"]) == 2
+    assert "ring_dtype: ['float32'] there, 'bfloat16' now" in capsys.readouterr().err
+    # a family, spec or batch given twice is timed once
+    dup = ["bench", "--cpu-smoke", "--out", str(tmp_path / "dup"), "--families", "mamba2,mamba2", "--specs",
+           "fp32,fp32", "--batches", "1,1", "--window", "2"]
+    assert cli.main(dup) == 0
+    assert len(pd.read_csv(tmp_path / "dup" / "results.csv")) == 2
     # no --resume: the stale partial file is discarded (what the bench's driver calls before it times anything)
     kept.to_csv(out / "results.partial.csv", index=False)
     from replayssm_quant.kernels.bench import _resumed_rows

@@ -3,6 +3,7 @@ without a GPU): every check passes, and the counters are verified after every st
 
 import os
 
+import pytest
 import torch
 
 if not torch.cuda.is_available():
@@ -27,5 +28,15 @@ def test_correctness_checks_with_shared_keys():
     shape = dict(num_heads=4, num_key_heads=2, head_k=16, head_v=8)
     for shared, key_heads in ((True, 2), (False, 4)):
         rows = correctness("gdn", shape, 3, DEV, rows=2, shared_keys=shared)
-        assert len(rows) == 8 and all(r["key_heads"] == key_heads for r in rows)
+        assert len(rows) == 8 and all(r["key_heads"] == key_heads and r["ring_dtype"] == "float32" for r in rows)
         assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
+
+
+@pytest.mark.parametrize("family", ["gdn", "mamba2"])
+def test_correctness_checks_with_a_bf16_ring(family):
+    """``ring_dtype=bfloat16`` (bench ``--ring-dtype``): the checks run bf16 rings on inputs drawn in bf16, which the
+    rings keep exactly, so replay fp32 stays within 1e-5 of the float64 oracle."""
+    rows = correctness(family, dict(num_heads=2, num_key_heads=1, head_k=16, head_v=8), 3, DEV, rows=2,
+                       ring_dtype=torch.bfloat16)
+    assert len(rows) == 8 and all(r["ring_dtype"] == "bfloat16" for r in rows)
+    assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
