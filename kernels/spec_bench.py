@@ -160,10 +160,12 @@ def verify_tile_sweep(out, families=("mamba2", "gdn", "kda"), specs=("fp32",), b
     window = CPU_SMOKE["window"] if cpu_smoke else 16
     batch, T = (2, 2) if cpu_smoke else (batch, T)
     timer = Timer(device, rep_ms)
-    os.makedirs(out, exist_ok=True)
-    rows = []
     todo = [(f, s, bv, sp, w, d) for f in families for s in specs for bv in block_vs for sp in splits for w in warps
             for d in dots]
+    for t in todo:   # every knob set checked before anything is written or timed
+        LaunchKnobs(block_v=t[2], verify_split=t[3], verify_warps=t[4], verify_dot=t[5])
+    os.makedirs(out, exist_ok=True)
+    rows = []
     inputs = {f: spec_inputs(f, batch, T, shapes[f], device) for f in families}
     for fam, spec, bv, sp, w, dot in tqdm(todo, desc="verify sweep"):
         shape, x = shapes[fam], inputs[fam]
@@ -335,7 +337,7 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
         pd.DataFrame(rows).to_csv(partial, index=False)
     df = pd.DataFrame(rows)
     df.to_csv(os.path.join(out, "results.csv"), index=False)
-    summary = _summary(df)
+    summary = _summary(df) if len(df) else pd.DataFrame()   # (a budget spent before the first measurement)
     summary.to_csv(os.path.join(out, "summary.csv"), index=False)
     cols = ["family", "spec", "conv_spec", "batch", "T", "replay_step_us", "conv_step_us", "verify_us",
             "verify_only_us", "conv_verify_us", "verify_over_replay_step", "verify_only_over_replay_step",
@@ -360,7 +362,8 @@ def run_spec_bench(out, families=None, specs=None, batches=None, drafts=None, ra
                 "rerun with --resume into the same --out to add them" if left else ""),
              *([f"- {len(errors)} failures (NaN rows): " + "; ".join(errors[:10])] if errors else []),
              "", "## Targets (H200, B = 256)", "",
-             *(_targets(summary) or ["- (no B = 256, T = 8 rows in this run)"]), "", "## Verify cost", "",
+             *((_targets(summary) if len(summary) else []) or ["- (no B = 256, T = 8 rows in this run)"]), "",
+             "## Verify cost", "",
              markdown_table(summary[cols], ".3g") if len(summary) else "(none)", "",
              "## SSM-layer tokens/s by acceptance rate", "",
              markdown_table(summary[["family", "spec", "batch", "T", "replay_tok_per_s"] + tps], ".4g")

@@ -63,21 +63,21 @@ def main(argv=None):
         from replayssm_quant.kernels.spec_bench import run_spec_bench, sweep_knobs, verify_tile_sweep
     except ImportError:
         sys.exit("replayssm_quant is not importable: run `source scripts/gpu/setup.sh` from the repository root first")
-    if args.sweep_verify:
-        df = verify_tile_sweep(args.out, families=tuple(args.families or ("mamba2", "gdn", "kda")),
-                               specs=tuple(args.specs or ("fp32",)), block_vs=tuple(args.sweep_block_v),
-                               warps=tuple(args.sweep_warps), dots=tuple(args.sweep_dots),
-                               splits=tuple(args.sweep_split), cpu_smoke=args.cpu_smoke,
-                               shared_keys=args.keys == "shared")
-        print(df.to_string(index=False))
-        return 0
     try:
+        if args.sweep_verify:
+            df = verify_tile_sweep(args.out, families=tuple(args.families or ("mamba2", "gdn", "kda")),
+                                   specs=tuple(args.specs or ("fp32",)), block_vs=tuple(args.sweep_block_v),
+                                   warps=tuple(args.sweep_warps), dots=tuple(args.sweep_dots),
+                                   splits=tuple(args.sweep_split), cpu_smoke=args.cpu_smoke,
+                                   shared_keys=args.keys == "shared")
+            print(df.to_string(index=False))
+            return 0
         run_spec_bench(args.out, families=args.families, specs=args.specs, batches=args.batches,
                        drafts=args.drafts, rates=args.rates, window=args.window, rep_ms=args.rep_ms,
                        cpu_smoke=args.cpu_smoke, resume=args.resume, budget_s=args.budget_s,
                        knobs=sweep_knobs(args.verify_config) if args.verify_config else None,
                        shared_keys=args.keys == "shared")
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:   # bad options, a missing --verify-config file, no GPU
         print(f"spec_bench: error: {e}", file=sys.stderr)
         return 2
     return 0

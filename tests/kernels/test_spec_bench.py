@@ -61,7 +61,24 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
                                                             "(the window)"]
     assert mod.main(["--cpu-smoke", "--families", "rwkv", "--out", str(tmp_path / "x")]) == 2
     assert "unknown family 'rwkv'" in capsys.readouterr().err
+    assert mod.main(["--cpu-smoke", "--verify-config", str(tmp_path / "none.csv"), "--out", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.startswith("spec_bench: error:")
+    assert mod.main(["--cpu-smoke", "--sweep-verify", "--sweep-dots", "tf32", "--out", str(tmp_path / "x")]) == 2
+    assert "verify_dot='tf32'" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_a_budget_spent_before_the_first_measurement_still_writes_the_report(tmp_path):
+    """``--budget-s 0``: nothing is timed, and the report says what was left (rerun with --resume)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("spec_bench_script", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--cpu-smoke", "--families", "gdn", "--specs", "fp32", "--batches", "1", "--drafts", "2",
+                     "--budget-s", "0", "--out", str(tmp_path / "b")]) == 0
+    report = (tmp_path / "b" / "report.md").read_text()
+    assert "measurements not run" in report and "--resume" in report
 
 
 def test_a_failing_measurement_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
