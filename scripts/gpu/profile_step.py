@@ -83,7 +83,8 @@ def profile_config(family, spec, mode, batch, window, rounds, ring_dtype="float3
     for e in prof.key_averages():
         if e.count == 0 or (dev.type == "cuda" and e.device_type.name != "CUDA"):   # (CPU smoke: the CPU ops)
             continue
-        total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
+        total = (getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0) if dev.type == "cuda"
+                 else e.cpu_time_total)   # (CPU smoke: the interpreted ops' CPU time)
         rows.append(dict(family=family, spec=spec, mode=mode, batch=batch, key_heads=cache.num_key_heads,
                          kernel=e.key[:60], launches=e.count,
                          total_us=total, us_per_step=total / n, us_per_launch=total / e.count))
@@ -106,8 +107,8 @@ def main(argv=None):
     p.add_argument("--out", required=True)
     p.add_argument("--families", default="gdn,mamba2,kda")
     p.add_argument("--specs", default="fp32,nvfp4/fp16,nvfp4+sr")
-    p.add_argument("--batch", default="256", help="batch sizes, comma list (default 256)")
-    p.add_argument("--window", type=int, default=16)
+    p.add_argument("--batch", default=None, help="batch sizes, comma list (default 256; --cpu-smoke 2)")
+    p.add_argument("--window", type=int, default=None, help="replay window L (default 16; --cpu-smoke 4)")
     p.add_argument("--ring-dtype", choices=tuple(RING_DTYPES), default="float32",
                    help="dtype of the replay rings' k and v (as bench.py --ring-dtype; default float32)")
     p.add_argument("--rounds", type=int, default=4,
@@ -124,7 +125,16 @@ def main(argv=None):
     p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes in the Triton interpreter (TRITON_INTERPRET=1;"
                    " CPU op times, a check that the script runs)")
     a = p.parse_args(argv)
-    batches = [int(b) for b in a.batch.split(",")]
+    try:
+        batches = [int(b) for b in (a.batch or ("2" if a.cpu_smoke else "256")).split(",")]
+    except ValueError:
+        p.error(f"--batch {a.batch!r}: a comma list of positive integers")
+    a.window = a.window or (4 if a.cpu_smoke else 16)
+    if min(batches) < 1 or a.window < 1 or a.rounds < 0:
+        p.error("--batch and --window must be positive, --rounds >= 0")
+    unknown = set(a.families.split(",")) - set(SHAPES)
+    if unknown:
+        p.error(f"unknown families {sorted(unknown)}; allowed {', '.join(SHAPES)}")
     if a.cpu_smoke:
         if os.environ.get("TRITON_INTERPRET") != "1":
             sys.exit("profile_step.py: --cpu-smoke needs TRITON_INTERPRET=1")

@@ -49,6 +49,9 @@ def test_profile_step_stagger_and_ncu_window(tmp_path):
     df = pd.read_csv(tmp_path / "p" / "profile.csv")
     assert set(df["mode"]) == {"replay", "replay staggered"} and set(df.batch) == {1, 2}
     assert set(df.key_heads) == {1}   # the smoke shape's 2 value heads share one key head, as bench.py times them
+    assert (df.total_us > 0).all()    # (the CPU smoke reports the interpreted ops' CPU time)
+    r = _run("profile_step.py", ["--cpu-smoke", "--families", "rwkv", "--out", str(tmp_path / "bad")])
+    assert r.returncode == 2 and "unknown families ['rwkv']" in r.stderr
     assert not (tmp_path / "p" / "profile.partial.csv").exists()
     r = _run("profile_step.py", args + ["--batch", "2", "--rounds", "1", "--keys", "per-head", "--out",
                                         str(tmp_path / "h")])
