@@ -101,6 +101,10 @@ def _read_format_kernel(p0, p1, p2, x_ptr, out_ptr, K: tl.constexpr, V: tl.const
 FORMAT_CONFIGS = ((128, 3, 2), (128, 1, 4), (32, 3, 2))
 
 
+#: the read formats ``--formats`` takes (:func:`format_state` fills each with valid codes)
+READ_FORMATS = ("fp32", "fp16", "bf16", "fp8", "int8", "nvfp4")
+
+
 def format_state(name, N, V, K, device, gen):
     """A ``StoredState`` of ``N`` (slot, head) states in format ``name`` filled with random valid codes (no NaN
     codes; nvfp4 block scales 2**-2 .. 2**1, s_enc 1) and its bytes."""
@@ -136,13 +140,14 @@ def main(argv=None):
     p.add_argument("--heads", type=int, default=256 * 32, help="N = batch x heads (default: gdn at batch 256)")
     p.add_argument("--rep-ms", type=int, default=50)
     p.add_argument("--formats", default="", help="read formats to time besides the fp32 sweep (comma list of "
-                   "fp32, fp16, bf16, fp8, int8, nvfp4; default none)")
+                   f"{', '.join(READ_FORMATS)}; default none, --cpu-smoke all)")
     p.add_argument("--no-fp32-sweep", action="store_true", help="skip the fp32 kernel / cuBLAS sweep")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes in the Triton interpreter (TRITON_INTERPRET=1)")
     a = p.parse_args(argv)
-    formats = [f for f in a.formats.split(",") if f]
+    formats = [f for f in a.formats.split(",") if f] or (list(READ_FORMATS) if a.cpu_smoke else [])
     for f in formats:
-        fcode.FORMAT_CODE[get_format(f).name]   # bad names fail here
+        if f not in READ_FORMATS:
+            p.error(f"--formats: {f!r} is not a read format this script times; allowed {', '.join(READ_FORMATS)}")
     if a.cpu_smoke:
         if os.environ.get("TRITON_INTERPRET") != "1":
             sys.exit("read_ceiling: --cpu-smoke needs TRITON_INTERPRET=1")

@@ -29,7 +29,9 @@ def test_read_ceiling_format_reads(tmp_path):
     assert mb["fp32"] == 2 * mb["fp16"] and mb["fp8"] == mb["int8"] == pytest.approx(mb["fp32"] / 4 * (1 + 4 / 128))
     assert mb["nvfp4"] == pytest.approx(mb["fp32"] * 4.5 / 32 + 4 * 4 / 1e6)
     r = _run("read_ceiling.py", ["--cpu-smoke", "--formats", "fp5", "--out", str(tmp_path)])
-    assert r.returncode != 0 and "unknown format" in r.stderr
+    assert r.returncode == 2 and "'fp5' is not a read format this script times" in r.stderr
+    r = _run("read_ceiling.py", ["--cpu-smoke", "--formats", "e4m3", "--out", str(tmp_path)])
+    assert r.returncode == 2 and "allowed fp32, fp16, bf16, fp8, int8, nvfp4" in r.stderr
 
 
 def test_launch_floor(tmp_path):
