@@ -1,5 +1,7 @@
 """``replayssm-quant bench``: decode-kernel benchmark on the GPU (DESIGN.md sec. 7)."""
 
+import os
+
 HELP = "benchmark the decode kernels on a GPU (time per step, bandwidth, speedups, memory per slot)"
 
 #: ``cli`` prints, on Ctrl-C, the command with this option (it keeps the rows already measured)
@@ -90,6 +92,13 @@ def run(args):
             raise ValueError(f"--maxnreg/--sweep-maxnreg must be 0 (no cap) or in 24..255, got {x}")
     if args.window is not None and args.window < 1:
         raise ValueError(f"--window must be >= 1, got {args.window}")
+    if args.rep_ms <= 0:
+        raise ValueError(f"--rep-ms must be positive (ms of timing per measurement), got {args.rep_ms}")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ValueError(f"--out {args.out} is a file, not a folder")
+    src = getattr(args, "mamba_ssm_src", None)
+    if src and not os.path.isdir(os.path.join(src, "mamba_ssm")):
+        raise ValueError(f"--mamba-ssm-src {src}: no mamba_ssm/ folder there (an unpacked mamba_ssm sdist)")
     df = run_bench(args.out, families=args.families, specs=args.specs, batches=batches, window=args.window,
                    rep_ms=args.rep_ms, cpu_smoke=args.cpu_smoke, block_v=args.block_v,
                    flush_block_v=args.flush_block_v, maxnreg=args.maxnreg, sweep_block_v=sweep,

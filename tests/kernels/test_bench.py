@@ -28,6 +28,12 @@ def test_bench_bad_arguments(capsys):
     assert "powers of two >= 16" in capsys.readouterr().err
     assert cli.main(["bench", "--maxnreg", "7"]) == 2
     assert "--maxnreg/--sweep-maxnreg must be 0" in capsys.readouterr().err
+    assert cli.main(["bench", "--rep-ms", "0"]) == 2
+    assert "--rep-ms must be positive" in capsys.readouterr().err
+    assert cli.main(["bench", "--out", __file__]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+    assert cli.main(["bench", "--mamba-ssm-src", "/nonexistent"]) == 2
+    assert "no mamba_ssm/ folder there" in capsys.readouterr().err
     assert cli.main(["bench", "--cpu-smoke", "--specs", "conventional:fp8+sr", "--out", "/nonexistent/x"]) == 2
     assert "without a mode prefix, got 'conventional:fp8+sr'" in capsys.readouterr().err
     assert cli.main(["bench", "--cpu-smoke", "--families", "mamba2", "--sweep-block-v", "16",
