@@ -158,6 +158,20 @@ def step_keys(cache, x) -> torch.Tensor:
 LAUNCH_KNOBS = tuple(f.name for f in dataclasses.fields(LaunchKnobs))
 
 
+def check_grid(families: str, specs: str) -> tuple[list[str], list[str]]:
+    """The comma lists ``families`` and ``specs`` of a GPU script's command line, checked before any device work
+    (ValueError naming the bad item and what is allowed)."""
+    fams = [f.strip() for f in families.split(",") if f.strip()]
+    specs_ = [s.strip() for s in specs.split(",") if s.strip()]
+    unknown = [f for f in fams if f not in SHAPES]
+    if unknown or not fams:
+        raise ValueError(f"families {unknown or families!r}: allowed {', '.join(SHAPES)}")
+    if not specs_:
+        raise ValueError("empty --specs list")
+    configs(specs_)
+    return fams, specs_
+
+
 def parse_knobs(text: str) -> dict:
     """Launcher knobs from ``"name=value,name=value"`` (names in :data:`LAUNCH_KNOBS`; values integers, true,
     false, none, or for the ``*_dot`` knobs a precision name); ``""`` / ``"default"`` -> ``{}``. ValueError on a bad

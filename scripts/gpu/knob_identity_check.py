@@ -22,8 +22,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
-from replayssm_quant.kernels.bench import (SHAPES, bench_inputs, parse_knobs, shape_key_group,  # noqa: E402
-                                           shape_key_heads, step_keys)
+from replayssm_quant.kernels.bench import (SHAPES, bench_inputs, check_grid, parse_knobs,  # noqa: E402
+                                           shape_key_group, shape_key_heads, step_keys)
 from replayssm_quant.kernels.launch import LaunchKnobs  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
@@ -84,12 +84,18 @@ def main(argv=None):
     p.add_argument("--mode", default="replay", choices=("replay", "conventional"))
     p.add_argument("--shared-keys", action="store_true", help="also compare shared keys against a key per value head")
     a = p.parse_args(argv)
+    try:   # every argument checked before the first (compiling) run
+        families, specs = check_grid(a.families, a.specs)
+        variants = [(v.strip(), parse_knobs(v)) for v in a.variants.split(";")]
+        for _, knobs in variants:
+            LaunchKnobs(**knobs)
+    except ValueError as e:
+        sys.exit(f"knob_identity_check: {e}")
     if not torch.cuda.is_available():
         sys.exit("knob_identity_check: needs a CUDA device")
-    variants = [(v.strip(), parse_knobs(v)) for v in a.variants.split(";")]
     bad = 0
-    for fam in a.families.split(","):
-        for spec in a.specs.split(","):
+    for fam in families:
+        for spec in specs:
             base_out, base_st = run(fam, spec, variants[0][1], a.batch, a.steps, mode=a.mode)
             for name, knobs in variants[1:]:
                 bad += not _report(fam, spec, name, *run(fam, spec, knobs, a.batch, a.steps, mode=a.mode), base_out,

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
 from replayssm_quant.kernels.bench import (PHASES, RING_DTYPES, SHAPES, Timer, bench_inputs, bench_kernel,  # noqa: E402
-                                           parse_knobs)
+                                           check_grid, parse_knobs)
 from replayssm_quant.kernels.bench_report import write_table  # noqa: E402
 from replayssm_quant.kernels.launch import LaunchKnobs  # noqa: E402
 
@@ -69,13 +69,19 @@ def main(argv=None):
     if set(phases) - set(PHASES):
         sys.exit(f"launch_sweep: --phases takes {', '.join(PHASES)}, got {a.phases!r}")
     variants = [(v.strip() or "default", parse_variant(v)) for v in a.variants.split(";")]
+    try:
+        families, specs = check_grid(a.families, a.specs)
+    except ValueError as e:
+        sys.exit(f"launch_sweep: {e}")
+    if a.batch < 1:
+        sys.exit(f"launch_sweep: --batch must be positive, got {a.batch}")
     if not torch.cuda.is_available():
         sys.exit("launch_sweep: needs a CUDA device")
     os.makedirs(a.out, exist_ok=True)
     dev = torch.device("cuda")
     timer = Timer(dev, a.rep_ms)
     rows = []
-    todo = list(itertools.product(a.families.split(","), a.specs.split(","), variants, rings, keys))
+    todo = list(itertools.product(families, specs, variants, rings, keys))
     x, x_family = None, None
     for fam, spec, (name, knobs), ring, key_layout in tqdm(todo, desc="launch sweep"):
         if x_family != fam:   # one family's inputs at a time

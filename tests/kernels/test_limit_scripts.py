@@ -277,3 +277,16 @@ for knobs in ({"fused_nvfp4_spread": False}, {"block_v": 128, "flush_block_v": 1
     print(kw["NVF"], kw["scr_ptr"] is not None, kw["SPREAD"], ".entry" in p, "acq_rel.add" in p and "ld.global.cg" in p)
 """)
     assert out[:3] == ["8 True False True False", "1 False False True False", "8 True True True True"], out
+
+
+def test_gpu_scripts_check_their_arguments_before_the_device():
+    """launch_sweep.py and knob_identity_check.py name a bad family, spec or knob (kernels.bench.check_grid,
+    parse_knobs, LaunchKnobs) before they look for a GPU or compile anything."""
+    for script, args, said in (("launch_sweep.py", ["--out", "/nonexistent/x", "--families", "gdn,foo"],
+                                "launch_sweep: families ['foo']: allowed gdn, mamba2, kda"),
+                               ("launch_sweep.py", ["--out", "/nonexistent/x", "--specs", "fp33"], "unknown format"),
+                               ("knob_identity_check.py", ["--variants", "default;block_v=3"],
+                                "knob_identity_check: block_v=3: a power of two"),
+                               ("knob_identity_check.py", ["--families", "rwkv"], "families ['rwkv']")):
+        r = _run(script, args)
+        assert r.returncode == 1 and said in r.stderr, (script, args, r.stderr[-500:])
