@@ -68,7 +68,8 @@ if not os.path.isfile(os.path.join(ROOT, "replayssm_quant", "__init__.py")):
     sys.exit(f"ptxas_report: --tree {ROOT}: not a replayssm-quant checkout (no replayssm_quant/__init__.py)")
 sys.path.insert(0, ROOT)
 import replayssm_quant.kernels.verify as verify  # noqa: E402
-from replayssm_quant.kernels.bench import SHAPES  # noqa: E402
+from replayssm_quant.kernels.bench import SHAPES, check_grid, parse_knobs  # noqa: E402
+from replayssm_quant.kernels.launch import DOT_PRECISIONS, LaunchKnobs  # noqa: E402
 from replayssm_quant.kernels.spec_bench import spec_inputs  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
@@ -377,7 +378,7 @@ def nvfp4_items_report(a) -> list[dict]:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     p.add_argument("--families", default="mamba2,gdn,kda")
     p.add_argument("--specs", default="fp32,nvfp4/fp16")
     p.add_argument("--block-v", default="16,32,64")
@@ -400,7 +401,29 @@ def main(argv=None):
     p.add_argument("--item-blocks", default="0,1,2,4", help="flush_nvfp4_item_blocks values (--nvfp4-items)")
     p.add_argument("--csv", default=None)
     a = p.parse_args(argv)
+    if sum((a.nvfp4_items, a.flush, a.nonflush, a.fused)) > 1:
+        p.error("--nvfp4-items, --flush, --nonflush and --fused: one at a time")
     a.dots = a.dots or ("plan" if a.flush else "ieee")
+    try:   # the arguments checked before anything compiles: one line per mistake, not a traceback
+        check_grid(a.families, a.specs)
+        for text in a.knobs.split(";"):
+            LaunchKnobs(**parse_knobs(text))
+        ints = {}
+        for n in ("block_v", "split", "warps", "item_blocks"):
+            try:
+                ints[n] = [int(x) for x in getattr(a, n).split(",")]
+            except ValueError:
+                raise ValueError(f"--{n.replace('_', '-')} {getattr(a, n)!r}: a comma list of integers") from None
+        if a.batch < 1 or min(ints["block_v"] + ints["split"] + ints["warps"]) < 1 or min(ints["item_blocks"]) < 0:
+            raise ValueError("--batch, --block-v, --split and --warps must be positive, --item-blocks >= 0 (0: decided "
+                             "on the device)")
+        for d in a.dots.split(","):
+            if d not in DOT_PRECISIONS + (("plan",) if a.flush else ()):
+                raise ValueError(f"--dots {d!r}: allowed {', '.join(DOT_PRECISIONS + (('plan',) if a.flush else ()))}")
+        for w in ints["warps"]:
+            LaunchKnobs(verify_warps=w)
+    except ValueError as e:
+        p.error(str(e))
     rows = (nvfp4_items_report(a) if a.nvfp4_items else flush_report(a) if a.flush
             else nonflush_report(a) if a.nonflush else nonflush_report(a, "fused") if a.fused else [])
     for fam in [] if a.nvfp4_items or a.flush or a.nonflush or a.fused else a.families.split(","):

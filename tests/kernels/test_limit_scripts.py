@@ -290,3 +290,17 @@ def test_gpu_scripts_check_their_arguments_before_the_device():
                                ("knob_identity_check.py", ["--families", "rwkv"], "families ['rwkv']")):
         r = _run(script, args)
         assert r.returncode == 1 and said in r.stderr, (script, args, r.stderr[-500:])
+
+
+def test_ptxas_report_bad_arguments_are_usage_errors():
+    """scripts/ptxas_report.py refuses a bad family, spec, knob, number, dot precision or two kernels at once with a
+    usage line before it compiles anything."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    for args, said in ((["--families", "foo"], "families ['foo']"), (["--knobs", "blockv=32"], "bad knob 'blockv=32'"),
+                       (["--block-v", "x"], "--block-v 'x': a comma list of integers"),
+                       (["--flush", "--dots", "tf32"], "--dots 'tf32': allowed ieee, tf32x3, plan"),
+                       (["--warps", "3"], "verify_warps=3: a power of two"),
+                       (["--flush", "--nonflush"], "one at a time")):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "ptxas_report.py"), *args],
+                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        assert r.returncode == 2 and said in r.stderr, (args, r.stderr[-500:])
