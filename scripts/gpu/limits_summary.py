@@ -85,12 +85,19 @@ def summarise(df: pd.DataFrame, source: str) -> pd.DataFrame:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("dir")
+    p.add_argument("dir", help="a folder of ncu raw exports (*_raw.csv: ncu -i R --page raw --csv --print-units base)")
     a = p.parse_args(argv)
-    parts = [summarise(read_raw(f), os.path.basename(f)[:-len("_raw.csv")])
-             for f in sorted(glob.glob(os.path.join(a.dir, "*_raw.csv")))]
+    if not os.path.isdir(a.dir):
+        p.error(f"{a.dir}: no such folder")
+    parts = []
+    for f in sorted(glob.glob(os.path.join(a.dir, "*_raw.csv"))):
+        part = summarise(read_raw(f), os.path.basename(f)[:-len("_raw.csv")])
+        if len(part):
+            parts.append(part)
+        else:   # e.g. an ncu failure message in place of the export
+            print(f"limits_summary: {f} holds no profiled launch; left out", file=sys.stderr)
     if not parts:
-        print(f"no *_raw.csv in {a.dir}")
+        print(f"no *_raw.csv with a profiled launch in {a.dir}")
         return 1
     out = pd.concat(parts, ignore_index=True)
     out.to_csv(os.path.join(a.dir, "ncu_summary.csv"), index=False)
