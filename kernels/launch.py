@@ -310,6 +310,10 @@ def _fused_tiles(cache, batch: int) -> tuple[int, int, int, bool]:
         BVF = min(BVF, _next_pow2(V)) if nvfp4 else min(BVF, BV)
     if not nvfp4 and BV % BVF:
         raise ValueError(f"flush_block_v={BVF} must divide block_v={BV}")
+    if nvfp4 and cache.window == 1 and BV < BVF and BV < _next_pow2(V):
+        # (a head split over V-block programs encodes in sub-blocks of at most its program's rows)
+        raise ValueError(f"flush_block_v={BVF} exceeds block_v={BV} for a window-1 nvfp4 state of head_v={V}: take "
+                         f"flush_block_v <= block_v, or block_v >= {_next_pow2(V)} (the whole head)")
     num_warps = knobs.num_warps or max(4, min(16, max(BV, BVF) * BK // 1024))   # <= 32 elements per thread
     return BV, BVF, num_warps, nvfp4
 

@@ -331,3 +331,15 @@ def test_verify_launch_rule():
         LaunchKnobs(verify_warps=3)
     with pytest.raises(ValueError, match="verify_dot='tf32': allowed 'ieee', 'tf32x3'"):
         LaunchKnobs(verify_dot="tf32")
+
+
+def test_window_1_nvfp4_refuses_sub_blocks_wider_than_its_programs():
+    """A window-1 nvfp4 state whose head is split over V-block programs cannot encode in sub-blocks wider than a
+    program's rows (it returned garbage; found by a differential fuzz against the torch reference): refused with the
+    allowed choices. The default plan (one program per head) and narrower sub-blocks still plan."""
+    for spec in ("nvfp4+sr", "nvfp4"):
+        with pytest.raises(ValueError, match=r"flush_block_v=16 exceeds block_v=8 for a window-1 nvfp4 state of "
+                                             r"head_v=40: take flush_block_v <= block_v, or block_v >= 64"):
+            launch.plan_step(_standin(spec, window=1, V=40, device="cpu", block_v=8, flush_block_v=16), 2)
+        assert launch.plan_step(_standin(spec, window=1, V=40, device="cpu"), 2).block_v == 64
+        assert launch.plan_step(_standin(spec, window=1, V=40, device="cpu", block_v=8, flush_block_v=4), 2).block_v == 8
