@@ -552,7 +552,7 @@ SETTINGS_FILE = "settings.json"
 def _check_resume_settings(out: str, settings: dict, resume: bool) -> None:
     """Refuse ``--resume`` into a folder whose measurements were taken with other settings (device, window, ring
     dtype, key layout, forced launch knobs): its rows would be kept under this run's header. A folder from before
-    the settings were recorded is checked by its rows' ``ring_dtype`` and ``key_heads`` columns where it has them."""
+    the settings were recorded is checked by its rows' ``ring_dtype`` column where it has one."""
     import pandas as pd
 
     results = [p for p in (os.path.join(out, "results.partial.csv"), os.path.join(out, "results.csv"))
@@ -657,7 +657,7 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, SETTINGS_FILE), "w") as f:
         json.dump(settings, f, indent=1)
-    if any(v is not None for v in (block_v, flush_block_v, maxnreg, split_flush)):
+    if any(settings[k] is not None for k in ("block_v", "flush_block_v", "maxnreg", "split_flush")):
         notes.append("the device checks ran the launcher's own plans, not the forced --block-v / --flush-block-v / "
                      "--maxnreg / --split-flush of the timed rows")
     corr += _resumed_checks(os.path.join(out, "correctness.csv"), resume, families)
@@ -701,8 +701,7 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
     notes.append(f"bench wall time {time.time() - t_start:.0f} s")
     meta = dict(command=command or " ".join(sys.argv), date=datetime.datetime.now(datetime.timezone.utc)
                 .strftime("%Y-%m-%d %H:%M UTC"),
-                device=torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (Triton interpreter)",
-                versions=_versions(), window=window, copy_GBps=bw["best"], copy_detail=bw, shapes=report_shapes,
+                device=settings["device"], versions=_versions(), window=window, copy_GBps=bw["best"], copy_detail=bw, shapes=report_shapes,
                 ring_dtype=ring_dtype, shared_keys=shared_keys)
     mem_specs = list(dict.fromkeys(specs + [s for s in df.spec[df["mode"].isin(("replay", "conventional"))]]))
     write_report(out, df, memory_table(mem_specs, report_shapes, window, RING_DTYPES[ring_dtype], shared_keys), corr,
