@@ -175,7 +175,7 @@ def check_grid(families: str, specs: str) -> tuple[list[str], list[str]]:
 def parse_knobs(text: str) -> dict:
     """Launcher knobs from ``"name=value,name=value"`` (names in :data:`LAUNCH_KNOBS`; values integers, true,
     false, none, or for the ``*_dot`` knobs a precision name); ``""`` / ``"default"`` -> ``{}``. ValueError on a bad
-    item. ``LaunchKnobs(**parse_knobs(text))`` checks the values."""
+    item or a knob given twice. ``LaunchKnobs(**parse_knobs(text))`` checks the values."""
     text = text.strip()
     if text in ("", "default"):
         return {}
@@ -185,6 +185,8 @@ def parse_knobs(text: str) -> dict:
         name, v = name.strip(), value.strip().lower()
         if not sep or name not in LAUNCH_KNOBS:
             raise ValueError(f"bad knob {item!r} in {text!r}: write name=value with a name in {', '.join(LAUNCH_KNOBS)}")
+        if name in knobs:
+            raise ValueError(f"knob {name} given twice in {text!r}: give each knob once")
         if v in ("true", "false", "none"):
             knobs[name] = {"true": True, "false": False, "none": None}[v]
         elif name.endswith("_dot"):   # flush_dot, flush_items_dot, verify_dot: a precision name

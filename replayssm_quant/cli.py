@@ -91,16 +91,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"replayssm-quant {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        flag = args._resume_flag
-        if args._resumable or (flag and flag in argv):
-            print("interrupted; finished work is kept: rerun the same command to resume: "
-                  "replayssm-quant " + shlex.join(argv), file=sys.stderr)
-        elif flag:
-            print(f"interrupted; finished work is kept: rerun with {flag} to resume: "
-                  "replayssm-quant " + shlex.join(argv + [flag]), file=sys.stderr)
-        else:
-            print("interrupted", file=sys.stderr)
+        print(interrupted_message("replayssm-quant", argv, args._resumable, args._resume_flag), file=sys.stderr)
         return 130
+
+
+def interrupted_message(prog: str, argv: list[str], resumable: bool, flag: str | None) -> str:
+    """What an interrupted (Ctrl-C) run of ``prog argv`` prints: how to resume it, for commands that keep finished
+    work (``resumable``: a rerun resumes; ``flag``: the option that resumes). ``prog`` is written as given."""
+    quoted = [shlex.quote(a) for a in argv]
+    if resumable or (flag and flag in argv):
+        return "interrupted; finished work is kept: rerun the same command to resume: " + " ".join([prog, *quoted])
+    if flag:
+        return f"interrupted; finished work is kept: rerun with {flag} to resume: " + " ".join([prog, *quoted, flag])
+    return "interrupted"
 
 
 if __name__ == "__main__":  # pragma: no cover

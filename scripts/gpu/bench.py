@@ -14,12 +14,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
 try:
+    from replayssm_quant.cli import interrupted_message
     from replayssm_quant.commands import bench
 except ImportError:
     sys.exit("replayssm_quant is not importable: run `source scripts/gpu/setup.sh` from the repository root first")
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(prog="scripts/gpu/bench.py", description=bench.HELP)
     bench.configure(parser)
     args = parser.parse_args(argv)
@@ -28,6 +30,10 @@ def main(argv=None):
     except ValueError as e:
         print(f"bench: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(interrupted_message("python3 scripts/gpu/bench.py", argv, getattr(bench, "RESUMABLE", False),
+                                  getattr(bench, "RESUME_FLAG", None)), file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -70,6 +70,8 @@ def main(argv=None):
     p.add_argument("--rep-ms", type=int, default=40)
     p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes in the Triton interpreter (TRITON_INTERPRET=1)")
     a = p.parse_args(argv)
+    if a.window < 1 or a.rep_ms < 1:
+        p.error(f"--window {a.window} and --rep-ms {a.rep_ms}: both must be >= 1")
     if a.cpu_smoke:
         if os.environ.get("TRITON_INTERPRET") != "1":
             sys.exit("launch_floor: --cpu-smoke needs TRITON_INTERPRET=1")

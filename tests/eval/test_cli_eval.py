@@ -1,5 +1,7 @@
 """`replayssm-quant eval` / `report`: clear one-line errors (exit 2), an interrupted run resumes to the same results."""
 
+from pathlib import Path
+
 import pytest
 
 from replayssm_quant.cli import main
@@ -430,3 +432,11 @@ def test_interrupted_bench_says_to_rerun_with_resume(monkeypatch, capsys):
                             "replayssm-quant bench --families gdn --resume")
     assert main(["bench", "--families", "gdn", "--resume"]) == 130
     assert _err(capsys).endswith("rerun the same command to resume: replayssm-quant bench --families gdn --resume")
+    # the same from the device-call script (it printed a traceback)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gpu_bench", Path(__file__).parents[2] / "scripts/gpu/bench.py")
+    gpu_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_bench)
+    assert gpu_bench.main(["--families", "gdn"]) == 130
+    assert _err(capsys) == ("interrupted; finished work is kept: rerun with --resume to resume: "
+                            "python3 scripts/gpu/bench.py --families gdn --resume")

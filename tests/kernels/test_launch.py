@@ -304,6 +304,8 @@ def test_flush_stream_knob(monkeypatch):
         LaunchKnobs(flush_first=2)
     assert parse_knobs("flush_stream=0,split_flush=true") == dict(flush_stream=0, split_flush=True)
     assert parse_knobs("flush_items_dot=IEEE,flush_dot=tf32x3") == dict(flush_items_dot="ieee", flush_dot="tf32x3")
+    with pytest.raises(ValueError, match="knob block_v given twice"):   # (the last one silently won)
+        parse_knobs("block_v=16,num_warps=2,block_v=32")
     assert launch.plan_flush(_standin("fp32", device="cpu"), 4).side_stream is False
     with pytest.raises(ValueError, match="knobs must be a LaunchKnobs"):
         from replayssm_quant.kernels import SSMStateCache

@@ -292,6 +292,19 @@ def test_gpu_scripts_check_their_arguments_before_the_device():
         assert r.returncode == 1 and said in r.stderr, (script, args, r.stderr[-500:])
 
 
+def test_launch_floor_and_fla_anchor_usage_errors(tmp_path):
+    """launch_floor.py refuses a window or repetition time below 1 (a window of 0 ran an empty graph);
+    ncu_fla_anchor.py names a family without an fla anchor and, with none here, the missing GPU."""
+    for script, args, said in (("launch_floor.py", ["--cpu-smoke", "--window", "0", "--out", str(tmp_path)],
+                                "--window 0 and --rep-ms 40: both must be >= 1"),
+                               ("ncu_fla_anchor.py", ["--family", "mamba2"], "fla anchors exist for gdn, kda"),
+                               ("ncu_fla_anchor.py", ["--batch", "0"], "--batch and --window must be >= 1"),
+                               ("ncu_fla_anchor.py", [], "needs a CUDA GPU")):
+        r = _run(script, args)
+        assert r.returncode == 2 and said in r.stderr, (script, args, r.stderr[-500:])
+    assert not os.listdir(tmp_path)
+
+
 def test_ptxas_report_bad_arguments_are_usage_errors():
     """scripts/ptxas_report.py refuses a bad family, spec, knob, number, dot precision or two kernels at once with a
     usage line before it compiles anything."""
