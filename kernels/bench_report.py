@@ -254,11 +254,14 @@ def write_report(out, df, mem, corr, meta, notes):
               "ring.", ""]
     for fam in fams:
         d = df[df.family == fam]
+        # (rows in run order, batches ascending: a resumed run appends its batches after the earlier ones)
         piv = d.pivot_table(index=["spec", "mode"], columns="batch", values="time_us", sort=False)
+        piv = piv.sort_index(axis=1)
         lines += [f"### {fam} ({meta['shapes'][fam]['note']})", "", md(piv.reset_index(), ".1f"), ""]
         r = d[d["mode"] == "replay"]
         if r.staggered_us.notna().any():
             piv = r.pivot_table(index=["spec", "mode"], columns="batch", values="staggered_us", sort=False)
+            piv = piv.sort_index(axis=1)
             lines += [f"staggered flushes, {fam} replay:", "", md(piv.reset_index(), ".1f"), ""]
     lines += ["## All measurements", "",
               md(df[["family", "spec", "mode", "batch", "time_us", "staggered_us", "nonflush_us", "flush_us",

@@ -344,3 +344,24 @@ def test_targets_report_both_flush_phases():
     text = "\n".join(_targets(df))
     assert "below bandwidth target: gdn fp32 replay B=256, aligned flushes: 5% of copy bandwidth (target 90%)" in text
     assert "gdn fp32 replay B=256, staggered flushes: 7% of copy bandwidth" in text
+
+
+def test_report_batch_columns_ascend(tmp_path):
+    """The report's per-family tables give the batches in ascending order whatever order the rows were timed in (a
+    resumed run appends its batches after the earlier run's); the rows keep their order."""
+    import pandas as pd
+
+    from replayssm_quant.kernels.bench_report import write_report
+
+    cols = ["staggered_us", "nonflush_us", "flush_us", "min_bytes", "GBps", "frac_copy_bw", "staggered_frac_copy_bw",
+            "speedup_vs_conv_fp32", "staggered_speedup_vs_conv_fp32", "speedup_vs_fla", "staggered_speedup_vs_fla",
+            "speedup_vs_mamba_ssm", "rotation", "block_v", "flush_block_v", "num_warps", "maxnreg", "split_flush",
+            "prefetch"]
+    rows = [dict(family="gdn", spec=s, mode=m, batch=b, time_us=t, **{c: 1.0 for c in cols})
+            for b, t in ((64, 40.0), (1, 4.0)) for s, m in (("fp32", "replay"), ("fp32", "conventional"))]
+    meta = dict(command="test", date="today", device="cpu (test)", versions={}, window=2, ring_dtype="float32",
+                shapes={"gdn": dict(note="test shape", num_heads=2, head_k=16, head_v=16)})
+    write_report(str(tmp_path), pd.DataFrame(rows), [], [], meta, [])
+    table = (tmp_path / "report.md").read_text().split("### gdn (test shape)")[1].split("\n\n")[1].splitlines()
+    assert table[0].replace(" ", "") == "|spec|mode|1|64|"
+    assert [line.split("|")[2].strip() for line in table[2:]] == ["replay", "conventional"]
