@@ -12,18 +12,8 @@ set -u
 source scripts/gpu/setup.sh
 R=${R:-$PWD/.gpu/res_s30b}
 source scripts/gpu/parts.sh s30b "${BUDGET_S:-300}"
-NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
-echo "ncu: ${NCU:-none}"; [ -n "$NCU" ] && "$NCU" --version | tail -n 1
-SECTIONS=(--clock-control none --profile-from-start off
-          --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats
-          --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis
-          --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum -f)
-ncu_export() {   # ncu_export NAME: the report's details page and raw CSV (limits_summary.py reads *_raw.csv)
-  [ -f "$R/$1.ncu-rep" ] || return 0
-  timeout 40 "$NCU" -i "$R/$1.ncu-rep" --page details > "$R/$1_details.txt" 2>&1
-  timeout 40 "$NCU" -i "$R/$1.ncu-rep" --page raw --csv --print-units base > "$R/$1_raw.csv" 2>&1
-  pack
-}
+source scripts/gpu/ncu.sh
+SECTIONS=(--clock-control none --profile-from-start off "${NCU_SECTIONS[@]}" -f)
 if [ -n "$NCU" ]; then
   PS="python3 scripts/gpu/profile_step.py --out /tmp/s30b_ncu --rounds 0 --ncu-window --no-conventional --specs fp32"
   part ncu_fp32_b1 100 "$NCU" "${SECTIONS[@]}" -k "regex:_decode_step_kernel" -o "$R/ncu_fp32_b1" $PS \
