@@ -337,8 +337,7 @@ def plan_columns(plan, window: int) -> dict:
                 flush_scratch_l2=bool(fl and fl.scratch_l2),
                 flush_dot=(fl.dot if fl else plan.dot) if window > 1 else None,
                 flush_items_dot=fl.items_dot if fl and fl.nvfp4_items else None,
-                flush_stream=int(fl.side_stream) if fl else None, flush_first=fl.first if fl else None,
-                flush_stages=fl.stages if fl else plan.stages)
+                flush_stream=int(fl.side_stream) if fl else None, flush_stages=fl.stages if fl else plan.stages)
 
 
 #: the fla kernel each family's anchor row times (conventional fp32 decode, one token per call)

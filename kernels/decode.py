@@ -93,13 +93,10 @@ def _split_step(cache, plan: StepPlan, args: dict, consts: dict, batch: int, dev
                    scr=torch.empty(nprog * NVF * BVF * BK, **f32) if fplan.scratch else None,
                    amx=torch.empty(nprog * NVF, **f32) if fplan.nvfp4_items else None)
     xs = torch.empty(batch * cache.num_heads * 2 * BK, **f32) if plan.nonflush.input_scratch else None
+    launch_nonflush(plan.nonflush, args, consts, batch, xs, device)
     fconsts = dict(consts, BV=fplan.item_rows, BVF=BVF, NVF=NVF, DOTP=fplan.dot)
-    if not fplan.first:
-        launch_nonflush(plan.nonflush, args, consts, batch, xs, device)
     with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
         launch_flush(fplan, args, fconsts, batch, nprog, scratch, device)
-    if fplan.first:   # (the flush_first knob: the same bits, the launches touch disjoint rows)
-        launch_nonflush(plan.nonflush, args, consts, batch, xs, device)
     if side is not None:
         for t in scratch.values():   # allocated on the caller's stream, used on the side stream
             if t is not None:

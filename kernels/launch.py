@@ -100,9 +100,6 @@ class LaunchKnobs:
             whole-head flush's because the items run only when few rows flush (staggered rows at small batch),
             where their spills under 3xTF32 cost most (docs/TUNING.md, "Flush launch").
         flush_stream: a split step's flush launches on a side stream (1, the default) or the caller's (0).
-        flush_first: a split step enqueues its flush launches before the non-flush launch (True) instead of after
-            (None / False), so that on a side stream the latency-bound flush items start first and the non-flush
-            launch fills the SMs they leave; the same bits (the two launches touch disjoint rows).
         flush_nvfp4_items: few flush rows of an nvfp4 checkpoint flushed in sub-block items (True / False).
         flush_nvfp4_item_blocks: sub-blocks per pass-1 nvfp4 item (a power of two; None: decided on the device per
             step, the fewest that keep the pass-1 items within one wave of the flush grid).
@@ -136,7 +133,6 @@ class LaunchKnobs:
     flush_dot: str | None = None
     flush_items_dot: str | None = None
     flush_stream: int = 1
-    flush_first: bool | None = None
     flush_nvfp4_items: bool | None = None
     flush_nvfp4_item_blocks: int | None = None
     verify_warps: int | None = None
@@ -176,7 +172,7 @@ class LaunchKnobs:
             raise ValueError(f"flush_stream={self.flush_stream!r}: allowed 0 (off: the caller's stream), "
                              "1 (side stream)")
         for name in ("split_flush", "step_advance", "arrive_deferred", "nonflush_prefetch", "nonflush_xscratch",
-                     "nonflush_e2m1_ptx", "flush_scratch_l2", "fused_nvfp4_spread", "flush_first"):
+                     "nonflush_e2m1_ptx", "flush_scratch_l2", "fused_nvfp4_spread"):
             _check_flag(name, getattr(self, name))
         _check_flag("flush_nvfp4_items", self.flush_nvfp4_items,
                     "true (sub-block items when few rows flush), false (whole-head items) or none (the default)")
@@ -225,7 +221,6 @@ class FlushPlan:
     corrections_rows: int    # two-pass nvfp4, separate delta rule: the head's corrections first, in groups (0: off)
     scratch_l2: bool         # L2 eviction hints on the whole-head items' S_L scratch
     side_stream: bool     # the flush launches on a side stream
-    first: bool = False   # the flush launches are enqueued before the non-flush launch
 
 
 @dataclass(frozen=True)
@@ -423,7 +418,7 @@ def plan_flush(cache, batch: int, step: StepPlan | None = None) -> FlushPlan:
                      items_maxnreg=step.maxnreg if items_warps >= FLUSH_WARPS else None,
                      nvfp4_item_blocks=knobs.flush_nvfp4_item_blocks or 0,
                      corrections_rows=knobs.flush_corrections_rows or 0, scratch_l2=bool(knobs.flush_scratch_l2),
-                     side_stream=bool(knobs.flush_stream) and _on_gpu(cache), first=bool(knobs.flush_first))
+                     side_stream=bool(knobs.flush_stream) and _on_gpu(cache))
 
 
 def _two_pass_nvfp4(nvfp4: bool, BVF: int, V: int) -> bool:

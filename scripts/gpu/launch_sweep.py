@@ -95,7 +95,7 @@ def main(argv=None):
             + ["time_us", "staggered_us", "nonflush_us", "flush_us", "block_v", "flush_block_v", "step_advance",
                "num_warps", "nonflush_warps", "nonflush_maxnreg", "nonflush_stages", "flush_item_v", "flush_warps",
                "flush_programs", "maxnreg", "prefetch", "flush_scratch", "flush_nvfp4_items", "flush_nvfp4_item_blocks",
-               "flush_dot", "flush_items_dot", "flush_stream", "flush_first", "flush_stages"])
+               "flush_dot", "flush_items_dot", "flush_stream", "flush_stages"])
     print(write_table(a.out, a.stem, f"Launcher knob sweep ({a.mode}, batch {a.batch}, L = 16, phases "
                                      f"{', '.join(phases)})",
                       pd.DataFrame(rows), dev, cols))

@@ -601,29 +601,6 @@ def test_split_flush_other_grid_bit_exact(family, spec):
                                                             flush_warps=2, flush_programs_per_sm=3))
 
 
-@pytest.mark.parametrize("family,spec", [("gdn", "nvfp4/fp16"), ("mamba2", "fp32"), ("kda", "int8+sr")])
-def test_split_step_flush_first_bit_exact(family, spec):
-    """The split step with its flush launches enqueued before the non-flush launch (knob ``flush_first``; on the GPU
-    the flush items then start first on their side stream): the two launches touch disjoint rows, so every stored
-    tensor is the torch reference's bit for bit, as in the default order, the pass-1 nvfp4 items included."""
-    _staggered_split_flush_bit_exact(family, spec, 32, dict(block_v=16, flush_block_v=16, flush_first=True))
-
-
-@pytest.mark.parametrize("first", [None, True])
-def test_split_step_launch_order(monkeypatch, first):
-    """``flush_first`` puts the flush launches ahead of the non-flush launch in the split step (default: after)."""
-    from replayssm_quant.kernels import decode as decode_mod
-    order = []
-    for name in ("launch_nonflush", "launch_flush"):
-        real = getattr(decode_mod, name)
-        monkeypatch.setattr(decode_mod, name, lambda *a, _n=name, _f=real, **k: (order.append(_n), _f(*a, **k))[1])
-    HV, K, V = 2, 16, 8
-    x = random_decode_inputs("gdn", 1, 2, HV, K, V, generator=_gen(50), device=DEV)
-    c = _cache("gdn", "fp32", HV, K, V, "triton", split_flush=True, flush_first=first)
-    _step(c, torch.arange(2), x, 0)
-    assert order == (["launch_flush", "launch_nonflush"] if first else ["launch_nonflush", "launch_flush"])
-
-
 @pytest.mark.parametrize("family,spec,rows", [("gdn", "nvfp4/fp16", 32), ("kda", "nvfp4/e4m3+sr", 16),
                                                ("gdn", "nvfp4/fp8+sr", 64)])
 def test_split_flush_whole_head_corrections_bit_exact(family, spec, rows):
@@ -796,15 +773,14 @@ def test_tf32_split_exact_parts():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (CUDA-graph capture of two streams)")
 @pytest.mark.parametrize("family,spec", [("gdn", "fp32"), ("gdn", "nvfp4/fp16"), ("kda", "fp16")])
 def test_flush_side_stream_bit_identical_gpu(family, spec):
-    """GPU: the split step with the flush launches on a side stream (default) == on the caller's stream == enqueued
-    before the non-flush launch, bit for bit, eager and replayed as a CUDA graph
-    (scripts/gpu/knob_identity_check.py runs the benchmark's shapes). kda: its
+    """GPU: the split step with the flush launches on a side stream (default) == on the caller's stream, bit for bit,
+    eager and replayed as a CUDA graph (scripts/gpu/knob_identity_check.py runs the benchmark's shapes). kda: its
     non-flush scratch is small enough to share the allocator's small-block pool with the flush-row list (a block
     freed between the launches and reused on the side stream crashed the benchmark before the fix)."""
     HV, K, V, L, B = 4, 64, 64, 4, 24
     x = random_decode_inputs(family, 2 * L, B, HV, K, V, generator=_gen(70), device="cuda")
     S0 = torch.randn(B, HV, V, K, generator=_gen(71)).cuda()
-    variants = (dict(flush_stream=0), dict(flush_stream=1), dict(flush_first=True))
+    variants = (dict(flush_stream=0), dict(flush_stream=1))
     cs = [_cache(family, spec, HV, K, V, "triton", L=L, slots=B, seed=4, split_flush=True, **kw) for kw in variants]
     idx = torch.arange(B, device="cuda")
     for c in cs:
