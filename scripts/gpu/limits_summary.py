@@ -2,7 +2,8 @@
 
 For each ``*_raw.csv`` in ``DIR`` (``ncu -i REPORT --page raw --csv``, one row per profiled launch, a units row
 after the header): duration, DRAM bytes read / written and the achieved DRAM GB/s, DRAM and SM throughput as % of
-peak, registers per thread, theoretical and achieved occupancy, issue-slot use and the three largest warp stall
+peak, registers per thread, theoretical and achieved occupancy, issue-slot use, a warp's cycles per issued
+instruction and instructions (the launch's warp instructions over its warps) and the three largest warp stall
 reasons (cycles per issued instruction). Columns a report lacks stay empty. Writes ``DIR/ncu_summary.md`` / ``.csv``.
 
     python3 scripts/gpu/limits_summary.py DIR
@@ -33,6 +34,7 @@ METRICS = {
     "occ_theoretical_pct": "sm__maximum_warps_per_active_cycle_pct",
     "occ_achieved_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
     "issue_active_pct": "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "cycles_per_issue": "smsp__average_warp_latency_per_inst_issued.ratio",
 }
 STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 #: bytes / time units of the raw page -> the summary's MB and microseconds
@@ -74,6 +76,11 @@ def summarise(df: pd.DataFrame, source: str) -> pd.DataFrame:
             if col.endswith("_MB") or col == "us":
                 val = val * SCALE.get(str(units.get(m, "")).strip(), float("nan")) if m in r else float("nan")
             row[col] = val
+        # a warp's instruction chain: the launch's warp instructions over its warps (the chain length that, times
+        # the cycles per issue, a latency-bound launch takes)
+        warps = r.get("launch__grid_size", float("nan")) * r.get("launch__block_size", float("nan")) / 32
+        inst = r.get("inst_executed", float("nan"))
+        row["inst_per_warp"] = inst / warps if warps == warps and warps else float("nan")
         if row["us"] == row["us"] and row["us"] > 0:
             row["dram_GBps"] = (row["dram_read_MB"] + row["dram_write_MB"]) * 1e6 / (row["us"] * 1e-6) / 1e9
         stalls = sorted(((float(r[c]), STALL.match(c).group(1)) for c in df.columns

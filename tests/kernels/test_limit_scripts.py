@@ -72,9 +72,11 @@ def test_limits_summary_reads_an_ncu_raw_export(tmp_path, time_unit):
         "==WARNING== something\n"
         '"ID","Kernel Name","Grid Size","gpu__time_duration.sum","dram__bytes_read.sum","dram__bytes_write.sum",'
         '"launch__registers_per_thread","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",'
-        '"smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"\n'
-        f'"","","","{time_unit}","byte","byte","register/thread","ratio","ratio"\n'
-        '"0","_nonflush_kernel","(1, 32, 256)","85,000","300000000","40000000","128","7.5","1.25"\n')
+        '"smsp__average_warps_issue_stalled_wait_per_issue_active.ratio","inst_executed","launch__grid_size",'
+        '"launch__block_size","smsp__average_warp_latency_per_inst_issued.ratio"\n'
+        f'"","","","{time_unit}","byte","byte","register/thread","ratio","ratio","inst","","","cycle"\n'
+        '"0","_nonflush_kernel","(1, 32, 256)","85,000","300000000","40000000","128","7.5","1.25","1,638,400",'
+        '"8192","64","9.5"\n')
     (tmp_path / "failed_raw.csv").write_text("==ERROR== no counters\n")
     r = _run("limits_summary.py", [str(tmp_path)])
     assert r.returncode == 0, r.stderr[-2000:]
@@ -83,6 +85,7 @@ def test_limits_summary_reads_an_ncu_raw_export(tmp_path, time_unit):
     assert len(df) == 1 and row.kernel == "_nonflush_kernel" and row.us == 85.0 and row.dram_read_MB == 300.0
     assert row.dram_GBps == pytest.approx(340e6 / 85e-6 / 1e9) and row.regs_per_thread == 128
     assert row.top_stalls == "long_scoreboard 7.5, wait 1.2"
+    assert row.inst_per_warp == 100.0 and row.cycles_per_issue == 9.5   # 1638400 warp instructions / 16384 warps
 
 
 def test_ptxas_report_nvfp4_items_launch_is_the_gpu_plan():
