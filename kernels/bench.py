@@ -702,7 +702,8 @@ def run_bench(out, families=None, specs=None, batches=None, window=None, rep_ms=
     notes.append(f"bench wall time {time.time() - t_start:.0f} s")
     meta = dict(command=command or " ".join(sys.argv), date=datetime.datetime.now(datetime.timezone.utc)
                 .strftime("%Y-%m-%d %H:%M UTC"),
-                device=settings["device"], versions=_versions(), window=window, copy_GBps=bw["best"], copy_detail=bw, shapes=report_shapes,
+                device=settings["device"], versions=_versions(), window=window, copy_GBps=bw["best"], copy_detail=bw,
+                shapes=report_shapes,
                 ring_dtype=ring_dtype, shared_keys=shared_keys)
     mem_specs = list(dict.fromkeys(specs + [s for s in df.spec[df["mode"].isin(("replay", "conventional"))]]))
     write_report(out, df, memory_table(mem_specs, report_shapes, window, RING_DTYPES[ring_dtype], shared_keys), corr,

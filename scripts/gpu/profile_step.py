@@ -35,7 +35,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
 from replayssm_quant.kernels.bench import (CPU_SMOKE_SHAPES, RING_DTYPES, SHAPES, _fill_states, bench_inputs,  # noqa: E402
-                                           shape_key_heads, stagger_slots, step_keys)
+                                           check_grid, shape_key_heads, stagger_slots, step_keys)
 from replayssm_quant.kernels.bench_report import write_table  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
@@ -132,9 +132,10 @@ def main(argv=None):
     a.window = a.window or (4 if a.cpu_smoke else 16)
     if min(batches) < 1 or a.window < 1 or a.rounds < 0:
         p.error("--batch and --window must be positive, --rounds >= 0")
-    unknown = set(a.families.split(",")) - set(SHAPES)
-    if unknown:
-        p.error(f"unknown families {sorted(unknown)}; allowed {', '.join(SHAPES)}")
+    try:
+        families, specs = check_grid(a.families, a.specs)
+    except ValueError as e:
+        p.error(f"unknown {e}" if str(e).startswith("families") else str(e))
     if a.cpu_smoke:
         if os.environ.get("TRITON_INTERPRET") != "1":
             sys.exit("profile_step.py: --cpu-smoke needs TRITON_INTERPRET=1")
@@ -147,10 +148,10 @@ def main(argv=None):
     rows = []
     kw = dict(shapes=shapes, device=dev, shared_keys=a.keys == "shared")
     for b in batches:
-        for fam in a.families.split(","):
+        for fam in families:
             if a.rounds and not a.no_conventional:    # (--rounds 0: the replay launches only, for ncu)
                 rows += profile_config(fam, "fp32", "conventional", b, a.window, a.rounds, **kw)
-            for spec in a.specs.split(","):
+            for spec in specs:
                 for st in ((True,) if a.ncu_window and a.stagger else (False, True) if a.stagger else (False,)):
                     rows += profile_config(fam, spec, "replay", b, a.window, a.rounds, a.ring_dtype, stagger=st,
                                            ncu_window=a.ncu_window, **kw)

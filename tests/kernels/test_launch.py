@@ -337,4 +337,5 @@ def test_window_1_nvfp4_refuses_sub_blocks_wider_than_its_programs():
                                              r"head_v=40: take flush_block_v <= block_v, or block_v >= 64"):
             launch.plan_step(_standin(spec, window=1, V=40, device="cpu", block_v=8, flush_block_v=16), 2)
         assert launch.plan_step(_standin(spec, window=1, V=40, device="cpu"), 2).block_v == 64
-        assert launch.plan_step(_standin(spec, window=1, V=40, device="cpu", block_v=8, flush_block_v=4), 2).block_v == 8
+        forced = _standin(spec, window=1, V=40, device="cpu", block_v=8, flush_block_v=4)
+        assert launch.plan_step(forced, 2).block_v == 8

@@ -8,5 +8,5 @@ set -u
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   exec bash reports/bench/speed/call_s19a.sh
 fi
-echo "call_s29a: not an H200 ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)): the H100 readings are" \
-     "done (reports/bench/speed/README.md, status); nothing run"
+echo "call_s29a: not an H200 ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)):" \
+     "the H100 readings are done (reports/bench/speed/README.md, status); nothing run"

@@ -6,6 +6,8 @@
 # latency-bound items start on empty SMs and the non-flush launch fills the SMs they leave (and may overlap pass 2).
 # (A high-priority side stream, `flush_stream=2`, lost in 2026-12-01d and was removed: docs/TUNING.md.) First the
 # bits (knob_identity_check, B = 64, staggered rows), then the same-call A/B at B = 64 (goal 1b's rows) and B = 256.
+# Ran in session 2026-12-07e (H100, tree 0a78bfd): the knob lost and was removed, so this script now fails at its
+# knob check; it stays as the record of what ran (ab_s29/b{64,256}_flush_order.*).
 #   git rev-parse --short HEAD > TREE.txt
 #   run(command="BUDGET_S=420 bash reports/bench/speed/call_s29c.sh", carry=["TREE.txt", ".whl"])
 set -u
