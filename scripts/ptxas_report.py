@@ -68,7 +68,11 @@ if not os.path.isfile(os.path.join(ROOT, "replayssm_quant", "__init__.py")):
     sys.exit(f"ptxas_report: --tree {ROOT}: not a replayssm-quant checkout (no replayssm_quant/__init__.py)")
 sys.path.insert(0, ROOT)
 import replayssm_quant.kernels.verify as verify  # noqa: E402
-from replayssm_quant.kernels.bench import SHAPES, check_grid, parse_knobs  # noqa: E402
+from replayssm_quant.kernels.bench import SHAPES, parse_knobs  # noqa: E402
+try:   # (a --tree from before 2026-12-07 has no check_grid: its families are then checked against its SHAPES only)
+    from replayssm_quant.kernels.bench import check_grid  # noqa: E402
+except ImportError:
+    check_grid = None
 from replayssm_quant.kernels.launch import DOT_PRECISIONS, LaunchKnobs  # noqa: E402
 from replayssm_quant.kernels.spec_bench import spec_inputs  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
@@ -405,7 +409,10 @@ def main(argv=None):
         p.error("--nvfp4-items, --flush, --nonflush and --fused: one at a time")
     a.dots = a.dots or ("plan" if a.flush else "ieee")
     try:   # the arguments checked before anything compiles: one line per mistake, not a traceback
-        check_grid(a.families, a.specs)
+        if check_grid is not None:
+            check_grid(a.families, a.specs)
+        elif set(a.families.split(",")) - set(SHAPES):
+            raise ValueError(f"families {a.families!r}: allowed {', '.join(SHAPES)}")
         for text in a.knobs.split(";"):
             LaunchKnobs(**parse_knobs(text))
         ints = {}
