@@ -74,9 +74,6 @@ def _step_program(
     ring0k = key_row(tl.maximum(slot, 0), head, HV, HG) * L1
     h = tl.load(cnt_ptr + tl.maximum(slot, 0))
     fc = tl.load(fcnt_ptr + tl.maximum(slot, 0))   # with h: the program's only reads of the counters
-    q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA,
-                                             key_row(b.to(tl.int64), head, HV, HG))
-    vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
     if L > 1 and not FLUSH_ONLY:
         # speculative non-flush loads (wasted on the 1-in-L flush step; L2 hits for its own re-reads):
         # the read-copy tile and ALL L-1 ring entries (allocated for every slot); validity j < h is
@@ -95,6 +92,9 @@ def _step_program(
         else:
             Ur_nf = tl.load(rv_ptr + ej[:, None] * V + _vec4(offs_v)[None, :], mask=mr[:, None] & mv[None, :],
                             other=0.0).to(tl.float32)
+    vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
+    q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA,
+                                             key_row(b.to(tl.int64), head, HV, HG))
     arrived = _arrive(arr_ptr, slot, ARRIVE_LANES)
     at = tl.exp(gt)
     if slot < 0:

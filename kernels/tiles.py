@@ -144,18 +144,27 @@ def _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K: tl.const
     :func:`key_row`; None: ``bh``). Returns (q, kt, gt, gts, beta)."""
     if bhk is None:
         bhk = bh
-    q = tl.load(q_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
-    kt = tl.load(k_ptr + bhk * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+    # every load is issued before the first cast: Triton converts a 16-bit input's layout through shared memory at
+    # its cast (a block barrier that waits for the load), and a load after that barrier would start only once the
+    # earlier one has arrived: a second memory round trip in a batch-1 step's chain
+    q_in = tl.load(q_ptr + bh * K + offs_k, mask=mk, other=0.0)
+    k_in = tl.load(k_ptr + bhk * K + offs_k, mask=mk, other=0.0)
     if GK == 1:
-        gts = tl.load(g_ptr + bh).to(tl.float32)
-        gt = gts + tl.zeros([BK], dtype=tl.float32)
+        g_in = tl.load(g_ptr + bh)
     else:
-        gts = 0.0
-        gt = tl.load(g_ptr + bh * K + offs_k, mask=mk, other=0.0).to(tl.float32)
+        g_in = tl.load(g_ptr + bh * K + offs_k, mask=mk, other=0.0)
     if DELTA:
         beta = tl.load(beta_ptr + bh).to(tl.float32)
     else:
         beta = 0.0
+    q = q_in.to(tl.float32)
+    kt = k_in.to(tl.float32)
+    if GK == 1:
+        gts = g_in.to(tl.float32)
+        gt = gts + tl.zeros([BK], dtype=tl.float32)
+    else:
+        gts = 0.0
+        gt = g_in.to(tl.float32)
     return q, kt, gt, gts, beta
 
 

@@ -282,6 +282,27 @@ for knobs in ({"fused_nvfp4_spread": False}, {"block_v": 128, "flush_block_v": 1
     assert out[:3] == ["8 True False True False", "1 False False True False", "8 True True True True"], out
 
 
+def test_step_inputs_are_loaded_before_the_first_barrier():
+    """The batch-1 fused step (fp32, the H200 plan) and the split step's non-flush launch (nvfp4/fp16, B = 256),
+    compiled for sm_90a on the CPU, issue the step inputs' loads before their first block barrier: Triton converts a
+    bf16 input's layout through shared memory at its cast, and a load placed after that barrier starts only once the
+    input has arrived (before 2026-12-07f the fused step loaded q, then k after q's barrier, then the state: three
+    memory round trips in a row, 4 global loads before the first barrier). The fused program's loads then include
+    the read copy's tile and the ring (22 or more), the non-flush launch's at least the index, q, k, g and (gdn) beta."""
+    out = _ptx_probe("""
+import re
+import replayssm_quant.kernels.fused as fused
+def loads_before_barrier(p):
+    return len(re.findall(r"ld\\.global", p[:p.index("bar.sync")]))
+for family in ("gdn", "mamba2"):
+    kw = ptxas_report.split_launch_kwargs(family, "fp32", 1, "fused")
+    print(loads_before_barrier(ptxas_report.compile_launch(fused._decode_step_kernel, kw, ptx=True)[1]["ptx"]))
+print(loads_before_barrier(ptx("nonflush", "gdn", "nvfp4/fp16", {})[1]))
+""")
+    fused_gdn, fused_mamba2, nonflush_gdn = map(int, out[:3])
+    assert fused_gdn >= 22 and fused_mamba2 >= 22 and nonflush_gdn >= 5, out
+
+
 def test_gpu_scripts_check_their_arguments_before_the_device():
     """launch_sweep.py and knob_identity_check.py name a bad family, spec or knob (kernels.bench.check_grid,
     parse_knobs, LaunchKnobs) before they look for a GPU or compile anything."""
