@@ -92,6 +92,8 @@ def _step_program(
         else:
             Ur_nf = tl.load(rv_ptr + ej[:, None] * V + _vec4(offs_v)[None, :], mask=mr[:, None] & mv[None, :],
                             other=0.0).to(tl.float32)
+    # the inputs after the speculative tiles: their casts convert layouts through shared memory (block barriers),
+    # which no load of the step should wait behind (:func:`.tiles._load_step_inputs`)
     vt = tl.load(v_ptr + bh * V + offs_v, mask=mv, other=0.0).to(tl.float32)
     q, kt, gt, gts, beta = _load_step_inputs(q_ptr, k_ptr, g_ptr, beta_ptr, bh, offs_k, mk, K, BK, GK, DELTA,
                                              key_row(b.to(tl.int64), head, HV, HG))
