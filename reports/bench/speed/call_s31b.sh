@@ -9,6 +9,10 @@
 #     eval/__init__.py | tar -x -C .gpu/t_fbd5a81
 #   git rev-parse --short HEAD > TREE.txt
 #   run(command="BUDGET_S=540 bash reports/bench/speed/call_s31b.sh", carry=["TREE.txt", ".whl", ".gpu/t_fbd5a81"])
+# Ran as s31b (2026-12-07f, an H100): on the cold machine each tree's bench compiled every kernel and anchor, and
+# the three tree_compare parts ran out of their caps; the arrival sweep ran. The same tree_compare commands then ran
+# on the warm machine under one timeout of 230-420 s each (s31c, s31d: reports/bench/speed/README.md). On a cold
+# machine give each tree_compare part about 300 s.
 set -u
 source scripts/gpu/setup.sh
 R=${R:-$PWD/.gpu/res_s31b}
