@@ -5,7 +5,8 @@
 # checks. gdn first, mamba2 last: a call cut by its cap returns results.partial.csv, which --resume continues.
 # Its results replace bench_h200/'s (one folder per card, each holding that card's current table; git keeps the old).
 #   git rev-parse --short HEAD > TREE.txt
-#   run(command="BUDGET_S=585 bash reports/bench/speed/call_s19a.sh", carry=["TREE.txt", ".whl"], needs_h200=true)
+#   run(command="BUDGET_S=585 bash reports/bench/speed/call_s19a.sh", carry=["TREE.txt", ".whl"], kind="nvidia-h200")
+# (on whichever card comes: since 2026-12-07f the H100 table is also older than the kernels)
 # With little device time left, FAMS, SPECS and BATCHES narrow it (the loops go family by family): BATCHES=256 times
 # the goal rows of every family first (session 2026-12-07b).
 set -u
