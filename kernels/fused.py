@@ -106,7 +106,14 @@ def _step_program(
         if h + 1 >= L:
             # ---- flush: S_hp + ring -> S_L in registers (corrections: cached for shared delta-rule specs,
             # recomputed from S_hp for separate ones) -> both checkpoints.
-            # Rows are independent: tiles are processed in sub-blocks of BVF rows (fewer registers).
+            # Rows are independent: tiles are processed in sub-blocks of BVF rows (fewer registers). Programs of
+            # fewer rows than a sub-block (BV < BVF: the flush's tl.dot needs 16) flush in groups of BVF // BV: the
+            # group's first program flushes the group's BVF rows, the others none.
+            if BV < BVF:
+                flush_lead = pv % (BVF // BV) == 0
+            else:
+                flush_lead: tl.constexpr = True
+            SUBS: tl.constexpr = max(BV // BVF, 1)   # flush sub-blocks of a lead program
             if L > 1:   # per-(row, head) terms of the chunked flush, shared by the sub-blocks
                 Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta,
                                                                      offs_k, mk, K, L, LP, GK, DELTA, BK, LPLOG,
@@ -141,15 +148,16 @@ def _step_program(
                 elif SPREAD:
                     tl.static_assert(scr_ptr is not None, "a two-pass nvfp4 flush needs its S_L scratch")
                     amax = 0.0
-                    for r in tl.range(0, BV // BVF, loop_unroll_factor=1):   # pass 1 of this program's rows
-                        offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
-                        S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd,
-                                     Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V, L, LP,
-                                     DELTA, FMT_HP, BK, CACHED, 0, DOTP=DOTP)
-                        # (rows past V hold S = 0, as in the head program's pass 1; past the scratch: none stored)
-                        tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S,
-                                 mask=(offs_f < NVF * BVF)[:, None])
-                        amax = tl.maximum(amax, nvfp4_amax(S))
+                    if flush_lead:
+                        for r in tl.range(0, SUBS, loop_unroll_factor=1):   # pass 1 of this program's rows
+                            offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
+                            S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta,
+                                         Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl, offs_f, offs_f < V, offs_k, mk, K, V,
+                                         L, LP, DELTA, FMT_HP, BK, CACHED, 0, DOTP=DOTP)
+                            # (rows past V hold S = 0, as in the head program's pass 1; past the scratch: none stored)
+                            tl.store(scr_ptr + offs_f[:, None] * BK + offs_k[None, :], S,
+                                     mask=(offs_f < NVF * BVF)[:, None])
+                            amax = tl.maximum(amax, nvfp4_amax(S))
                     tl.store(amx_ptr + pv, amax)
                     tl.debug_barrier()   # every thread's rows and the amax stored before the release
                     nvb = tl.num_programs(0)
@@ -189,8 +197,8 @@ def _step_program(
                         _encode_head(scr_ptr, nvfp4_encode_scale(amax), q, out_ptr, bh, hp0, hp1, hp2, lp0, lp1, lp2,
                                      sh, offs_k, mk, K, V, seed, fc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK, BVF, NVF,
                                      "evict_first" if SCR_L2 else "", "")
-            else:
-                for r in tl.range(0, BV // BVF, loop_unroll_factor=1):
+            elif flush_lead:
+                for r in tl.range(0, SUBS, loop_unroll_factor=1):
                     offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
                     mf = offs_f < V
                     S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta, Kd, Kdl,

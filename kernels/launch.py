@@ -267,7 +267,8 @@ def _on_gpu(cache) -> bool:
 def choose_block_v(cache, batch: int) -> int:
     """Rows of V per fused / conventional program: the whole head on the CPU; on the GPU from a ``[BV, BK]`` tile
     of 4096 elements (replay, and conventional 16-bit checkpoints with per-key decays or V <= 64) or 8192
-    (conventional), halved (down to 8; replay 16, per-key decays 32) until the grid has >= 4 programs per SM."""
+    (conventional), halved (down to 8; per-key decays 32) until the grid has >= 4 programs per SM. Replay programs
+    of 8 rows run in one warp and flush in pairs (:func:`_fused_tiles`)."""
     knobs = _knobs(cache)
     full = _next_pow2(cache.head_v)
     if knobs.block_v:
@@ -279,7 +280,7 @@ def choose_block_v(cache, batch: int) -> int:
                   and (per_key or cache.head_v <= 64))
     tile = 4096 if cache.window > 1 or small_tile else 8192
     bv = min(full, max(8, tile // block_k(cache.head_k)))
-    low = 8 if cache.window == 1 else (32 if per_key else 16)
+    low = 32 if per_key and cache.window > 1 else 8
     while bv > low and batch * cache.num_heads * _cdiv(cache.head_v, bv) < 4 * _num_sms(cache.device):
         bv //= 2
     return bv
@@ -297,19 +298,20 @@ def _fused_tiles(cache, batch: int) -> tuple[int, int, int, bool]:
     elif cache.window == 1 and gpu and cache.spec.recur.bits_per_element <= 16 and not knobs.flush_block_v:
         BVF = BV   # conventional 16- / 8-bit checkpoints: the whole V-block in one sub-block
     BVF = min(BVF, _next_pow2(V)) if nvfp4 else min(BV, BVF)
-    if cache.window > 1:   # the chunked flush: fp32 tl.dot (dims >= 16), row sub-blocks as the reference
-        BV = max(BV, 16)
-        BVF = replay_flush_rows(cache)
+    if cache.window > 1:   # the chunked flush: fp32 tl.dot (dims >= 16), row sub-blocks as the reference; programs
+        BVF = replay_flush_rows(cache)   # of fewer rows flush in groups (fused._step_program)
         if gpu and not knobs.flush_block_v and BV * BK >= 8192:
             BVF = 32
-        BVF = min(BVF, _next_pow2(V)) if nvfp4 else min(BVF, BV)
-    if not nvfp4 and BV % BVF:
-        raise ValueError(f"flush_block_v={BVF} must divide block_v={BV}")
+        BVF = min(BVF, _next_pow2(V)) if nvfp4 else min(BVF, max(BV, 16))
+    if not nvfp4 and BV % BVF and BVF % BV:
+        raise ValueError(f"flush_block_v={BVF} and block_v={BV}: one must divide the other")
     if nvfp4 and cache.window == 1 and BV < BVF and BV < _next_pow2(V):
         # (a head split over V-block programs encodes in sub-blocks of at most its program's rows)
         raise ValueError(f"flush_block_v={BVF} exceeds block_v={BV} for a window-1 nvfp4 state of head_v={V}: take "
                          f"flush_block_v <= block_v, or block_v >= {_next_pow2(V)} (the whole head)")
     num_warps = knobs.num_warps or max(4, min(16, max(BV, BVF) * BK // 1024))   # <= 32 elements per thread
+    if cache.window > 1 and BV < 16 and not knobs.num_warps:
+        num_warps = 1   # a warp per program, as fla's batch-1 kernels: no cross-warp reductions in the step's chain
     return BV, BVF, num_warps, nvfp4
 
 
@@ -320,7 +322,7 @@ def _fused_maxnreg_and_split(cache, batch: int, BV: int, num_warps: int, nvfp4: 
     large_grid = _on_gpu(cache) and programs > 2 * sms
     replay = cache.window > 1
     maxnreg = knobs.maxnreg
-    if maxnreg is None and replay and large_grid:
+    if maxnreg is None and replay and large_grid and num_warps >= 4:
         maxnreg = REPLAY_MAXNREG
     if (maxnreg is None and not replay and _on_gpu(cache) and num_warps == 8 and cache.spec.sr
             and cache.spec.recur.bits_per_element == 8):

@@ -218,7 +218,18 @@ def test_triton_bit_exact_vs_torch(family, spec, mode, block_v, split):
     _check_bit_exact(family, spec, mode, block_v, split, resync=DEV != "cpu")
 
 
+@pytest.mark.parametrize("family,spec,block_v,V", [("gdn", "fp32", 8, 40), ("kda", "e4m3+sr", 4, 40),
+                                                    ("mamba2", "fp16+sr", 8, 40), ("gdn", "e4m3/fp32", 8, 24)])
+def test_fused_replay_flush_in_groups_of_programs_bit_exact(family, spec, block_v, V):
+    """Replay programs of fewer rows than the flush's 16-row sub-block (``block_v`` 8 or 4) flush in groups: the
+    group's first program flushes the sub-block's rows, the others none. V = 40 in 8-row programs: groups (0, 1),
+    (2, 3) and program 4 alone, its rows 40-47 masked; in 4-row programs, groups of four; V = 24: a group's second
+    program missing (rows 24-31 masked). Bit for bit the torch reference over the schedule of the test above."""
+    _check_bit_exact(family, spec, "replay", block_v, False, resync=DEV != "cpu", V=V)
+
+
 @pytest.mark.parametrize("family,spec,mode,block_v,V", [("gdn", "nvfp4/fp16", "replay", 16, 40),
+                                                       ("gdn", "nvfp4/fp16", "replay", 8, 40),
                                                        ("kda", "nvfp4/e4m3+sr", "replay", 32, 40),
                                                        ("mamba2", "nvfp4+sr", "replay", 32, 40),
                                                        ("gdn", "nvfp4+sr", "conventional", 8, 13),

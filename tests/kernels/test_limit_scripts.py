@@ -183,15 +183,17 @@ def test_ptxas_report_flush_launch_is_the_h200_plan():
     pa = ptxas_report.split_launch_kwargs("gdn", "nvfp4/fp16", 64, "part", {"flush_items_warps": 2})
     assert (pa["num_warps"], pa["maxnreg"]) == (2, None)
     assert ptxas_report.split_launch_kwargs("kda", "nvfp4/fp16", 64, "part")["maxnreg"] == 128
-    # --fused: the fused step's kernel at batch 1 (gdn uncapped; mamba2's 512-program grid capped at 128), and only
-    # where the plan fuses
+    # --fused: the fused step's kernel at batch 1 (8-row one-warp programs, uncapped; mamba2's 512-program grid of
+    # 16-row 4-warp programs capped at 128), and only where the plan fuses
     fu = ptxas_report.split_launch_kwargs("gdn", "fp32", 1, "fused")
     assert fu["maxnreg"] is None and fu["_grid"][-1] == 1 and fu["HV"] == 32
     # with the counters' advance in the launch, as SSMStateCache.step runs it (the knob off: none)
     assert fu["arr_ptr"] is not None
     assert ptxas_report.split_launch_kwargs("gdn", "fp32", 1, "fused", {"step_advance": False})["arr_ptr"] is None
     assert ptxas_report.split_launch_kwargs("mamba2", "fp32", 1, "fused", {"maxnreg": 0})["maxnreg"] is None
-    assert ptxas_report.split_launch_kwargs("mamba2", "fp32", 1, "fused")["maxnreg"] == 128
+    assert ptxas_report.split_launch_kwargs("mamba2", "fp32", 1, "fused")["maxnreg"] is None
+    m16 = ptxas_report.split_launch_kwargs("mamba2", "fp32", 1, "fused", {"block_v": 16, "num_warps": 4})
+    assert (m16["maxnreg"], m16["num_warps"], m16["_grid"][0]) == (128, 4, 4)
     with pytest.raises(SystemExit, match="is a split step"):
         ptxas_report.split_launch_kwargs("gdn", "fp32", 256, "fused")
     with pytest.raises(SystemExit, match="is a fused step"):
