@@ -55,7 +55,8 @@ class LaunchKnobs:
     """Overrides of the launch heuristics of :func:`plan_step` (``None``: the heuristic; docs/TUNING.md).
 
     Attributes:
-        block_v: rows of V per program of the fused / conventional grid (a power of two).
+        block_v: rows of V per program of the fused / conventional grid (a power of two; replay below 16: programs
+            of one warp unless ``num_warps``, flushing in groups, :func:`.fused._step_program`).
         flush_block_v: rows per flush sub-block (a power of two; replay at least 16, for ``tl.dot``).
         num_warps: warps of the fused / conventional launch (1..32, a power of two).
         maxnreg: register cap of the fused / conventional launch, or of the flush launch when split (0: none).
@@ -267,8 +268,8 @@ def _on_gpu(cache) -> bool:
 def choose_block_v(cache, batch: int) -> int:
     """Rows of V per fused / conventional program: the whole head on the CPU; on the GPU from a ``[BV, BK]`` tile
     of 4096 elements (replay, and conventional 16-bit checkpoints with per-key decays or V <= 64) or 8192
-    (conventional), halved (down to 8; per-key decays 32) until the grid has >= 4 programs per SM. Replay programs
-    of 8 rows run in one warp and flush in pairs (:func:`_fused_tiles`)."""
+    (conventional), halved (down to 8; replay 16, per-key decays 32) until the grid has >= 4 programs per SM. A
+    ``block_v`` knob below 16 gives replay programs that flush in groups (:func:`_fused_tiles`)."""
     knobs = _knobs(cache)
     full = _next_pow2(cache.head_v)
     if knobs.block_v:
@@ -280,7 +281,7 @@ def choose_block_v(cache, batch: int) -> int:
                   and (per_key or cache.head_v <= 64))
     tile = 4096 if cache.window > 1 or small_tile else 8192
     bv = min(full, max(8, tile // block_k(cache.head_k)))
-    low = 32 if per_key and cache.window > 1 else 8
+    low = 8 if cache.window == 1 else (32 if per_key else 16)
     while bv > low and batch * cache.num_heads * _cdiv(cache.head_v, bv) < 4 * _num_sms(cache.device):
         bv //= 2
     return bv
@@ -299,7 +300,7 @@ def _fused_tiles(cache, batch: int) -> tuple[int, int, int, bool]:
         BVF = BV   # conventional 16- / 8-bit checkpoints: the whole V-block in one sub-block
     BVF = min(BVF, _next_pow2(V)) if nvfp4 else min(BV, BVF)
     if cache.window > 1:   # the chunked flush: fp32 tl.dot (dims >= 16), row sub-blocks as the reference; programs
-        BVF = replay_flush_rows(cache)   # of fewer rows flush in groups (fused._step_program)
+        BVF = replay_flush_rows(cache)   # of fewer rows (a block_v knob) flush in groups (fused._step_program)
         if gpu and not knobs.flush_block_v and BV * BK >= 8192:
             BVF = 32
         BVF = min(BVF, _next_pow2(V)) if nvfp4 else min(BVF, max(BV, 16))
@@ -311,7 +312,7 @@ def _fused_tiles(cache, batch: int) -> tuple[int, int, int, bool]:
                          f"flush_block_v <= block_v, or block_v >= {_next_pow2(V)} (the whole head)")
     num_warps = knobs.num_warps or max(4, min(16, max(BV, BVF) * BK // 1024))   # <= 32 elements per thread
     if cache.window > 1 and BV < 16 and not knobs.num_warps:
-        num_warps = 1   # a warp per program, as fla's batch-1 kernels: no cross-warp reductions in the step's chain
+        num_warps = 1   # (a block_v knob below 16) a warp per program, as fla's batch-1 kernels (docs/TUNING.md)
     return BV, BVF, num_warps, nvfp4
 
 

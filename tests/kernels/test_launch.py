@@ -38,8 +38,7 @@ def test_step_plan_heuristic(monkeypatch):
     assert pick(cfg("nvfp4/fp16", 16, 256), "block_v", "flush_block_v", "num_warps", "nvfp4", "maxnreg", "split") == (32, 16, 4, True, 128, True)    # every family and spec splits
     assert cfg("fp8/fp16", 16, 256).split is True and cfg("fp32", 16, 256, family="mamba2").split is True
     assert cfg("fp32", 16, 256, family="kda").split is True
-    assert pick(cfg("fp32", 16, 1), "block_v", "flush_block_v", "num_warps", "nvfp4", "maxnreg", "split") == (8, 16, 1, False, None, False)     # batch 1: 8-row one-warp programs flushing in pairs, no cap, one launch
-    assert pick(cfg("fp32", 16, 4), "block_v", "num_warps", "maxnreg") == (16, 4, 128)   # 1024 programs of 16 rows
+    assert pick(cfg("fp32", 16, 1), "block_v", "flush_block_v", "num_warps", "nvfp4", "maxnreg", "split") == (16, 16, 4, False, None, False)     # batch 1: fine split, no cap, one launch
     assert cfg("fp32", 16, 1, family="kda").block_v == 32                 # kda: V-blocks of >= 32 rows
     assert cfg("fp32", 1, 1, family="kda").block_v == 8                   # (conventional: unchanged)
     assert pick(cfg("fp32", 1, 256), "block_v", "flush_block_v", "num_warps", "nvfp4", "maxnreg", "split") == (64, 32, 8, False, None, False)    # conventional: unchanged 8192 tiles
@@ -52,10 +51,12 @@ def test_step_plan_heuristic(monkeypatch):
     assert pick(cfg("fp32", 16, 256, block_v=64), "block_v", "flush_block_v", "num_warps", "nvfp4", "maxnreg", "split") == (64, 32, 8, False, 128, True)
     assert pick(cfg("fp32", 16, 256, block_v=64, maxnreg=0), "block_v", "flush_block_v", "num_warps", "nvfp4", "maxnreg", "split") == (64, 32, 8, False, None, True)
     assert pick(cfg("fp32", 16, 256, maxnreg=96), "block_v", "flush_block_v", "num_warps", "nvfp4", "maxnreg", "split") == (32, 16, 4, False, 96, True)
-    # replay programs of fewer rows than the flush's 16 (a knob): their flush goes in groups of programs
-    assert pick(cfg("fp32", 16, 1, block_v=8, num_warps=1), "block_v", "flush_block_v", "num_warps") == (8, 16, 1)
+    # replay programs of fewer rows than the flush's 16 (a knob): one warp each (uncapped: the cap is for 4-warp
+    # programs), flushing in groups of programs; a warps knob still holds
+    assert pick(cfg("fp32", 16, 1, block_v=8), "block_v", "flush_block_v", "num_warps", "maxnreg") == (8, 16, 1, None)
     assert pick(cfg("nvfp4/fp16", 16, 256, block_v=8), "block_v", "flush_block_v", "num_warps", "maxnreg") == (8, 16, 1, None)
-    assert pick(cfg("fp32", 16, 1, num_warps=4), "block_v", "flush_block_v", "num_warps") == (8, 16, 4)
+    assert pick(cfg("fp32", 16, 2, block_v=8, num_warps=4), "block_v", "flush_block_v", "num_warps", "maxnreg") == (8, 16, 4, 128)
+    assert pick(cfg("fp32", 16, 1, block_v=4), "block_v", "flush_block_v") == (4, 16)
     # the fused step advances its counters itself on grids of <= 8 programs per SM; larger grids and split steps
     # launch _advance_kernel; the step_advance knob forces a fused grid either way
     assert cfg("fp32", 16, 1).step_advance is True and cfg("fp32", 1, 1).step_advance is True
@@ -77,12 +78,10 @@ def test_step_plan_heuristic(monkeypatch):
     assert cfg("fp32", 16, 256, split_flush=False).split is False
     assert cfg("fp32", 16, 1, split_flush=True).split is True
     assert cfg("fp32", 1, 256, split_flush=True).split is False
-    # BV = 8: 2 * 32 * 16 = 1024 one-warp programs: uncapped (the cap is for 4 programs of 4 warps per SM), not split
-    assert pick(cfg("fp32", 16, 2), "block_v", "num_warps", "maxnreg", "split") == (8, 1, None, False)
-    m2 = _standin("fp32", V=64, HV=128, family="mamba2")   # Nemotron-H: batch 1 is 1024 programs of 8 rows
-    assert pick(launch.plan_step(m2, 1), "block_v", "maxnreg", "split") == (8, None, False)
-    assert launch.plan_step(m2, 8).split is True
-    assert pick(launch.plan_step(m2, 2), "block_v", "num_warps", "maxnreg", "split") == (16, 4, 128, False)
+    assert cfg("fp32", 16, 2).split is False     # BV = 16: 2 * 32 * 8 = 512 programs: capped, not split (<= 8 per SM)
+    assert cfg("fp32", 16, 2).maxnreg == 128
+    m2 = _standin("fp32", V=64, HV=128, family="mamba2")   # Nemotron-H: batch 1 is 512 programs
+    assert pick(launch.plan_step(m2, 1), "maxnreg", "split") == (128, False) and launch.plan_step(m2, 8).split is True
     m2.window, m2.spec = 1, parse_state_spec("fp16")
     assert pick(launch.plan_step(m2, 256), "block_v", "flush_block_v", "num_warps") == (32, 32, 4)   # conventional fp16, V = 64: 4096-element tiles
     m2.spec = parse_state_spec("nvfp4+sr")   # conventional nvfp4: whole-head 8-warp programs, capped on large grids
