@@ -1,4 +1,4 @@
-"""Tables and goal numbers of issue 28 from one bench table's folder (``bench_h100/``: call s26t of
+"""Tables and goal numbers of issue 28 from one bench table's folder (``bench_h100/``: call s32a of
 2026-12-07, the current kernels with shared keys on an H100; ``bench_h200/``: calls s15a + s15b of 2026-12-05,
 tree ``de22e01``, the last table on an H200). Each folder holds the resumed run's ``results.csv``,
 ``correctness.csv`` and ``title.txt`` (the heading: calls, date, tree, card).
