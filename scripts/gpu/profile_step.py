@@ -35,22 +35,23 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # repo root
 from replayssm_quant.kernels.bench import (CPU_SMOKE_SHAPES, RING_DTYPES, SHAPES, _fill_states, bench_inputs,  # noqa: E402
-                                           check_grid, shape_key_heads, stagger_slots, step_keys)
+                                           check_grid, parse_knobs, shape_key_heads, stagger_slots, step_keys)
 from replayssm_quant.kernels.bench_report import write_table  # noqa: E402
+from replayssm_quant.kernels.launch import LaunchKnobs  # noqa: E402
 from replayssm_quant.kernels.state_cache import SSMStateCache  # noqa: E402
 
 
 def profile_config(family, spec, mode, batch, window, rounds, ring_dtype="float32", stagger=False,
-                   ncu_window=False, shapes=SHAPES, device=None, shared_keys=True):
+                   ncu_window=False, shapes=SHAPES, device=None, shared_keys=True, knobs=None):
     """The per-kernel rows of one configuration (``rounds`` x L profiled steps after 2 L warm-up steps; 0: none,
     and with ``ncu_window`` the two steps for ``ncu --profile-from-start off``, see the module docstring).
     ``shared_keys``: the ring keeps one key per key head of the shape, as the benchmark times it and the models
-    have it (False: a key per value head)."""
+    have it (False: a key per value head). ``knobs``: launcher knobs (a :class:`LaunchKnobs`; None: the heuristics)."""
     shape = shapes[family]
     dev = device or torch.device("cuda")
     cache = SSMStateCache(family, spec, batch, shape["num_heads"], shape["head_k"], shape["head_v"], window=window,
                           mode=mode, device=dev, backend="triton", seed=1, ring_dtype=RING_DTYPES[ring_dtype],
-                          num_key_heads=shape_key_heads(shape, shared_keys))
+                          num_key_heads=shape_key_heads(shape, shared_keys), knobs=knobs)
     _fill_states(cache, 7)
     x = bench_inputs(family, batch, shape, window, dev)
     keys = step_keys(cache, x)
@@ -86,7 +87,7 @@ def profile_config(family, spec, mode, batch, window, rounds, ring_dtype="float3
         total = (getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0) if dev.type == "cuda"
                  else e.cpu_time_total)   # (CPU smoke: the interpreted ops' CPU time)
         rows.append(dict(family=family, spec=spec, mode=mode, batch=batch, key_heads=cache.num_key_heads,
-                         kernel=e.key[:60], launches=e.count,
+                         knobs=cache.knobs.overrides(), kernel=e.key[:60], launches=e.count,
                          total_us=total, us_per_step=total / n, us_per_launch=total / e.count))
     return rows
 
@@ -122,9 +123,15 @@ def main(argv=None):
     p.add_argument("--keys", choices=("shared", "per-head"), default="shared",
                    help="the rings' keys once per key head of the bench shape (shared, as bench.py times them and "
                         "the models have them; the default) or once per value head")
+    p.add_argument("--knobs", default="default", help="launcher knobs of every cache, name=value,... "
+                   "(kernels.launch.LaunchKnobs; 'default': the heuristics)")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny shapes in the Triton interpreter (TRITON_INTERPRET=1;"
                    " CPU op times, a check that the script runs)")
     a = p.parse_args(argv)
+    try:
+        knobs = LaunchKnobs(**parse_knobs(a.knobs))
+    except ValueError as e:
+        p.error(f"--knobs {a.knobs!r}: {e}")
     try:
         batches = [int(b) for b in (a.batch or ("2" if a.cpu_smoke else "256")).split(",")]
     except ValueError:
@@ -146,7 +153,7 @@ def main(argv=None):
         dev, shapes = torch.device("cuda"), SHAPES
     os.makedirs(a.out, exist_ok=True)
     rows = []
-    kw = dict(shapes=shapes, device=dev, shared_keys=a.keys == "shared")
+    kw = dict(shapes=shapes, device=dev, shared_keys=a.keys == "shared", knobs=knobs)
     for b in batches:
         for fam in families:
             if a.rounds and not a.no_conventional:    # (--rounds 0: the replay launches only, for ncu)

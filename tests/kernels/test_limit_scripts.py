@@ -59,6 +59,13 @@ def test_profile_step_stagger_and_ncu_window(tmp_path):
                                         str(tmp_path / "h")])
     assert r.returncode == 0, r.stderr[-2000:]
     assert set(pd.read_csv(tmp_path / "h" / "profile.csv").key_heads) == {2}
+    # launcher knobs reach the caches (8-row programs: the 16-row heads flush in pairs of programs)
+    r = _run("profile_step.py", args + ["--batch", "1", "--rounds", "1", "--knobs", "block_v=8", "--out",
+                                        str(tmp_path / "k")])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert set(pd.read_csv(tmp_path / "k" / "profile.csv").knobs) == {"block_v=8"}
+    r = _run("profile_step.py", args + ["--knobs", "block_v=6", "--out", str(tmp_path / "bad")])
+    assert r.returncode == 2 and "--knobs 'block_v=6': block_v=6: a power of two" in r.stderr, r.stderr[-500:]
     r = _run("profile_step.py", args + ["--batch", "2", "--rounds", "0", "--ncu-window", "--out", str(tmp_path / "n")])
     assert r.returncode == 0, r.stderr[-2000:]
     assert not (tmp_path / "n" / "profile.csv").exists()   # (no table: the steps are for an outside profiler)
