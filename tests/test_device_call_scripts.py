@@ -17,7 +17,7 @@ from replayssm_quant.quant.spec import parse_state_spec
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEED = os.path.join(ROOT, "reports", "bench", "speed")
 #: the call scripts the speed README's status lists as queued (not run yet), in its order of priority
-QUEUED = ("call_s19a.sh", "call_s22d.sh", "call_s19b.sh", "call_s16b.sh")
+QUEUED = ("call_s19a.sh", "call_s22d.sh", "call_s19b.sh", "call_s16b.sh", "call_s32c.sh")
 
 
 def _expanded_text(path: str) -> str:
@@ -64,5 +64,7 @@ def test_queued_call_script_is_well_formed(script):
     for sets in variants:
         for knobs in sets.split(";"):
             LaunchKnobs(**parse_knobs(knobs))
+    for knobs in _option_values(text, "--knobs"):   # (profile_step.py: one knob set)
+        LaunchKnobs(**parse_knobs(knobs))
     if "launch_sweep.py" in text or "knob_identity_check.py" in text:
         assert variants or "--variants" not in text

@@ -12,8 +12,8 @@ source scripts/gpu/parts.sh s32c "${BUDGET_S:-300}"
 source scripts/gpu/ncu.sh
 SECTIONS=(--clock-control none --profile-from-start off "${NCU_SECTIONS[@]}" -f)
 if [ -n "$NCU" ]; then
-  PS="python3 scripts/gpu/profile_step.py --out /tmp/s32c_ncu --rounds 0 --ncu-window --no-conventional --specs fp32
-      --batch 1 --families gdn"
+  PS="python3 scripts/gpu/profile_step.py --out /tmp/s32c_ncu --rounds 0 --ncu-window --no-conventional --specs fp32 \
+    --batch 1 --families gdn"
   part ncu_b1_default 80 "$NCU" "${SECTIONS[@]}" -k "regex:_decode_step_kernel" -o "$R/ncu_b1_default" $PS
   ncu_export ncu_b1_default
   part ncu_b1_bv8 80 "$NCU" "${SECTIONS[@]}" -k "regex:_decode_step_kernel" -o "$R/ncu_b1_bv8" $PS \
