@@ -85,10 +85,10 @@ def main(argv=None) -> int:
     text = "\n".join(lines)
     print(text)
     if a.out:
+        command = " ".join(argv if argv is not None else sys.argv[1:])
         with open(a.out, "w") as f:
-            f.write(f"# Compiled code, `{os.path.abspath(a.old)}` against `{os.path.abspath(a.new)}` (sm_90, offline)\n\n"
-                    f"- command: `python scripts/ptx_same_code.py {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n"
-                    + text + "\n")
+            f.write(f"# Compiled code, `{os.path.abspath(a.old)}` against `{os.path.abspath(a.new)}` (sm_90, "
+                    f"offline)\n\n- command: `python scripts/ptx_same_code.py {command}`\n\n{text}\n")
     return 0 if same == len(old) else 1
 
 
