@@ -114,20 +114,6 @@ def _step_program(
             else:
                 flush_lead: tl.constexpr = True
             SUBS: tl.constexpr = max(BV // BVF, 1)   # flush sub-blocks of a lead program
-            if L > 1:   # per-(row, head) terms of the chunked flush, shared by the sub-blocks
-                Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta,
-                                                                     offs_k, mk, K, L, LP, GK, DELTA, BK, LPLOG,
-                                                                     CACHED, DOTP, ring0k)
-            else:
-                Kd = kt
-                Kdl = kt
-                Kd2 = kt
-                Kd2l = kt
-                T = kt
-                dL = at
-                br = at
-                kdl = at
-                cl = at
             if NV4:
                 # nvfp4 needs the amax of the whole (slot, head) state: in two passes (S_L into the head's
                 # scratch and its amax, then the encode), by the pv == 0 program or (SPREAD) pass 1 by every
@@ -136,6 +122,9 @@ def _step_program(
                 if NVF == 1:
                     if pv == 0:
                         # the whole head fits one sub-block: one pass, S_L stays in registers
+                        Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_terms(
+                            rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, at, offs_k, mk, K, L, LP, GK, DELTA, BK,
+                            LPLOG, CACHED, DOTP, ring0k)
                         offs_f = tl.arange(0, BVF)
                         mf = offs_f < V
                         S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta,
@@ -149,6 +138,9 @@ def _step_program(
                     tl.static_assert(scr_ptr is not None, "a two-pass nvfp4 flush needs its S_L scratch")
                     amax = 0.0
                     if flush_lead:
+                        Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_terms(
+                            rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, at, offs_k, mk, K, L, LP, GK, DELTA, BK,
+                            LPLOG, CACHED, DOTP, ring0k)
                         for r in tl.range(0, SUBS, loop_unroll_factor=1):   # pass 1 of this program's rows
                             offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
                             S = _flush_S(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, at, kt, beta,
@@ -176,6 +168,9 @@ def _step_program(
                 else:
                     if pv == 0:
                         tl.static_assert(scr_ptr is not None, "a two-pass nvfp4 flush needs its S_L scratch")
+                        Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_terms(
+                            rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, at, offs_k, mk, K, L, LP, GK, DELTA, BK,
+                            LPLOG, CACHED, DOTP, ring0k)
                         PREU: tl.constexpr = DELTA and (not CACHED) and L > 1 and UROWS > 0
                         if PREU:   # the whole head's corrections first, UROWS rows at a time; pass 1 reloads them
                             _head_corrections_first(hp0, hp1, hp2, v_ptr, rv_ptr, ru_ptr, out_ptr, sh, bh, ring0, Kd,
@@ -198,6 +193,9 @@ def _step_program(
                                      sh, offs_k, mk, K, V, seed, fc, FMT_HP, FMT_LP, SHARED, SR, TAG, BK, BVF, NVF,
                                      "evict_first" if SCR_L2 else "", "")
             elif flush_lead:
+                Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_terms(
+                    rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, at, offs_k, mk, K, L, LP, GK, DELTA, BK,
+                    LPLOG, CACHED, DOTP, ring0k)
                 for r in tl.range(0, SUBS, loop_unroll_factor=1):
                     offs_f = pv * BV + r * BVF + tl.arange(0, BVF)
                     mf = offs_f < V
@@ -227,6 +225,29 @@ def _step_program(
                 _append_keys(rk_ptr, rg_ptr, rb_ptr, eh, kt, Gt, beta, offs_k, mk, pv == 0, K, GK, DELTA, CACHED,
                              ring0k + h, head % HG == 0)
     _advance_if_last(arr_ptr, cnt_ptr, fcnt_ptr, slot, arrived, nprog, h, fc, L, ARRIVE_LANES)
+
+
+@triton.jit
+def _flush_terms(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, at, offs_k, mk, K: tl.constexpr, L: tl.constexpr,
+                 LP: tl.constexpr, GK: tl.constexpr, DELTA: tl.constexpr, BK: tl.constexpr, LPLOG: tl.constexpr,
+                 CACHED: tl.constexpr, DOTP: tl.constexpr, ring0k):
+    """The per-(row, head) terms of the chunked flush, shared by a program's sub-blocks
+    (:func:`.flush_math._flush_prep`; built only by the programs that flush rows); conventional decoding (``L`` = 1,
+    no ring): placeholders (``kt`` for the tiles, ``at`` = exp(g_t) for the vectors)."""
+    if L > 1:
+        Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl = _flush_prep(rg_ptr, rk_ptr, rb_ptr, ring0, kt, gt, gts, beta, offs_k,
+                                                             mk, K, L, LP, GK, DELTA, BK, LPLOG, CACHED, DOTP, ring0k)
+    else:
+        Kd = kt
+        Kdl = kt
+        Kd2 = kt
+        Kd2l = kt
+        T = kt
+        dL = at
+        br = at
+        kdl = at
+        cl = at
+    return Kd, Kdl, Kd2, Kd2l, dL, T, br, kdl, cl
 
 
 @triton.jit
